@@ -1,0 +1,58 @@
+# Mooring's two commands are `make demo` and `make test`; the rest are parts.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+CONTROLLER_GEN := bin/controller-gen
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: all build test demo deps kubebin generate verify vet unit bench clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "-X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring ./cmd/mooring
+
+# deps installs what the tests use from Debian's packages (as root; no-op when present).
+deps:
+	hack/install-deps.sh
+
+# kubebin builds etcd, kube-apiserver, kube-controller-manager and kube-proxy
+# from Go modules (cached; ~8 min cold) and prints their folder last.
+kubebin:
+	@hack/kubebin/build.sh
+
+$(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && $(GO) build -o ../../$(CONTROLLER_GEN) sigs.k8s.io/controller-tools/cmd/controller-gen
+
+generate: $(CONTROLLER_GEN)
+	$(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=config/crd
+	$(CONTROLLER_GEN) rbac:roleName=mooring-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac/controller
+	$(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac/agent
+
+# verify fails when generated files, gofmt or go mod tidy are stale.
+verify: generate
+	@hack/verify.sh
+
+vet:
+	$(GO) vet ./...
+
+# test is the README's test command: it installs and builds what the tests
+# need, then runs vet, verify and every test (privileged ones included when
+# run as root).
+test: deps
+	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
+	echo "control-plane binaries: $$MOORING_KUBEBIN"; \
+	$(MAKE) --no-print-directory vet verify; \
+	$(GO) test -count=1 -timeout 30m ./...
+
+# demo is the README's first command: the one-machine lab.
+demo: deps build
+	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
+	hack/demo.sh
+
+bench:
+	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf bin tmp

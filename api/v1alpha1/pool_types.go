@@ -1,0 +1,149 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// IPBlock is one block of addresses: a CIDR, or an inclusive start/stop range.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.cidr) ? !has(self.start) && !has(self.stop) : has(self.start) && has(self.stop)",message="a block is either a cidr (e.g. 192.0.2.0/24) or a start and a stop address (e.g. start: 192.0.2.10, stop: 192.0.2.20): set exactly one form"
+// +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.stop) || !isIP(self.start) || !isIP(self.stop) || ip(self.start).family() == ip(self.stop).family()",message="start and stop must be of the same IP family: a range cannot mix IPv4 and IPv6; use one block per family"
+// +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.stop) || !isIP(self.start) || !isIP(self.stop) || ip(self.start).family() != 4 || ip(self.stop).family() != 4 || (int(self.start.split('.')[0]) * 16777216 + int(self.start.split('.')[1]) * 65536 + int(self.start.split('.')[2]) * 256 + int(self.start.split('.')[3])) <= (int(self.stop.split('.')[0]) * 16777216 + int(self.stop.split('.')[1]) * 65536 + int(self.stop.split('.')[2]) * 256 + int(self.stop.split('.')[3]))",message="start must not be greater than stop: swap them"
+type IPBlock struct {
+	// CIDR is a network such as 192.0.2.0/24 or 2001:db8:1::/64. The first and
+	// last address are not handed out unless the pool sets allowFirstLastIPs,
+	// except in /32, /31, /128 and /127 blocks.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=49
+	// +kubebuilder:validation:XValidation:rule="isCIDR(self)",message="cidr must be a network in CIDR notation, such as 192.0.2.0/24 or 2001:db8::/64"
+	// +kubebuilder:validation:XValidation:rule="!isCIDR(self) || cidr(self) == cidr(self).masked()",message="cidr has bits set after its prefix length: write the network address (e.g. 192.0.2.0/24, not 192.0.2.7/24)"
+	CIDR string `json:"cidr,omitempty"`
+
+	// Start is the first address of an inclusive range.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="start must be a single IPv4 or IPv6 address, such as 192.0.2.10 or 2001:db8::10"
+	Start string `json:"start,omitempty"`
+
+	// Stop is the last address of an inclusive range.
+	//
+	// +optional
+	// +kubebuilder:validation:MaxLength=45
+	// +kubebuilder:validation:XValidation:rule="isIP(self)",message="stop must be a single IPv4 or IPv6 address, such as 192.0.2.20 or 2001:db8::20"
+	Stop string `json:"stop,omitempty"`
+}
+
+// LoadBalancerIPPoolSpec says which addresses the pool holds and which
+// Services may take them.
+type LoadBalancerIPPoolSpec struct {
+	// Blocks are the pool's addresses. Blocks of one pool must not overlap.
+	//
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Blocks []IPBlock `json:"blocks"`
+
+	// Disabled stops the pool from handing out new addresses. Services that
+	// already hold one of its addresses keep it.
+	//
+	// +optional
+	Disabled bool `json:"disabled,omitempty"`
+
+	// AllowFirstLastIPs lets the first and last address of each CIDR block be
+	// handed out too.
+	//
+	// +optional
+	AllowFirstLastIPs bool `json:"allowFirstLastIPs,omitempty"`
+
+	// ServiceSelector picks the Services this pool serves. Besides a Service's
+	// own labels it can match mooring.dev/service-namespace and
+	// mooring.dev/service-name. Empty or absent matches every Service.
+	//
+	// +optional
+	ServiceSelector *metav1.LabelSelector `json:"serviceSelector,omitempty"`
+
+	// NamespaceSelector picks Services by the labels of their namespace.
+	// Empty or absent matches every namespace.
+	//
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// Priority orders pools when several match a Service: higher first; among
+	// equals the older pool first, then by name.
+	//
+	// +optional
+	// +kubebuilder:default=0
+	Priority int32 `json:"priority,omitempty"`
+}
+
+// FamilyUsage counts a pool's addresses of one IP family. Counts are decimal
+// strings because an IPv6 pool can hold more than 2^63 addresses.
+type FamilyUsage struct {
+	// Total is how many addresses the pool can hand out.
+	Total string `json:"total"`
+	// Used is how many are held by Services.
+	Used string `json:"used"`
+	// Free is Total minus Used.
+	Free string `json:"free"`
+}
+
+// LoadBalancerIPPoolStatus is what the controller observed about the pool.
+type LoadBalancerIPPoolStatus struct {
+	// Conditions: Ready, Conflicting, InvalidBlocks.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// IPv4 counts the pool's IPv4 addresses.
+	//
+	// +optional
+	IPv4 *FamilyUsage `json:"ipv4,omitempty"`
+
+	// IPv6 counts the pool's IPv6 addresses.
+	//
+	// +optional
+	IPv6 *FamilyUsage `json:"ipv6,omitempty"`
+
+	// ObservedGeneration is the spec generation the status describes.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// LoadBalancerIPPool is a set of addresses that Services of type LoadBalancer
+// are given addresses from.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=lbpool;lbpools,categories=mooring
+// +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
+// +kubebuilder:printcolumn:name="Conflicting",type=string,JSONPath=`.status.conditions[?(@.type=="Conflicting")].status`
+// +kubebuilder:printcolumn:name="V4 Used",type=string,JSONPath=`.status.ipv4.used`
+// +kubebuilder:printcolumn:name="V4 Free",type=string,JSONPath=`.status.ipv4.free`
+// +kubebuilder:printcolumn:name="V6 Used",type=string,JSONPath=`.status.ipv6.used`
+// +kubebuilder:printcolumn:name="V6 Free",type=string,JSONPath=`.status.ipv6.free`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type LoadBalancerIPPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   LoadBalancerIPPoolSpec   `json:"spec"`
+	Status LoadBalancerIPPoolStatus `json:"status,omitempty"`
+}
+
+// LoadBalancerIPPoolList is a list of LoadBalancerIPPool.
+//
+// +kubebuilder:object:root=true
+type LoadBalancerIPPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []LoadBalancerIPPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&LoadBalancerIPPool{}, &LoadBalancerIPPoolList{})
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Mooring's tests and lab use, when missing.
+# nftables: the lab's service data plane (kube-proxy nftables mode).
+# iproute2, iputils-ping, curl: debugging inside lab namespaces.
+set -euo pipefail
+pkgs=(nftables iproute2 iputils-ping curl)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "install-deps: missing Debian packages: ${missing[*]} (run as root, or apt-get install them)" >&2
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >/dev/null
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
