@@ -1,0 +1,313 @@
+package lbipam
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// matcher answers "does this pool select this Service" for one call.
+type matcher struct {
+	svc    Service
+	labels map[string]string // Service labels plus the virtual ones
+}
+
+func newMatcher(svc Service) *matcher {
+	labels := make(map[string]string, len(svc.Labels)+2)
+	for k, v := range svc.Labels {
+		labels[k] = v
+	}
+	labels[LabelServiceNamespace] = svc.Key.Namespace
+	labels[LabelServiceName] = svc.Key.Name
+	return &matcher{svc: svc, labels: labels}
+}
+
+// matches ignores Disabled: a disabled pool still selects the Service, it
+// just hands out nothing new.
+func (m *matcher) matches(p *pool) bool {
+	switch {
+	case p.ignored:
+		return false
+	case len(m.svc.Pools) > 0 && !slices.Contains(m.svc.Pools, p.Name):
+		return false
+	case p.ServiceSelector != nil && !p.ServiceSelector.Matches(m.labels):
+		return false
+	case p.NamespaceSelector != nil && !p.NamespaceSelector.Matches(m.svc.NamespaceLabels):
+		return false
+	}
+	return true
+}
+
+// candidates are the enabled pools selecting the Service, in allocation
+// order, or the problem explaining why there are none.
+func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
+	var cands, disabled []*pool
+	for _, p := range a.pools {
+		if m.matches(p) {
+			if p.Disabled {
+				disabled = append(disabled, p)
+			} else {
+				cands = append(cands, p)
+			}
+		}
+	}
+	if len(cands) > 0 {
+		return cands, nil
+	}
+	if len(m.svc.Pools) > 0 {
+		var unknown []string
+		for _, name := range m.svc.Pools {
+			if !slices.ContainsFunc(a.pools, func(p *pool) bool { return p.Name == name && !p.ignored }) {
+				unknown = append(unknown, name)
+			}
+		}
+		if len(unknown) == len(m.svc.Pools) {
+			return nil, poolNotFoundProblem(m.svc, unknown)
+		}
+	}
+	return nil, noPoolProblem(m.svc, names(disabled))
+}
+
+// decision is the plan for one family before anything is committed, so a
+// RequireAllFamilies failure can roll every new address back.
+type decision struct {
+	fam     Family
+	keep    []netip.Addr // held addresses kept
+	drop    []netip.Addr // held addresses released whatever happens
+	take    netip.Addr   // new address, if valid
+	replace bool         // committing take releases keep (a new request)
+	prob    *Problem
+}
+
+// Assign adopts svc.Held (as Import does), then gives every requested
+// family without an address one, commits, and returns what the Service
+// should hold. Calling it again with the same input returns the same Result.
+//
+// A held address is kept unless the Service stops asking for its family or
+// requests another address of that family. When the requested address
+// cannot be taken, the old one is KEPT and the family is listed in Pending
+// with the reason, until the requested address frees up: a Service that had
+// an address is never left with none.
+//
+// RequireAllFamilies: if any family ends up with no address, no new address
+// is handed out for the others (held ones stay). Otherwise only the first
+// family is required; the others are best effort and still listed in
+// Pending when missing.
+func (a *Allocator) Assign(svc Service) Result {
+	svc = normalize(svc)
+	a.adopt(svc)
+	m := newMatcher(svc)
+	ds, failed := a.plan(svc, m)
+	if failed != nil {
+		for i := range ds {
+			if d := &ds[i]; d.take.IsValid() {
+				d.prob = rolledBackProblem(svc, d.fam, d.take, failed)
+				d.take, d.replace = netip.Addr{}, false
+			}
+		}
+	}
+	return a.commit(svc, ds)
+}
+
+// plan decides every family; failed is the problem of the first required
+// family left without any address.
+func (a *Allocator) plan(svc Service, m *matcher) ([]decision, *Problem) {
+	var ds []decision
+	var failed *Problem
+	for i, f := range svc.Families {
+		d := a.decide(svc, m, f)
+		required := svc.RequireAllFamilies || i == 0
+		if required && failed == nil && d.prob != nil && !d.take.IsValid() && len(d.keep) == 0 {
+			failed = d.prob
+		}
+		ds = append(ds, d)
+	}
+	return ds, failed
+}
+
+func (a *Allocator) decide(svc Service, m *matcher, f Family) decision {
+	d := decision{fam: f, keep: ofFamily(svc.Held, f)}
+	reqs := ofFamily(svc.Requested, f)
+	switch {
+	case len(reqs) > 1:
+		d.prob = twoRequestsProblem(svc, f, reqs)
+	case len(reqs) == 1 && slices.Contains(d.keep, reqs[0]):
+		for _, addr := range d.keep {
+			if addr != reqs[0] {
+				d.drop = append(d.drop, addr)
+			}
+		}
+		d.keep = reqs[:1]
+	case len(reqs) == 1:
+		if d.prob = a.checkRequested(svc, m, reqs[0]); d.prob == nil {
+			d.take, d.replace = reqs[0], true
+		}
+	case len(d.keep) == 0:
+		d.take, d.prob = a.pick(svc, m, f)
+	}
+	return d
+}
+
+// commit applies the plan and builds the Result.
+func (a *Allocator) commit(svc Service, ds []decision) Result {
+	st := a.svcs[svc.Key]
+	var final []netip.Addr
+	var res Result
+	for _, d := range ds {
+		keep := d.keep
+		if d.take.IsValid() && d.replace {
+			keep = nil
+		}
+		for _, addr := range keep {
+			a.addResultAddr(&res, svc, addr, true)
+		}
+		final = append(final, keep...)
+		if d.take.IsValid() {
+			a.hold(svc.Key, d.take)
+			final = append(final, d.take)
+			a.addResultAddr(&res, svc, d.take, false)
+		}
+		if d.prob != nil {
+			res.Pending = append(res.Pending, *d.prob)
+		}
+	}
+	for _, addr := range st.held {
+		if !slices.Contains(final, addr) {
+			a.drop(svc.Key, addr)
+		}
+	}
+	st.held = final
+	for _, addr := range svc.Requested {
+		if !slices.Contains(svc.Families, FamilyOf(addr)) {
+			res.Pending = append(res.Pending, *familyNotAskedProblem(svc, addr))
+		}
+	}
+	return res
+}
+
+// checkRequested returns why the requested addr cannot be taken, or nil.
+func (a *Allocator) checkRequested(svc Service, m *matcher, addr netip.Addr) *Problem {
+	if addr.Zone() != "" {
+		return zonedRequestProblem(svc, addr)
+	}
+	cov := a.covering(addr)
+	if len(cov) == 0 {
+		return requestedOutsideProblem(svc, addr)
+	}
+	own := a.owner(addr)
+	if own != nil && m.matches(own) {
+		if own.Disabled {
+			return requestedDisabledProblem(svc, addr, own.Name)
+		}
+		return a.sharingProblem(svc, addr)
+	}
+	for _, p := range cov {
+		if m.matches(p) && rangesContain(p.usable, addr) {
+			return requestedConflictingProblem(svc, addr, p.Name, p.conflicts)
+		}
+	}
+	for _, p := range cov {
+		if m.matches(p) {
+			return requestedFirstLastProblem(svc, addr, p.Name)
+		}
+	}
+	return requestedNotSelectedProblem(svc, addr, names(cov))
+}
+
+// sharingProblem says why svc may not join the holders of addr, or nil.
+func (a *Allocator) sharingProblem(svc Service, addr netip.Addr) *Problem {
+	for _, other := range a.holders[addr] {
+		if other == svc.Key {
+			continue
+		}
+		if ok, reason, why := compatible(svc, a.svcs[other].in); !ok {
+			return inUseProblem(svc, addr, other, reason, why)
+		}
+	}
+	return nil
+}
+
+// compatible reports whether s and h may hold one address; when not, the
+// reason (RequestedInUse without a common sharing key, SharingConflict
+// with one) and a clause explaining it.
+func compatible(s, h Service) (bool, Reason, string) {
+	if s.SharingKey == "" || s.SharingKey != h.SharingKey {
+		return false, ReasonRequestedInUse, "the two Services do not have the same sharing key"
+	}
+	if s.Key.Namespace != h.Key.Namespace && !(s.SharingCrossNamespace && h.SharingCrossNamespace) {
+		return false, ReasonSharingConflict, "they are in different namespaces and both must allow cross-namespace sharing"
+	}
+	for _, p := range s.Ports {
+		if slices.Contains(h.Ports, p) {
+			return false, ReasonSharingConflict, "both expose " + p.Protocol + " port " + itoa(p.Port)
+		}
+	}
+	return true, "", ""
+}
+
+// pick finds a new address of family f: first an address already used by
+// the Service's sharing key (compatible, in a candidate pool), else the
+// first free address of the candidate pools in order.
+func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Problem) {
+	cands, prob := a.candidates(m)
+	if prob != nil {
+		prob.Family = f
+		return netip.Addr{}, prob
+	}
+	var withF []*pool
+	for _, p := range cands {
+		if hasFamily(p.usable, f) {
+			withF = append(withF, p)
+		}
+	}
+	if len(withF) == 0 {
+		return netip.Addr{}, familyUnavailableProblem(svc, f, names(cands))
+	}
+	if addr := a.joinShared(svc, withF, f); addr.IsValid() {
+		return addr, nil
+	}
+	for _, p := range withF {
+		for _, r := range p.eff {
+			if FamilyOf(r.First) != f {
+				continue
+			}
+			if addr, err := a.used.FirstFree(r); err == nil {
+				return addr, nil
+			}
+		}
+	}
+	return netip.Addr{}, a.exhaustedProblem(svc, f, withF)
+}
+
+// joinShared returns the best address already held under svc's sharing
+// key that svc may join: lowest pool rank, then lowest address.
+func (a *Allocator) joinShared(svc Service, pools []*pool, f Family) netip.Addr {
+	if svc.SharingKey == "" {
+		return netip.Addr{}
+	}
+	var best netip.Addr
+	bestRank := len(pools)
+	for key := range a.shares[svc.SharingKey] {
+		if key == svc.Key {
+			continue
+		}
+		for _, addr := range ofFamily(a.svcs[key].held, f) {
+			own := a.owner(addr)
+			rank := slices.Index(pools, own)
+			if own == nil || rank < 0 || rank > bestRank || (rank == bestRank && !addr.Less(best)) {
+				continue
+			}
+			if a.sharingProblem(svc, addr) == nil {
+				best, bestRank = addr, rank
+			}
+		}
+	}
+	return best
+}
+
+func names(ps []*pool) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}

@@ -1,0 +1,203 @@
+package lbipam
+
+import (
+	"cmp"
+	"fmt"
+	"math/big"
+	"net/netip"
+	"slices"
+
+	"github.com/mooringlb/mooring/internal/ipalloc"
+)
+
+// pool is a Pool compiled for allocation. Every address belongs to the
+// effective ranges of at most one pool (the oldest whose blocks cover it),
+// so usage is never counted twice and two pools never hand out one address.
+type pool struct {
+	Pool
+	valid     []ipalloc.Range // blocks that passed validation, block order
+	usable    []ipalloc.Range // valid minus first/last where excluded
+	eff       []ipalloc.Range // usable minus older pools' blocks, block order
+	conflicts []string
+	invalid   []string
+	ignored   bool // duplicate name: the whole pool is set aside
+}
+
+// usableRange applies the first/last rule: a CIDR block loses its network
+// and broadcast addresses unless the pool allows them or the prefix is a
+// point-to-point one (/31, /127) or a single host.
+func usableRange(b Block, allowFirstLast bool) ipalloc.Range {
+	r := ipalloc.Range{First: b.First, Last: b.Last}
+	if !b.FromCIDR || allowFirstLast || b.Bits >= b.First.BitLen()-1 {
+		return r
+	}
+	return ipalloc.Range{First: r.First.Next(), Last: r.Last.Prev()}
+}
+
+// validateBlock returns why b cannot be used, or "".
+func validateBlock(i int, b Block) string {
+	r := ipalloc.Range{First: b.First, Last: b.Last}
+	if err := r.Validate(); err != nil {
+		return fmt.Sprintf("block %d: %v: fix or remove the block", i+1, err)
+	}
+	if b.FromCIDR {
+		p, err := b.First.Prefix(b.Bits)
+		if err != nil || p.Addr() != b.First || ipalloc.PrefixRange(p) != r {
+			return fmt.Sprintf("block %d: %s-%s is not the CIDR /%d it claims to be: write the network address, e.g. %s", i+1, b.First, b.Last, b.Bits, p)
+		}
+	}
+	return ""
+}
+
+// compilePool validates the blocks of one pool; later blocks overlapping
+// earlier ones of the same pool are invalid (admission cannot see that).
+func compilePool(p Pool) *pool {
+	c := &pool{Pool: p}
+	for i, b := range p.Blocks {
+		if msg := validateBlock(i, b); msg != "" {
+			c.invalid = append(c.invalid, msg)
+			continue
+		}
+		r := ipalloc.Range{First: b.First, Last: b.Last}
+		if j := slices.IndexFunc(c.valid, r.Overlaps); j >= 0 {
+			c.invalid = append(c.invalid, fmt.Sprintf("block %d (%s) overlaps %s, another block of the same pool: remove or shrink one of them", i+1, r, c.valid[j]))
+			continue
+		}
+		c.valid = append(c.valid, r)
+		c.usable = append(c.usable, usableRange(b, p.AllowFirstLastIPs))
+	}
+	return c
+}
+
+func olderFirst(a, b *pool) int {
+	if c := a.Created.Compare(b.Created); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// allocationOrder: Priority desc, then Created asc, then Name.
+func allocationOrder(a, b *pool) int {
+	if a.Priority != b.Priority {
+		return cmp.Compare(b.Priority, a.Priority)
+	}
+	return olderFirst(a, b)
+}
+
+// compilePools validates every pool and resolves overlaps: the older pool
+// keeps the overlap, the newer one names it in ConflictsWith and hands out
+// nothing from it. Cost: O(P^2 * B) for P pools of B blocks.
+func compilePools(in []Pool) []*pool {
+	ps := make([]*pool, 0, len(in))
+	for _, p := range in {
+		ps = append(ps, compilePool(p))
+	}
+	slices.SortStableFunc(ps, olderFirst)
+	seen := map[string]bool{}
+	var claimed []ipalloc.Range // union of older pools' valid blocks
+	for _, p := range ps {
+		if seen[p.Name] {
+			p.ignored = true
+			p.invalid = append(p.invalid, fmt.Sprintf("another pool is also named %q: this copy is ignored, rename it", p.Name))
+			continue
+		}
+		seen[p.Name] = true
+		for _, o := range ps {
+			if o == p {
+				break
+			}
+			if !o.ignored && rangesOverlap(o.valid, p.valid) {
+				p.conflicts = append(p.conflicts, o.Name)
+			}
+		}
+		for _, u := range p.usable {
+			p.eff = append(p.eff, ipalloc.Subtract(u, claimed)...)
+		}
+		claimed = ipalloc.Normalize(append(claimed, p.valid...))
+	}
+	slices.SortStableFunc(ps, allocationOrder)
+	return ps
+}
+
+func rangesOverlap(a, b []ipalloc.Range) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.Overlaps(y) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func hasFamily(rs []ipalloc.Range, f Family) bool {
+	return slices.ContainsFunc(rs, func(r ipalloc.Range) bool { return FamilyOf(r.First) == f })
+}
+
+func rangesContain(rs []ipalloc.Range, a netip.Addr) bool {
+	return slices.ContainsFunc(rs, func(r ipalloc.Range) bool { return r.Contains(a) })
+}
+
+// usage counts the pool's effective addresses of family f against used.
+func (p *pool) usage(used *ipalloc.Set, f Family) Usage {
+	u := Usage{Total: new(big.Int), Used: new(big.Int), Free: new(big.Int)}
+	for _, r := range p.eff {
+		if FamilyOf(r.First) != f {
+			continue
+		}
+		u.Total.Add(u.Total, r.Size())
+		u.Used.Add(u.Used, big.NewInt(int64(used.CountIn(r))))
+	}
+	u.Free.Sub(u.Total, u.Used)
+	return u
+}
+
+func (p *pool) report(used *ipalloc.Set) PoolReport {
+	return PoolReport{
+		Name:          p.Name,
+		ConflictsWith: slices.Clone(p.conflicts),
+		Invalid:       slices.Clone(p.invalid),
+		IPv4:          p.usage(used, IPv4),
+		IPv6:          p.usage(used, IPv6),
+	}
+}
+
+// SetPools replaces the pool set and returns the report of every pool,
+// sorted by name. Held addresses are never dropped: a Service whose address
+// left every pool keeps it (Assign then warns HeldOutsidePools).
+func (a *Allocator) SetPools(pools []Pool) []PoolReport {
+	a.pools = compilePools(pools)
+	return a.Reports()
+}
+
+// Reports returns each pool's conflicts, invalid blocks and usage per
+// family, sorted by name. Cost: O(P * B * log n).
+func (a *Allocator) Reports() []PoolReport {
+	out := make([]PoolReport, 0, len(a.pools))
+	for _, p := range a.pools {
+		out = append(out, p.report(&a.used))
+	}
+	slices.SortStableFunc(out, func(x, y PoolReport) int { return cmp.Compare(x.Name, y.Name) })
+	return out
+}
+
+// owner returns the pool whose effective ranges hold addr, or nil.
+func (a *Allocator) owner(addr netip.Addr) *pool {
+	for _, p := range a.pools {
+		if !p.ignored && rangesContain(p.eff, addr) {
+			return p
+		}
+	}
+	return nil
+}
+
+// covering returns the pools whose valid blocks contain addr.
+func (a *Allocator) covering(addr netip.Addr) []*pool {
+	var out []*pool
+	for _, p := range a.pools {
+		if !p.ignored && rangesContain(p.valid, addr) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
