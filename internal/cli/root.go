@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mooringlb/mooring/internal/cli/agent"
+	"github.com/mooringlb/mooring/internal/cli/audit"
 	"github.com/mooringlb/mooring/internal/cli/controller"
 	"github.com/mooringlb/mooring/internal/cli/lab"
 	"github.com/mooringlb/mooring/internal/cli/version"
@@ -64,6 +65,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 	root.AddCommand(
 		controller.NewCommand(deps),
 		agent.NewCommand(deps),
+		audit.NewCommand(deps),
 		lab.NewCommand(deps),
 		version.NewCommand(deps),
 	)
