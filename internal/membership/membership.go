@@ -1,0 +1,304 @@
+package membership
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metaLeaving is the node metadata a member gossips just before a graceful
+// Leave, so that peers can count its departure as a leave, not a failure
+// (memberlist's EventDelegate does not say which it was).
+const metaLeaving = "leaving"
+
+// Membership is one member of the agents' gossip cluster.
+type Membership struct {
+	cfg Config
+	log *slog.Logger
+	met *metrics
+
+	changes chan struct{}
+	kick    chan struct{}
+	// crash, when closed, makes Run stop without leaving: the tests' hard
+	// node loss.
+	crash     chan struct{}
+	crashOnce sync.Once
+
+	mu      sync.Mutex
+	peers   []string
+	live    map[string]string // name -> address, from the event delegate
+	leaving map[string]bool   // names that announced a graceful leave
+	addr    string            // our advertised address once running
+
+	meta atomic.Value // string: our own node metadata
+}
+
+// New validates cfg and prepares a member; nothing listens until Run.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membership, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := &Membership{
+		cfg:     cfg.withDefaults(),
+		log:     logger,
+		met:     newMetrics(reg),
+		changes: make(chan struct{}, 1),
+		kick:    make(chan struct{}, 1),
+		crash:   make(chan struct{}),
+		live:    map[string]string{},
+		leaving: map[string]bool{},
+	}
+	m.meta.Store("")
+	return m, nil
+}
+
+// SetPeers replaces the addresses ("host" or "host:port"; the port defaults
+// to BindPort) that Run keeps joining while they are not live members. The
+// agent feeds it from Node objects; once joined, membership needs no API
+// server.
+func (m *Membership) SetPeers(addrs []string) {
+	peers := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if a != "" {
+			peers = append(peers, normalizePeer(a, m.cfg.BindPort))
+		}
+	}
+	slices.Sort(peers)
+	m.mu.Lock()
+	m.peers = slices.Compact(peers)
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Members returns the names of the live members (this one included),
+// sorted. Suspect members still count as live until declared dead.
+func (m *Membership) Members() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.live))
+}
+
+// Changes delivers one (coalesced) notification after any join, leave or
+// failure; read Members afterwards.
+func (m *Membership) Changes() <-chan struct{} { return m.changes }
+
+// Addr is the address peers reach this member at ("ip:port"), known once
+// Run has started listening; "" before.
+func (m *Membership) Addr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.addr
+}
+
+// Run joins the cluster and keeps rejoining configured peers that are not
+// members, until ctx ends; then it leaves gracefully (right for a rolling
+// restart: peers drop us at once instead of after failure detection) and
+// shuts down. It returns an error only if it cannot start listening.
+func (m *Membership) Run(ctx context.Context) error {
+	ml, err := memberlist.Create(m.memberlistConfig())
+	if err != nil {
+		return fmt.Errorf("membership: starting memberlist on %s:%d: %w", m.cfg.BindAddr, m.cfg.BindPort, err)
+	}
+	local := ml.LocalNode()
+	m.mu.Lock()
+	m.addr = local.Address()
+	m.mu.Unlock()
+	m.log.Info("gossip started", "node", local.Name, "addr", local.Address())
+
+	var wg sync.WaitGroup
+	joining := make(chan struct{}, 1) // one join attempt at a time
+	graceful := true
+	defer func() {
+		wg.Wait()
+		m.stop(ml, graceful)
+	}()
+	tick := time.NewTicker(m.cfg.RejoinInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.crash:
+			graceful = false
+			return nil
+		case <-m.kick:
+		case <-tick.C:
+		}
+		missing := m.missingPeers()
+		if len(missing) == 0 {
+			continue
+		}
+		select {
+		case joining <- struct{}{}:
+		default:
+			continue // the previous attempt is still dialling
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-joining }()
+			n, err := ml.Join(missing)
+			if err != nil {
+				m.log.Debug("join attempt incomplete", "peers", missing, "joined", n, "err", err)
+			}
+		}()
+	}
+}
+
+// missingPeers lists configured peers that are neither us nor a live member.
+// It reads our own copy of the live set: the *Node values memberlist's
+// Members returns are mutated under its lock while we would read them.
+func (m *Membership) missingPeers() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	have := map[string]bool{m.addr: true}
+	for _, a := range m.live {
+		have[a] = true
+	}
+	var missing []string
+	for _, p := range m.peers {
+		if !have[p] {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// stop announces the departure as metadata, leaves gracefully (unless
+// crashing) and shuts down. Errors are logged: a failed leave only means
+// peers detect us as failed instead.
+func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
+	if graceful {
+		m.meta.Store(metaLeaving)
+		if err := ml.UpdateNode(m.cfg.LeaveTimeout); err != nil {
+			m.log.Warn("announcing leave", "err", err)
+		}
+		if err := ml.Leave(m.cfg.LeaveTimeout); err != nil {
+			m.log.Warn("leaving gracefully; peers will detect a failure instead", "err", err)
+		}
+	}
+	if err := ml.Shutdown(); err != nil {
+		m.log.Warn("shutting down gossip", "err", err)
+	}
+	m.mu.Lock()
+	clear(m.live)
+	m.addr = ""
+	m.met.live.Set(0)
+	m.mu.Unlock()
+	m.log.Info("gossip stopped")
+}
+
+func (m *Membership) memberlistConfig() *memberlist.Config {
+	c := memberlist.DefaultLANConfig()
+	c.Name = m.cfg.NodeName
+	c.BindAddr = m.cfg.BindAddr
+	c.BindPort = m.cfg.BindPort
+	c.AdvertiseAddr = m.cfg.AdvertiseAddr
+	c.AdvertisePort = m.cfg.BindPort
+	if m.cfg.AdvertisePort != 0 {
+		c.AdvertisePort = m.cfg.AdvertisePort
+	}
+	c.ProbeInterval = m.cfg.ProbeInterval
+	c.ProbeTimeout = m.cfg.ProbeTimeout
+	c.GossipInterval = m.cfg.GossipInterval
+	c.SuspicionMult = m.cfg.SuspicionMult
+	c.TCPTimeout = m.cfg.TCPTimeout
+	// Push/pull is the anti-entropy backstop; gossip carries the fast path.
+	c.PushPullInterval = 15 * time.Second
+	// A node that restarts with a new address under the same name (a
+	// rebuilt machine) may take its name back after this long.
+	c.DeadNodeReclaimTime = 10 * time.Second
+	c.SecretKey = m.cfg.SecretKey
+	c.Events = (*events)(m)
+	c.Delegate = (*delegate)(m)
+	c.Logger = log.New(&slogWriter{log: m.log}, "", 0)
+	return c
+}
+
+// events receives memberlist's notifications. memberlist calls it with its
+// node lock held, so it must not call back into memberlist.
+type events Membership
+
+// NotifyJoin and NotifyLeave update metrics under m.mu, together with the
+// live set, so that a reader of Members never sees one without the other.
+func (e *events) NotifyJoin(n *memberlist.Node) {
+	m := (*Membership)(e)
+	m.mu.Lock()
+	m.live[n.Name] = n.Address()
+	delete(m.leaving, n.Name)
+	count := len(m.live)
+	m.met.joins.Inc()
+	m.met.live.Set(float64(count))
+	m.mu.Unlock()
+	m.log.Info("member joined", "node", n.Name, "addr", n.Address(), "live", count)
+	m.notify()
+}
+
+func (e *events) NotifyLeave(n *memberlist.Node) {
+	m := (*Membership)(e)
+	m.mu.Lock()
+	delete(m.live, n.Name)
+	graceful := m.leaving[n.Name] || string(n.Meta) == metaLeaving
+	delete(m.leaving, n.Name)
+	count := len(m.live)
+	m.met.live.Set(float64(count))
+	if graceful {
+		m.met.leaves.Inc()
+	} else {
+		m.met.failures.Inc()
+	}
+	m.mu.Unlock()
+	if graceful {
+		m.log.Info("member left", "node", n.Name, "live", count)
+	} else {
+		m.log.Warn("member failed", "node", n.Name, "addr", n.Address(), "live", count)
+	}
+	m.notify()
+}
+
+func (e *events) NotifyUpdate(n *memberlist.Node) {
+	m := (*Membership)(e)
+	if string(n.Meta) == metaLeaving {
+		m.mu.Lock()
+		m.leaving[n.Name] = true
+		m.mu.Unlock()
+	}
+}
+
+func (m *Membership) notify() {
+	select {
+	case m.changes <- struct{}{}:
+	default:
+	}
+}
+
+// delegate only publishes our metadata (the leaving mark); Mooring sends no
+// user messages over gossip.
+type delegate Membership
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	b := []byte((*Membership)(d).meta.Load().(string))
+	if len(b) > limit {
+		return nil
+	}
+	return b
+}
+func (d *delegate) NotifyMsg([]byte)                    {}
+func (d *delegate) GetBroadcasts(int, int) [][]byte     { return nil }
+func (d *delegate) LocalState(bool) []byte              { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, _ bool) {}

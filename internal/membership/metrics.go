@@ -1,0 +1,37 @@
+package membership
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	live     prometheus.Gauge
+	joins    prometheus.Counter
+	failures prometheus.Counter
+	leaves   prometheus.Counter
+}
+
+// newMetrics builds the metrics and registers them on reg (nil: not
+// registered).
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		live: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mooring_members_live",
+			Help: "Live members of the agents' gossip cluster as this member sees them, itself included.",
+		}),
+		joins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_joins_total",
+			Help: "Members seen joining (or coming back).",
+		}),
+		failures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_failures_total",
+			Help: "Members declared dead by failure detection.",
+		}),
+		leaves: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_leaves_total",
+			Help: "Members that left gracefully.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.live, m.joins, m.failures, m.leaves)
+	}
+	return m
+}

@@ -1,0 +1,334 @@
+package responder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mdlayher/packet"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+// ErrUnsupported is returned by Run on systems without AF_PACKET sockets.
+var ErrUnsupported = errors.New("responder: raw ARP/NDP sockets need Linux")
+
+// Config tunes a Manager. The zero value is valid: every field has a default.
+type Config struct {
+	// GratuitousCount is how many gratuitous ARP pairs / unsolicited NAs are
+	// sent for an address newly owned on an interface; default 3. The first
+	// goes out at once; the repeats cover a lost frame.
+	GratuitousCount int
+	// GratuitousInterval spaces the repeats; default 200ms, so the last one
+	// leaves 400ms after takeover — well inside a client's retry window and
+	// short against the ~1 s it takes to detect a dead node.
+	GratuitousInterval time.Duration
+	// RetryInterval is how often an interface whose listeners failed to open
+	// is tried again (the link may not exist yet, or IPv6 may still be
+	// doing DAD); default 1s.
+	RetryInterval time.Duration
+	// Clock drives the gratuitous schedule and retries; the real clock if nil.
+	Clock clock.Clock
+}
+
+// Validate reports a field that is out of range.
+func (c Config) Validate() error {
+	if c.GratuitousCount < 0 {
+		return fmt.Errorf("responder: GratuitousCount %d: want >= 0 (0 means the default)", c.GratuitousCount)
+	}
+	if c.GratuitousInterval < 0 || c.RetryInterval < 0 {
+		return errors.New("responder: GratuitousInterval and RetryInterval must not be negative")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.GratuitousCount == 0 {
+		c.GratuitousCount = 3
+	}
+	if c.GratuitousInterval == 0 {
+		c.GratuitousInterval = 200 * time.Millisecond
+	}
+	if c.RetryInterval == 0 {
+		c.RetryInterval = time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	return c
+}
+
+// GroupConn is the seam between the Manager and a raw socket: a
+// net.PacketConn (frames in and out; WriteTo gets a *packet.Addr with the
+// destination MAC) that can also accept a link-layer multicast group.
+// *packet.Conn satisfies it; tests pass a fake.
+type GroupConn interface {
+	net.PacketConn
+	JoinGroup(net.HardwareAddr) error
+	LeaveGroup(net.HardwareAddr) error
+}
+
+// Link is one interface's pair of listeners, as an opener returns it.
+type Link struct {
+	Index int
+	Name  string
+	MAC   net.HardwareAddr
+	ARP   GroupConn // bound to ARP frames
+	NDP   GroupConn // bound to IPv6 frames, filtered to neighbour solicitations
+}
+
+// Opener opens the listeners of the interface with the given index. It runs
+// on Run's goroutine, so sockets are created in that thread's network
+// namespace.
+type Opener func(ifindex int) (*Link, error)
+
+// Manager converges raw-socket listeners to a desired table of owned
+// addresses per interface: it answers ARP and NDP for them and announces
+// newly owned ones. Apply may be called from any goroutine; Run does the work.
+type Manager struct {
+	cfg  Config
+	log  *slog.Logger
+	met  *metrics
+	open Opener
+
+	mu      sync.Mutex
+	desired map[int][]netip.Addr
+	kick    chan struct{}
+}
+
+// New returns a Manager that opens real AF_PACKET sockets. The process (at
+// least the goroutine calling Run and the threads it runs on) must be inside
+// the network namespace whose interfaces the table names: the agent runs one
+// process per node. cfg must be valid (Validate); out-of-range fields fall
+// back to defaults.
+func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) *Manager {
+	return NewWithOpener(cfg, log, reg, openLink)
+}
+
+// NewWithOpener is New with a custom Opener: for tests, or to open sockets
+// somewhere else (e.g. on a thread that is inside the target namespace,
+// which lets one process serve several namespaces; the sockets may then be
+// used from any thread).
+func NewWithOpener(cfg Config, log *slog.Logger, reg prometheus.Registerer, open Opener) *Manager {
+	// Out-of-range values (Validate) fall back to their defaults.
+	cfg.GratuitousCount = max(cfg.GratuitousCount, 0)
+	cfg.GratuitousInterval = max(cfg.GratuitousInterval, 0)
+	cfg.RetryInterval = max(cfg.RetryInterval, 0)
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Manager{
+		cfg:     cfg.withDefaults(),
+		log:     log,
+		met:     newMetrics(reg),
+		open:    open,
+		desired: map[int][]netip.Addr{},
+		kick:    make(chan struct{}, 1),
+	}
+}
+
+// Apply replaces the desired table: for each interface index, the addresses
+// it must answer for. Listeners exist exactly for the interfaces with at
+// least one address; the others are closed. Apply never blocks: Run
+// converges asynchronously, and calls in quick succession coalesce (only the
+// latest table counts, so an address removed and re-added before Run sees
+// the removal is not announced again).
+func (m *Manager) Apply(desired map[int][]netip.Addr) {
+	table := make(map[int][]netip.Addr, len(desired))
+	for ifindex, addrs := range desired {
+		table[ifindex] = slices.Clone(addrs)
+	}
+	m.mu.Lock()
+	m.desired = table
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) snapshot() map[int][]netip.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.desired
+}
+
+// Run opens and closes listeners as Apply asks, answers requests and sends
+// announcements, until ctx ends; then it closes every socket, waits for its
+// goroutines and returns nil. Call it once. Errors opening an interface are logged, counted
+// and retried; they do not end Run.
+func (m *Manager) Run(ctx context.Context) error {
+	s := &runState{m: m, links: map[int]*link{}}
+	defer s.closeAll()
+	for {
+		var timer <-chan time.Time
+		if wait, ok := s.nextWake(); ok {
+			timer = m.cfg.Clock.After(wait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-m.kick:
+			s.reconcile(m.snapshot())
+		case <-timer:
+			if s.retryDue() {
+				s.reconcile(m.snapshot())
+			}
+			s.sendDue()
+		}
+	}
+}
+
+// runState is owned by Run's goroutine.
+type runState struct {
+	m       *Manager
+	links   map[int]*link
+	pending []announcement
+	retryAt time.Time // zero: nothing to retry
+	wg      sync.WaitGroup
+}
+
+// announcement is a scheduled series of gratuitous frames for one address.
+type announcement struct {
+	ifindex int
+	addr    netip.Addr
+	left    int
+	due     time.Time
+}
+
+func (s *runState) nextWake() (time.Duration, bool) {
+	var next time.Time
+	for _, a := range s.pending {
+		if next.IsZero() || a.due.Before(next) {
+			next = a.due
+		}
+	}
+	if !s.retryAt.IsZero() && (next.IsZero() || s.retryAt.Before(next)) {
+		next = s.retryAt
+	}
+	if next.IsZero() {
+		return 0, false
+	}
+	return max(0, next.Sub(s.m.cfg.Clock.Now())), true
+}
+
+func (s *runState) retryDue() bool {
+	return !s.retryAt.IsZero() && !s.m.cfg.Clock.Now().Before(s.retryAt)
+}
+
+// reconcile opens, updates and closes links to match the table. An
+// interface with no (valid) addresses needs no listener and is closed.
+func (s *runState) reconcile(table map[int][]netip.Addr) {
+	m := s.m
+	s.retryAt = time.Time{}
+	sets := make(map[int]map[netip.Addr]struct{}, len(table))
+	for ifindex, addrs := range table {
+		if set := toSet(addrs); len(set) > 0 {
+			sets[ifindex] = set
+		}
+	}
+	for ifindex, l := range s.links {
+		if _, ok := sets[ifindex]; !ok {
+			l.close()
+			delete(s.links, ifindex)
+			m.log.Info("interface released", "ifindex", ifindex, "interface", l.Name)
+		}
+	}
+	for _, ifindex := range slices.Sorted(maps.Keys(sets)) {
+		l, ok := s.links[ifindex]
+		if !ok {
+			var err error
+			if l, err = s.openLink(ifindex); err != nil {
+				m.met.errors.WithLabelValues("open").Inc()
+				m.log.Error("cannot open listeners; will retry", "ifindex", ifindex,
+					"retry", m.cfg.RetryInterval, "err", err)
+				s.retryAt = m.cfg.Clock.Now().Add(m.cfg.RetryInterval)
+				continue
+			}
+			s.links[ifindex] = l
+		}
+		for _, a := range l.setOwned(sets[ifindex]) {
+			s.pending = append(s.pending, announcement{
+				ifindex: ifindex, addr: a, left: m.cfg.GratuitousCount, due: m.cfg.Clock.Now(),
+			})
+		}
+	}
+	m.met.interfaces.Set(float64(len(s.links)))
+	s.sendDue()
+}
+
+func (s *runState) openLink(ifindex int) (*link, error) {
+	pl, err := s.m.open(ifindex)
+	if err != nil {
+		return nil, err
+	}
+	if len(pl.MAC) != 6 {
+		_ = pl.ARP.Close()
+		_ = pl.NDP.Close()
+		return nil, fmt.Errorf("responder: interface %d (%s) has hardware address %q: only Ethernet is supported",
+			ifindex, pl.Name, pl.MAC)
+	}
+	l := newLink(pl, s.m.met, s.m.cfg.Clock, s.m.log)
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); l.serve(l.ARP, familyIPv4, HandleARP) }()
+	go func() { defer s.wg.Done(); l.serve(l.NDP, familyIPv6, HandleNDP) }()
+	s.m.log.Info("interface opened", "ifindex", ifindex, "interface", pl.Name, "mac", pl.MAC.String())
+	return l, nil
+}
+
+// sendDue sends every announcement whose time has come and reschedules the
+// repeats. An address no longer owned on that interface is dropped.
+func (s *runState) sendDue() {
+	now := s.m.cfg.Clock.Now()
+	kept := s.pending[:0]
+	for _, a := range s.pending {
+		l, ok := s.links[a.ifindex]
+		if !ok || !l.owns(a.addr) {
+			continue
+		}
+		if a.due.After(now) {
+			kept = append(kept, a)
+			continue
+		}
+		l.announce(a.addr)
+		if a.left--; a.left > 0 {
+			a.due = now.Add(s.m.cfg.GratuitousInterval)
+			kept = append(kept, a)
+		}
+	}
+	clear(s.pending[len(kept):])
+	s.pending = kept
+}
+
+func (s *runState) closeAll() {
+	for ifindex, l := range s.links {
+		l.close()
+		delete(s.links, ifindex)
+	}
+	s.wg.Wait()
+	s.m.met.interfaces.Set(0)
+}
+
+// toSet normalises addresses (IPv4-mapped to IPv4, zones dropped, invalid
+// ones skipped).
+func toSet(addrs []netip.Addr) map[netip.Addr]struct{} {
+	set := make(map[netip.Addr]struct{}, len(addrs))
+	for _, a := range addrs {
+		if a = a.Unmap().WithZone(""); a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() {
+			set[a] = struct{}{}
+		}
+	}
+	return set
+}
+
+// hwAddr wraps a destination MAC for GroupConn.WriteTo.
+func hwAddr(frame []byte) net.Addr {
+	return &packet.Addr{HardwareAddr: net.HardwareAddr(frame[0:6])}
+}
