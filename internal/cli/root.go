@@ -16,6 +16,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/agent"
 	"github.com/mooringlb/mooring/internal/cli/audit"
 	"github.com/mooringlb/mooring/internal/cli/controller"
+	"github.com/mooringlb/mooring/internal/cli/failover"
 	"github.com/mooringlb/mooring/internal/cli/lab"
 	"github.com/mooringlb/mooring/internal/cli/version"
 	"github.com/mooringlb/mooring/internal/cliutil"
@@ -64,6 +65,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 	root.PersistentFlags().StringVar(&format, "log-format", "text", "log format: text or json")
 	root.AddCommand(
 		controller.NewCommand(deps),
+		failover.NewCommand(deps),
 		agent.NewCommand(deps),
 		audit.NewCommand(deps),
 		lab.NewCommand(deps),

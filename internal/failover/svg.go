@@ -1,0 +1,247 @@
+package failover
+
+import (
+	"bufio"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The picture's geometry, in SVG user units.
+const (
+	svgWidth     = 960
+	svgLeft      = 140 // room for lane labels
+	svgRight     = 24
+	svgTop       = 110 // title and marker labels
+	svgLabelRows = 5
+	svgLane      = 22
+	svgLegendH   = 70
+	svgLead      = 3 * time.Second // shown before the kill
+)
+
+// classColor gives every outcome class its own color, the same in every
+// picture.
+func classColor(key string) string {
+	switch {
+	case key == string(ClassOK):
+		return "#2ca02c"
+	case key == string(ClassConnectTimeout):
+		return "#d62728"
+	case key == string(ClassRefused):
+		return "#ff7f0e"
+	case key == string(ClassReset):
+		return "#9467bd"
+	case key == string(ClassUnreachable):
+		return "#8c564b"
+	case key == string(ClassTLS):
+		return "#e377c2"
+	case key == string(ClassResponseTimeout):
+		return "#bcbd22"
+	case key == string(ClassClosed):
+		return "#7f7f7f"
+	case strings.HasPrefix(key, "http-"):
+		return "#17becf"
+	}
+	return "#000000"
+}
+
+// classOrder is the lanes' order, top to bottom.
+var classOrder = []Class{ClassOK, ClassConnectTimeout, ClassUnreachable, ClassRefused, ClassReset,
+	ClassTLS, ClassResponseTimeout, ClassClosed, ClassHTTPStatus, ClassOther}
+
+type marker struct {
+	name, color, dash string
+	at                time.Time
+}
+
+// RenderSVG draws one run: a time axis in seconds since the kill, one lane
+// of dots per outcome class (each request at its start), the phases shaded,
+// vertical markers for kill, first error, owner change, recovery, endpoints
+// gone and last error, and a legend. Standard library only.
+func RenderSVG(w io.Writer, r RunResult, title string) error {
+	tl := r.Timeline
+	t0 := tl.Kill.Add(-svgLead)
+	if tl.Start.After(t0) {
+		t0 = tl.Start
+	}
+	t1 := tl.End
+	if !t1.After(tl.Kill) {
+		t1 = tl.Kill.Add(time.Second)
+	}
+	plotW := float64(svgWidth - svgLeft - svgRight)
+	x := func(t time.Time) float64 {
+		f := float64(t.Sub(t0)) / float64(t1.Sub(t0))
+		return svgLeft + math.Max(0, math.Min(1, f))*plotW
+	}
+
+	// Lanes: OK first, then every error key present, in class order.
+	counts := map[string]int{}
+	for _, res := range r.Results {
+		counts[res.Outcome.Key()]++
+	}
+	lanes := []string{string(ClassOK)}
+	for _, c := range classOrder[1:] {
+		var keys []string
+		for k := range counts {
+			if k == string(c) || (c == ClassHTTPStatus && strings.HasPrefix(k, "http-")) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		lanes = append(lanes, keys...)
+	}
+	plotH := len(lanes) * svgLane
+	axisY := svgTop + plotH + 8
+	height := axisY + 40 + svgLegendH
+	laneY := func(key string) float64 {
+		return float64(svgTop + slices.Index(lanes, key)*svgLane + svgLane/2)
+	}
+
+	b := bufio.NewWriter(w)
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", svgWidth, height, svgWidth, height)
+	p(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, height)
+	p(`<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", svgLeft, esc(title))
+	p(`<text x="%d" y="38" fill="#444444">%s</text>`+"\n", svgLeft, esc(subtitle(tl)))
+
+	// Phases.
+	if tl.Phase1 > 0 {
+		p(`<rect class="phase1" x="%.1f" y="%d" width="%.1f" height="%d" fill="#d62728" fill-opacity="0.10"><title>phase 1: %s</title></rect>`+"\n",
+			x(tl.Kill), svgTop, x(tl.Kill.Add(tl.Phase1))-x(tl.Kill), plotH, ds(tl.Phase1))
+	}
+	if tl.Phase2 > 0 {
+		p(`<rect class="phase2" x="%.1f" y="%d" width="%.1f" height="%d" fill="#ff7f0e" fill-opacity="0.10"><title>phase 2: %s</title></rect>`+"\n",
+			x(tl.Recovered), svgTop, x(tl.Recovered.Add(tl.Phase2))-x(tl.Recovered), plotH, ds(tl.Phase2))
+	}
+
+	// Lanes and their dots.
+	for i, k := range lanes {
+		y := svgTop + i*svgLane
+		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#eeeeee"/>`+"\n", svgLeft, y+svgLane/2, svgWidth-svgRight, y+svgLane/2)
+		p(`<text x="%d" y="%d" text-anchor="end" fill="%s">%s (%d)</text>`+"\n", svgLeft-8, y+svgLane/2+4, classColor(k), esc(k), counts[k])
+	}
+	p(`<g class="requests">` + "\n")
+	for _, res := range r.Results {
+		if res.Start.Before(t0) || res.Start.After(t1) {
+			continue
+		}
+		k := res.Outcome.Key()
+		p(`<circle cx="%.1f" cy="%.1f" r="2.5" fill="%s"/>`+"\n", x(res.Start), laneY(k), classColor(k))
+	}
+	p("</g>\n")
+
+	// Axis: seconds since the kill.
+	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`+"\n", svgLeft, axisY, svgWidth-svgRight, axisY)
+	step := niceStep(t1.Sub(t0))
+	for s := -(tl.Kill.Sub(t0) / step) * step; tl.Kill.Add(s).Before(t1) || tl.Kill.Add(s).Equal(t1); s += step {
+		tx := x(tl.Kill.Add(s))
+		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#000000"/>`+"\n", tx, axisY, tx, axisY+5)
+		p(`<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", tx, axisY+18, tickLabel(s))
+	}
+	p(`<text x="%d" y="%d" text-anchor="end" fill="#444444">s since kill</text>`+"\n", svgWidth-svgRight, axisY+34)
+
+	// Markers; each label goes on the lowest row where it overlaps no other.
+	var rowEnds [svgLabelRows]float64
+	for _, m := range markers(tl) {
+		mx := x(m.at)
+		label := m.name + " " + at(m.at, tl.Kill)
+		row := 0
+		for row < svgLabelRows-1 && rowEnds[row] > mx {
+			row++
+		}
+		rowEnds[row] = mx + 3 + 6.5*float64(len(label)) + 6
+		ly := svgTop - 8 - row*13
+		p(`<g class="marker" data-marker="%s"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="1.5"%s/>`,
+			m.name, mx, ly+2, mx, axisY, m.color, m.dash)
+		p(`<text x="%.1f" y="%d" fill="%s" font-size="11">%s</text></g>`+"\n", mx+3, ly, m.color, esc(label))
+	}
+
+	// Legend: classes, then markers.
+	ly := axisY + 50
+	lx := svgLeft
+	for _, k := range lanes {
+		p(`<circle cx="%d" cy="%d" r="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, classColor(k), lx+8, ly+4, esc(k))
+		lx += 24 + 7*len(k)
+		if lx > svgWidth-160 {
+			lx, ly = svgLeft, ly+18
+		}
+	}
+	lx, ly = svgLeft, ly+24
+	for _, m := range allMarkers {
+		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5"%s/><text x="%d" y="%d">%s</text>`+"\n",
+			lx, ly-6, lx, ly+6, m.color, m.dash, lx+6, ly+4, esc(m.name))
+		lx += 30 + 7*len(m.name)
+	}
+	p(`<rect x="%d" y="%d" width="12" height="12" fill="#d62728" fill-opacity="0.15"/><text x="%d" y="%d">phase 1</text>`+"\n", lx, ly-6, lx+16, ly+4)
+	p(`<rect x="%d" y="%d" width="12" height="12" fill="#ff7f0e" fill-opacity="0.15"/><text x="%d" y="%d">phase 2</text>`+"\n", lx+76, ly-6, lx+92, ly+4)
+	p("</svg>\n")
+	return b.Flush()
+}
+
+// allMarkers are the marker kinds, for the legend; markers fills in times.
+var allMarkers = []marker{
+	{name: "kill", color: "#000000"},
+	{name: "first error", color: "#d62728", dash: ` stroke-dasharray="4 3"`},
+	{name: "owner change", color: "#1f77b4"},
+	{name: "recovered", color: "#2ca02c", dash: ` stroke-dasharray="4 3"`},
+	{name: "endpoints gone", color: "#9467bd"},
+	{name: "last error", color: "#ff7f0e"},
+}
+
+func markers(tl Timeline) []marker {
+	times := []time.Time{tl.Kill, tl.FirstError, tl.OwnerChange, time.Time{}, tl.EndpointsGone, tl.LastError}
+	if !tl.FirstError.IsZero() {
+		times[3] = tl.Recovered
+	}
+	var out []marker
+	for i, m := range allMarkers {
+		if !times[i].IsZero() {
+			m.at = times[i]
+			out = append(out, m)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b marker) int { return a.at.Compare(b.at) })
+	return out
+}
+
+func subtitle(tl Timeline) string {
+	after := tl.Total().Requests
+	if c := tl.Counts[PhaseBefore]; c != nil {
+		after -= c.Requests
+	}
+	return fmt.Sprintf("phase 1 %s · phase 2 %s · errors until %s · %d/%d requests failed after the kill",
+		dur(tl.Phase1, tl.Phase1Complete), dur(tl.Phase2, tl.Phase2Complete), ds(tl.ErrorsUntil), tl.Failed(), after)
+}
+
+// niceStep picks a tick step giving about 8–15 ticks over span.
+func niceStep(span time.Duration) time.Duration {
+	for _, s := range []time.Duration{100 * time.Millisecond, 250 * time.Millisecond, 500 * time.Millisecond,
+		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute} {
+		if span/s <= 15 {
+			return s
+		}
+	}
+	return 2 * time.Minute
+}
+
+func tickLabel(d time.Duration) string {
+	if d == 0 {
+		return "0"
+	}
+	s := strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.2f", d.Seconds()), "0"), ".")
+	if d > 0 {
+		return "+" + s
+	}
+	return s
+}
+
+func esc(s string) string {
+	var sb strings.Builder
+	_ = xml.EscapeText(&sb, []byte(s))
+	return sb.String()
+}
