@@ -18,6 +18,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/controller"
 	"github.com/mooringlb/mooring/internal/cli/failover"
 	"github.com/mooringlb/mooring/internal/cli/lab"
+	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/cli/version"
 	"github.com/mooringlb/mooring/internal/cliutil"
 )
@@ -69,6 +70,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 		agent.NewCommand(deps),
 		audit.NewCommand(deps),
 		lab.NewCommand(deps),
+		status.NewCommand(deps),
 		version.NewCommand(deps),
 	)
 	return root
