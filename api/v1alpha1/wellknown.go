@@ -45,3 +45,18 @@ const (
 	ConditionInvalidBlocks = "InvalidBlocks"
 	ConditionInvalidSpec   = "InvalidSpec"
 )
+
+// Event reasons the L2 agent records on Services.
+const (
+	// EventReasonAnnounced: a node took over answering for an address.
+	EventReasonAnnounced = "L2Announced"
+	// EventReasonUnannounced: no node answers for an address any more.
+	EventReasonUnannounced = "L2Unannounced"
+	// EventReasonStaleLocalAddress: a node's kernel answers ARP for an
+	// announced address by itself (the address is configured on one of its
+	// interfaces with arp_ignore=0): a second responder.
+	EventReasonStaleLocalAddress = "StaleLocalAddress"
+	// EventReasonSplitBrain: another MAC answered for an address this node
+	// announces.
+	EventReasonSplitBrain = "L2SplitBrain"
+)

@@ -1,21 +1,54 @@
-// Package agent is the `mooring agent` verb.
+// Package agent is the `mooring agent` verb: flags into agent.Config, then
+// agent.Run. No logic lives here.
 package agent
 
 import (
-	"errors"
+	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mooringlb/mooring/internal/agent"
 	"github.com/mooringlb/mooring/internal/cliutil"
 )
 
+// EnvNodeName is where the DaemonSet puts the node's name (from
+// spec.nodeName) when --node-name is not given.
+const EnvNodeName = "NODE_NAME"
+
 // NewCommand builds `mooring agent`.
 func NewCommand(deps *cliutil.Deps) *cobra.Command {
-	return &cobra.Command{
+	cfg := agent.DefaultConfig()
+	cmd := &cobra.Command{
 		Use:   "agent",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("mooring agent is not built yet: see the open issues")
+		Short: "Answer ARP and NDP for this node's share of the LoadBalancer addresses (runs on every node)",
+		Long: `The L2 announcement agent runs on every node (a DaemonSet with hostNetwork).
+For every address that an L2AnnouncementPolicy selects, exactly one live
+eligible node answers ARP (IPv4) and NDP (IPv6), chosen by a ranking every
+agent computes alike from its informer caches and gossip membership: no
+leases, no API writes for the election. When a node dies, the next node in
+the ranking takes over within about a second and announces the move with
+gratuitous ARP and unsolicited neighbour advertisements.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.NodeName == "" {
+				cfg.NodeName = os.Getenv(EnvNodeName)
+			}
+			cfg.Log = deps.Log.With("component", "agent")
+			return agent.Run(cmd.Context(), cfg)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
+	f.StringVar(&cfg.NodeName, "node-name", "", "this node's Kubernetes name (default $"+EnvNodeName+")")
+	f.StringVar(&cfg.GossipBind, "gossip-bind", cfg.GossipBind, "address the gossip protocol listens on (UDP and TCP)")
+	f.IntVar(&cfg.GossipPort, "gossip-port", cfg.GossipPort, "gossip port; the same on every node, peers are dialled at <Node InternalIP>:<port>")
+	f.StringVar(&cfg.GossipAdvertise, "gossip-advertise", "", "address peers dial when it differs from --gossip-bind")
+	f.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port serving /metrics and /healthz; empty disables")
+	f.DurationVar(&cfg.SafetyInterval, "safety-interval", cfg.SafetyInterval, "how often to look for stale local copies of announced addresses")
+	f.DurationVar(&cfg.ProbeInterval, "probe-interval", cfg.ProbeInterval, "how often the owner probes its addresses for a second responder; 0 disables")
+	f.DurationVar(&cfg.ProbeWait, "probe-wait", cfg.ProbeWait, "how long a split-brain probe waits for answers")
+	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", cfg.SettleTimeout, "how long to wait at start for gossip to reach a peer before announcing")
+	f.Float32Var(&cfg.QPS, "kube-api-qps", cfg.QPS, "client-side limit of API requests per second")
+	f.IntVar(&cfg.Burst, "kube-api-burst", cfg.Burst, "client-side burst of API requests")
+	return cmd
 }

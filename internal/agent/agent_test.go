@@ -1,0 +1,228 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
+	"github.com/mooringlb/mooring/internal/kube"
+)
+
+type fakeMembers struct {
+	mu      sync.Mutex
+	members []string
+	peers   []string
+	changes chan struct{}
+}
+
+func (f *fakeMembers) Members() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.members)
+}
+func (f *fakeMembers) Changes() <-chan struct{} { return f.changes }
+func (f *fakeMembers) SetPeers(p []string)      { f.mu.Lock(); f.peers = p; f.mu.Unlock() }
+func (f *fakeMembers) set(m ...string)          { f.mu.Lock(); f.members = m; f.mu.Unlock(); poke(f.changes) }
+
+type fakeResponder struct {
+	mu    sync.Mutex
+	table map[int][]netip.Addr
+}
+
+func (f *fakeResponder) Apply(d map[int][]netip.Addr) { f.mu.Lock(); f.table = d; f.mu.Unlock() }
+func (f *fakeResponder) get() map[int][]netip.Addr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.table
+}
+
+type fakeLinks struct{ addrs []announce.LocalAddr }
+
+func (fakeLinks) Interfaces() ([]announce.Interface, error) {
+	return []announce.Interface{{Name: "lo", Index: 1, Loopback: true}, {Name: "eth0", Index: 2}}, nil
+}
+func (f fakeLinks) Addrs() ([]announce.LocalAddr, error)    { return f.addrs, nil }
+func (fakeLinks) Watch(ctx context.Context, _ func()) error { <-ctx.Done(); return nil }
+
+type fakeSysctls map[string]int
+
+func (f fakeSysctls) ArpIgnore(name string) (int, error) { return f[name], nil }
+
+type fakeProber map[netip.Addr][]net.HardwareAddr
+
+func (f fakeProber) Probe(_ context.Context, _ int, addrs []netip.Addr, _ time.Duration) (map[netip.Addr][]net.HardwareAddr, error) {
+	out := map[netip.Addr][]net.HardwareAddr{}
+	for _, a := range addrs {
+		out[a] = f[a]
+	}
+	return out, nil
+}
+
+func testNode(name string) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}
+
+// fixture: three nodes, one policy, one Service with one address; the
+// agent runs as the address's owner.
+func fixture(t *testing.T) (*Agent, client.Client, *fakeMembers, *fakeResponder, string) {
+	t.Helper()
+	const vip = "10.213.0.100"
+	owner := announce.Rank([]string{"node-1", "node-2", "node-3"}, ip(vip))[0]
+	svc := lbService("default", "web", vip)
+	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).
+		WithObjects(testNode("node-1"), testNode("node-2"), testNode("node-3"), &svc,
+			&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}}).
+		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}).Build()
+	mem := &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}
+	resp := &fakeResponder{}
+	cfg := DefaultConfig()
+	cfg.NodeName = owner
+	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Responder: resp, Links: fakeLinks{},
+		Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
+	return a, c, mem, resp, owner
+}
+
+func TestDecideAppliesTableAndFailsOver(t *testing.T) {
+	a, _, mem, resp, owner := fixture(t)
+	ctx := context.Background()
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int][]netip.Addr{2: {ip("10.213.0.100")}}; !reflect.DeepEqual(resp.get(), want) {
+		t.Fatalf("table %v, want %v", resp.get(), want)
+	}
+	if got := value(a.met.owned); got != 1 {
+		t.Fatalf("addresses owned metric %v", got)
+	}
+	// The owner is seen dead by another agent: that one takes over, with
+	// no API call needed.
+	others := slices.DeleteFunc([]string{"node-1", "node-2", "node-3"}, func(n string) bool { return n == owner })
+	b, _, _, respB, _ := fixture(t)
+	b.cfg.NodeName = announce.Rank(others, ip("10.213.0.100"))[0]
+	b.deps.Members.(*fakeMembers).set(others...)
+	if err := b.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(respB.get()[2]) != 1 {
+		t.Fatalf("runner-up %s did not take over: %v", b.cfg.NodeName, respB.get())
+	}
+	// And the old owner, cut off and seeing only itself, keeps announcing:
+	// harmless on a dead link, and right if it was the others that died.
+	mem.set(owner)
+	if err := a.decide(ctx); err != nil || len(resp.get()[2]) != 1 {
+		t.Fatalf("isolated owner table %v, err %v", resp.get(), err)
+	}
+}
+
+func TestStatusWriterAnnotatesOncePerMove(t *testing.T) {
+	a, c, _, _, owner := fixture(t)
+	ctx := context.Background()
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := &statusWriter{reader: c, c: c, rec: a.rec, clock: a.deps.Clock, node: owner, log: a.log, met: a.met, in: a.toStatus, patched: map[string]string{}}
+	res, _ := a.toStatus.get()
+	for range 3 { // repeated syncs must not write again
+		if err := w.sync(ctx, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var svc corev1.Service
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "web"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := svc.Annotations[mooringv1.AnnotationAnnouncedBy], "10.213.0.100="+owner+"/eth0"; got != want {
+		t.Fatalf("annotation %q, want %q", got, want)
+	}
+	var evs corev1.EventList
+	if err := c.List(ctx, &evs); err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 || evs.Items[0].Reason != mooringv1.EventReasonAnnounced || evs.Items[0].InvolvedObject.Name != "web" {
+		t.Fatalf("events %+v", evs.Items)
+	}
+	if got := value(a.met.apiWrites.WithLabelValues("annotation", "ok")); got != 1 {
+		t.Fatalf("annotation writes %v, want exactly 1", got)
+	}
+	if res.StatusWriter == owner {
+		var pol mooringv1.L2AnnouncementPolicy
+		if err := c.Get(ctx, types.NamespacedName{Name: "all"}, &pol); err != nil || len(pol.Status.Conditions) != 2 {
+			t.Fatalf("policy status %+v, %v", pol.Status, err)
+		}
+	}
+}
+
+func TestStaleAndSplitBrainReported(t *testing.T) {
+	a, c, _, _, _ := fixture(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.deps.Links = fakeLinks{addrs: []announce.LocalAddr{{Addr: ip("10.213.0.100"), IfIndex: 1, IfName: "lo"}}}
+	a.deps.Sysctls = fakeSysctls{"all": 0, "eth0": 0}
+	a.deps.Prober = fakeProber{ip("10.213.0.100"): {net.HardwareAddr{2, 0, 0, 0, 0, 9}}}
+	a.cfg.SafetyInterval, a.cfg.ProbeInterval = 20*time.Millisecond, 20*time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for value(a.met.stale) != 1 || value(a.met.splitBrain) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stale %v, split brain %v", value(a.met.stale), value(a.met.splitBrain))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	reasons := map[string]int{}
+	for time.Now().Before(deadline) {
+		var evs corev1.EventList
+		if err := c.List(ctx, &evs); err != nil {
+			t.Fatal(err)
+		}
+		clear(reasons)
+		for _, e := range evs.Items {
+			reasons[e.Reason]++
+		}
+		if reasons[mooringv1.EventReasonStaleLocalAddress] > 0 && reasons[mooringv1.EventReasonSplitBrain] > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // more rounds must not repeat the events
+	var evs corev1.EventList
+	_ = c.List(ctx, &evs)
+	clear(reasons)
+	for _, e := range evs.Items {
+		reasons[e.Reason]++
+	}
+	if reasons[mooringv1.EventReasonStaleLocalAddress] != 1 || reasons[mooringv1.EventReasonSplitBrain] != 1 {
+		t.Fatalf("events by reason %v, want one stale and one split brain", reasons)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// value reads a gauge or counter.
+func value(c prometheus.Metric) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	if m.Gauge != nil {
+		return m.Gauge.GetValue()
+	}
+	return m.Counter.GetValue()
+}

@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// Config is the agent's configuration, one field per `mooring agent` flag
+// plus the logger.
+type Config struct {
+	// Kubeconfig is a kubeconfig file; empty means in-cluster.
+	Kubeconfig string
+	// NodeName is this node's Kubernetes name; gossip uses it too.
+	NodeName string
+	// GossipBind and GossipPort are where memberlist listens (UDP and TCP);
+	// every agent must use the same port, since peers are found at
+	// <Node InternalIP>:<GossipPort>.
+	GossipBind string
+	GossipPort int
+	// GossipAdvertise is the address peers dial, when it differs from the
+	// bind address; empty lets memberlist choose.
+	GossipAdvertise string
+	// MetricsAddr serves /metrics and /healthz; empty disables it.
+	MetricsAddr string
+	// SafetyInterval paces the stale-local-address check (it also runs on
+	// every address change); ProbeInterval paces the split-brain probe (0
+	// disables it), which waits ProbeWait for answers.
+	SafetyInterval time.Duration
+	ProbeInterval  time.Duration
+	ProbeWait      time.Duration
+	// SettleTimeout bounds the wait at start-up for gossip to find a peer,
+	// so a restarting agent does not briefly claim every address while it
+	// still believes it is alone.
+	SettleTimeout time.Duration
+	// QPS and Burst limit the client; the agent writes only on moves.
+	QPS   float32
+	Burst int
+	// Log receives everything; nil discards.
+	Log *slog.Logger
+}
+
+// DefaultConfig returns the flag defaults.
+func DefaultConfig() Config {
+	return Config{
+		GossipBind:     "0.0.0.0",
+		GossipPort:     7946,
+		MetricsAddr:    ":9473",
+		SafetyInterval: 5 * time.Second,
+		ProbeInterval:  10 * time.Second,
+		ProbeWait:      300 * time.Millisecond,
+		SettleTimeout:  3 * time.Second,
+		QPS:            5,
+		Burst:          10,
+	}
+}
+
+// Validate reports every invalid field, saying how to fix it.
+func (c Config) Validate() error {
+	var errs []error
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("--node-name is required (the DaemonSet sets NODE_NAME from spec.nodeName)"))
+	}
+	if _, err := netip.ParseAddr(c.GossipBind); err != nil {
+		errs = append(errs, fmt.Errorf("--gossip-bind %q is not an IP address", c.GossipBind))
+	}
+	if c.GossipAdvertise != "" {
+		if _, err := netip.ParseAddr(c.GossipAdvertise); err != nil {
+			errs = append(errs, fmt.Errorf("--gossip-advertise %q is not an IP address", c.GossipAdvertise))
+		}
+	}
+	if c.GossipPort < 1 || c.GossipPort > 65535 {
+		errs = append(errs, fmt.Errorf("--gossip-port %d: want 1..65535", c.GossipPort))
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-addr %q: want host:port, e.g. :9473", c.MetricsAddr))
+		}
+	}
+	if c.SafetyInterval <= 0 || c.SettleTimeout < 0 || c.ProbeInterval < 0 {
+		errs = append(errs, errors.New("--safety-interval must be positive; --probe-interval and --settle-timeout must not be negative"))
+	}
+	if c.ProbeInterval > 0 && (c.ProbeWait <= 0 || c.ProbeWait >= c.ProbeInterval) {
+		errs = append(errs, fmt.Errorf("--probe-wait %s: want more than 0 and less than --probe-interval %s", c.ProbeWait, c.ProbeInterval))
+	}
+	if c.QPS <= 0 || c.Burst < 1 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,154 @@
+package agent
+
+import (
+	"net"
+	"net/netip"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
+)
+
+// snapshot is what the informer caches hold, as the conversion needs it.
+type snapshot struct {
+	policies []mooringv1.L2AnnouncementPolicy
+	services []corev1.Service
+	slices   []discoveryv1.EndpointSlice
+	nodes    []corev1.Node
+}
+
+// buildInput converts API objects into the core's input (Members, Local and
+// Interfaces are filled by the caller). It is the only place that knows how
+// Kubernetes spells what the core decides on.
+func buildInput(s snapshot) announce.Input {
+	var in announce.Input
+	for i := range s.policies {
+		in.Policies = append(in.Policies, convertPolicy(&s.policies[i]))
+	}
+	for i := range s.nodes {
+		n := &s.nodes[i]
+		in.Nodes = append(in.Nodes, announce.Node{Name: n.Name, Labels: n.Labels})
+	}
+	ready := readyNodes(s.slices)
+	for i := range s.services {
+		svc := &s.services[i]
+		key := announce.ServiceKey{Namespace: svc.Namespace, Name: svc.Name}
+		in.Services = append(in.Services, announce.Service{
+			Key:          key,
+			Labels:       serviceLabels(svc),
+			IngressIPs:   ingressIPs(svc),
+			ExternalIPs:  parseAddrs(svc.Spec.ExternalIPs),
+			LocalTraffic: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
+			ReadyNodes:   ready[key],
+		})
+	}
+	return in
+}
+
+func convertPolicy(p *mooringv1.L2AnnouncementPolicy) announce.Policy {
+	return announce.Policy{
+		Name:            p.Name,
+		ServiceSelector: convertSelector(p.Spec.ServiceSelector),
+		NodeSelector:    convertSelector(p.Spec.NodeSelector),
+		Interfaces:      p.Spec.Interfaces,
+		// The CRD defaults it to true; an object written before the
+		// default existed means the same.
+		LoadBalancerIPs: p.Spec.LoadBalancerIPs == nil || *p.Spec.LoadBalancerIPs,
+		ExternalIPs:     p.Spec.ExternalIPs,
+	}
+}
+
+func convertSelector(s *metav1.LabelSelector) *announce.Selector {
+	if s == nil {
+		return nil
+	}
+	out := &announce.Selector{MatchLabels: s.MatchLabels}
+	for _, r := range s.MatchExpressions {
+		out.MatchExpressions = append(out.MatchExpressions, announce.Requirement{
+			Key: r.Key, Operator: announce.Operator(r.Operator), Values: r.Values,
+		})
+	}
+	return out
+}
+
+// serviceLabels adds the virtual labels that a pool's serviceSelector can
+// also match (namespace and name), so one selector vocabulary serves both.
+func serviceLabels(svc *corev1.Service) map[string]string {
+	out := make(map[string]string, len(svc.Labels)+2)
+	for k, v := range svc.Labels {
+		out[k] = v
+	}
+	out[mooringv1.LabelServiceNamespace] = svc.Namespace
+	out[mooringv1.LabelServiceName] = svc.Name
+	return out
+}
+
+// ingressIPs are the LoadBalancer addresses of Services Mooring serves:
+// type LoadBalancer with no class or Mooring's. Addresses another
+// implementation assigned are its to announce.
+func ingressIPs(svc *corev1.Service) []netip.Addr {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	if c := svc.Spec.LoadBalancerClass; c != nil && *c != mooringv1.LoadBalancerClass {
+		return nil
+	}
+	var ips []string
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		ips = append(ips, ing.IP)
+	}
+	return parseAddrs(ips)
+}
+
+func parseAddrs(ss []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// readyNodes maps each Service to the nodes with a ready endpoint of it.
+// An absent ready condition means ready (the EndpointSlice API says so).
+func readyNodes(slices []discoveryv1.EndpointSlice) map[announce.ServiceKey][]string {
+	out := map[announce.ServiceKey][]string{}
+	for i := range slices {
+		es := &slices[i]
+		name := es.Labels[discoveryv1.LabelServiceName]
+		if name == "" {
+			continue
+		}
+		key := announce.ServiceKey{Namespace: es.Namespace, Name: name}
+		for _, ep := range es.Endpoints {
+			if ep.NodeName == nil || *ep.NodeName == "" || (ep.Conditions.Ready != nil && !*ep.Conditions.Ready) {
+				continue
+			}
+			out[key] = append(out[key], *ep.NodeName)
+		}
+	}
+	return out
+}
+
+// peersOf returns the gossip addresses (InternalIP:port) of every node but
+// self. Nodes without an InternalIP cannot be joined.
+func peersOf(nodes []corev1.Node, self string, port int) []string {
+	var out []string
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Name == self {
+			continue
+		}
+		for _, a := range n.Status.Addresses {
+			if a.Type == corev1.NodeInternalIP && a.Address != "" {
+				out = append(out, net.JoinHostPort(a.Address, strconv.Itoa(port)))
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,31 @@
+// Package agent is the L2 announcement agent (`mooring agent`, one per node):
+// the thin adapter around the pure decision core internal/announce.
+//
+// Data flows one way: informer caches (Services, EndpointSlices, Nodes,
+// L2AnnouncementPolicies) and the gossip member set (internal/membership) are
+// converted into announce.Input (convert.go); announce.Decide returns the
+// local (address, interface) table and every address's owner; the table goes
+// to the raw-socket responder (internal/responder), the rest to the status
+// writer (status.go) and the safety checks (safety.go).
+//
+// Nothing on the way from a membership change to responder.Apply touches the
+// API server, so failover works while it is unreachable. The election writes
+// nothing: the agent writes only when something moved (the new owner patches
+// the Service's mooring.dev/announced-by annotation once and records an
+// Event) and when a policy's validity changes (only the status writer chosen
+// by the core writes policy status, so agents never race on it).
+//
+// Safety checks: a stale local copy of an announced address that this
+// node's kernel would answer ARP for by itself (the kube-ipvs0 trap), and a
+// split brain (another MAC answering for an address this node announces).
+//
+// It may import Kubernetes client libraries and Mooring's adapters; the
+// decision logic itself belongs in internal/announce.
+//
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+// +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create
+package agent

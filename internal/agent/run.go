@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/membership"
+	"github.com/mooringlb/mooring/internal/responder"
+)
+
+// Run runs the agent until ctx ends: informer caches, gossip, the
+// responder, the decision loop, status writes, safety checks and the
+// metrics server. It owns every goroutine it starts and returns after all
+// of them have stopped.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+		cfg.Log = log
+	}
+	kube.BridgeLogs(log)
+	restCfg, err := kube.RESTConfig(cfg.Kubeconfig, cfg.QPS, cfg.Burst)
+	if err != nil {
+		return err
+	}
+	scheme := kube.Scheme()
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return fmt.Errorf("creating the informer cache: %w", err)
+	}
+	writer, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("creating the API client: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mem, err := membership.New(membership.Config{
+		NodeName: cfg.NodeName, BindAddr: cfg.GossipBind, BindPort: cfg.GossipPort, AdvertiseAddr: cfg.GossipAdvertise,
+	}, log.With("component", "membership"), reg)
+	if err != nil {
+		return err
+	}
+	resp := responder.New(responder.Config{}, log.With("component", "responder"), reg)
+	a := New(cfg, Deps{
+		Reader: informers, Client: writer, Members: mem, Responder: resp,
+		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
+		Clock: clock.RealClock{}, Registerer: reg,
+	})
+	if err := watch(ctx, informers, a.Trigger); err != nil {
+		return err
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return informers.Start(ctx) })
+	g.Go(func() error { return mem.Run(ctx) })
+	g.Go(func() error { return resp.Run(ctx) })
+	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, log) })
+	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
+	g.Go(func() error {
+		// The first decision must see complete caches: a partial Service
+		// list would withdraw addresses for a moment.
+		if !informers.WaitForCacheSync(ctx) {
+			return nil // ctx ended
+		}
+		log.Info("caches synced", "node", cfg.NodeName)
+		return a.Run(ctx)
+	})
+	return g.Wait()
+}
+
+// watch registers the informers the decision reads, each change triggering
+// a recompute.
+func watch(ctx context.Context, c cache.Cache, trigger func()) error {
+	h := toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { trigger() },
+		UpdateFunc: func(any, any) { trigger() },
+		DeleteFunc: func(any) { trigger() },
+	}
+	for _, obj := range []client.Object{&mooringv1.L2AnnouncementPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}} {
+		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+		if err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+		if _, err := inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("watching %T: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// watchLinks re-subscribes after netlink errors, with a pause, until ctx
+// ends; interface changes matter to the decision (a new ifindex after a
+// link is recreated).
+func watchLinks(ctx context.Context, l Links, trigger func(), log *slog.Logger) {
+	for ctx.Err() == nil {
+		if err := l.Watch(ctx, trigger); err != nil {
+			log.Warn("watching interfaces; retrying", "err", err)
+		}
+		trigger() // changes may have been missed
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	log.Info("serving metrics", "addr", ln.Addr().String())
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

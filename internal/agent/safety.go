@@ -1,0 +1,207 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
+)
+
+// maxProbesPerRound bounds one split-brain round, so its cost stays flat
+// however many addresses a node owns; larger tables are covered in turns.
+const maxProbesPerRound = 128
+
+// staleLoop runs the stale-local-address check on a timer, after every
+// decision and after address changes (Links.Watch triggers a decision).
+func (a *Agent) staleLoop(ctx context.Context) error {
+	tick := a.deps.Clock.NewTicker(a.cfg.SafetyInterval)
+	defer tick.Stop()
+	known := map[announce.Stale]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+		case <-a.toSafety.ready():
+		}
+		res, ok := a.toSafety.get()
+		if !ok {
+			continue
+		}
+		stale, err := a.checkStale(res)
+		if err != nil {
+			a.log.Warn("checking for stale local addresses", "err", err)
+			continue
+		}
+		a.met.stale.Set(float64(len(stale)))
+		next := map[announce.Stale]bool{}
+		for _, s := range stale {
+			next[s] = true
+			if !known[s] {
+				a.reportStale(ctx, res, s)
+			}
+		}
+		known = next
+	}
+}
+
+// checkStale reads the node's addresses and arp_ignore settings and asks
+// the core which announced addresses this kernel would answer for itself.
+func (a *Agent) checkStale(res announce.Result) ([]announce.Stale, error) {
+	addrs, err := a.deps.Links.Addrs()
+	if err != nil {
+		return nil, err
+	}
+	arp := map[string]int{}
+	for _, name := range append([]string{announce.ArpIgnoreAll}, ifaceNames(res.Listen)...) {
+		v, err := a.deps.Sysctls.ArpIgnore(name)
+		if err != nil {
+			return nil, err
+		}
+		arp[name] = v
+	}
+	return announce.StaleLocal(res.Owners, addrs, res.Listen, arp), nil
+}
+
+func ifaceNames(ifs []announce.Interface) []string {
+	out := make([]string, len(ifs))
+	for i, ifi := range ifs {
+		out[i] = ifi.Name
+	}
+	return out
+}
+
+func (a *Agent) reportStale(ctx context.Context, res announce.Result, s announce.Stale) {
+	owner, _ := res.OwnerOf(s.Addr)
+	msg := fmt.Sprintf("node %s has %s configured on %s and its kernel answers ARP/NDP for it on %s by itself, beside the announcing node %s: "+
+		"remove the address (a leftover kube-ipvs0?) or set net.ipv4.conf.all.arp_ignore=1 on %s",
+		a.cfg.NodeName, s.Addr, s.On, s.Via, owner, a.cfg.NodeName)
+	a.log.Warn("stale local address: a second ARP responder", "addr", s.Addr, "on", s.On, "via", s.Via, "owner", owner)
+	a.recordOnServices(ctx, res, s.Addr, event{corev1.EventTypeWarning, mooringv1.EventReasonStaleLocalAddress, msg})
+}
+
+// recordOnServices records ev on every Service holding addr.
+func (a *Agent) recordOnServices(ctx context.Context, res announce.Result, addr netip.Addr, ev event) {
+	i, ok := slices.BinarySearchFunc(res.Owners, addr, func(o announce.Owner, a netip.Addr) int { return o.Addr.Compare(a) })
+	if !ok {
+		return
+	}
+	for _, k := range res.Owners[i].Services {
+		var svc corev1.Service
+		if err := a.deps.Reader.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Name}, &svc); err != nil {
+			continue // gone meanwhile
+		}
+		a.rec.record(ctx, &svc, ev)
+	}
+}
+
+// probeLoop is the split-brain check: every ProbeInterval the owner asks
+// for each address it announces (at most maxProbesPerRound, in turns) and
+// reports any other MAC that answers.
+func (a *Agent) probeLoop(ctx context.Context) error {
+	tick := a.deps.Clock.NewTicker(a.cfg.ProbeInterval)
+	defer tick.Stop()
+	known := map[string]bool{}
+	offset := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C():
+		}
+		res, ok := a.toProbe.get()
+		if !ok || len(res.Local) == 0 {
+			a.met.splitBrain.Set(0)
+			continue
+		}
+		batch := rotate(res.Local, offset, maxProbesPerRound)
+		offset += len(batch)
+		found := a.probeRound(ctx, batch)
+		a.met.splitBrain.Set(float64(len(found)))
+		next := map[string]bool{}
+		for k, c := range found {
+			next[k] = true
+			if !known[k] {
+				a.met.splitBrainTotal.Inc()
+				a.reportSplitBrain(ctx, res, c)
+			}
+		}
+		known = next
+	}
+}
+
+// rotate returns up to n entries starting at offset (wrapping), so that
+// rounds cover every entry in turn.
+func rotate(es []announce.Entry, offset, n int) []announce.Entry {
+	if len(es) <= n {
+		return es
+	}
+	out := make([]announce.Entry, 0, n)
+	for i := range n {
+		out = append(out, es[(offset+i)%len(es)])
+	}
+	return out
+}
+
+type conflict struct {
+	addr   netip.Addr
+	ifname string
+	macs   []net.HardwareAddr
+}
+
+func (a *Agent) probeRound(ctx context.Context, batch []announce.Entry) map[string]conflict {
+	byIf := map[int][]netip.Addr{}
+	names := map[int]string{}
+	for _, e := range batch {
+		byIf[e.IfIndex] = append(byIf[e.IfIndex], e.Addr)
+		names[e.IfIndex] = e.IfName
+	}
+	found := map[string]conflict{}
+	for ifindex, addrs := range byIf {
+		got, err := a.deps.Prober.Probe(ctx, ifindex, addrs, a.cfg.ProbeWait)
+		if err != nil {
+			a.log.Warn("split-brain probe failed", "interface", names[ifindex], "err", err)
+			continue
+		}
+		for addr, macs := range got {
+			if len(macs) == 0 {
+				continue
+			}
+			c := conflict{addr: addr, ifname: names[ifindex], macs: macs}
+			found[c.key()] = c
+		}
+	}
+	return found
+}
+
+func (c conflict) key() string {
+	var b strings.Builder
+	b.WriteString(c.addr.String() + "/" + c.ifname)
+	ms := slices.Clone(c.macs)
+	slices.SortFunc(ms, func(x, y net.HardwareAddr) int { return bytes.Compare(x, y) })
+	for _, m := range ms {
+		b.WriteString("/" + m.String())
+	}
+	return b.String()
+}
+
+func (a *Agent) reportSplitBrain(ctx context.Context, res announce.Result, c conflict) {
+	var macs []string
+	for _, m := range c.macs {
+		macs = append(macs, m.String())
+	}
+	msg := fmt.Sprintf("split brain: %s is announced by %s on %s, but %s also answered for it: clients may reach either; "+
+		"look for a stale copy of the address (kube-ipvs0, arp_ignore=0) or another announcer (MetalLB, kube-vip) on the segment",
+		c.addr, a.cfg.NodeName, c.ifname, strings.Join(macs, ", "))
+	a.log.Warn("split brain: another MAC answers for an announced address", "addr", c.addr, "interface", c.ifname, "macs", macs)
+	a.recordOnServices(ctx, res, c.addr, event{corev1.EventTypeWarning, mooringv1.EventReasonSplitBrain, msg})
+}

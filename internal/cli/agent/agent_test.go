@@ -1,0 +1,38 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/mooringlb/mooring/internal/cliutil"
+)
+
+// Invalid flags fail before anything connects anywhere, saying which flag.
+func TestFlagsAreValidated(t *testing.T) {
+	t.Setenv(EnvNodeName, "")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{nil, "--node-name is required"},
+		{[]string{"--node-name=n1", "--gossip-port=0"}, "--gossip-port 0"},
+		{[]string{"--node-name=n1", "--gossip-bind=nowhere"}, "--gossip-bind"},
+		{[]string{"--node-name=n1", "--metrics-addr=9473"}, "--metrics-addr"},
+		{[]string{"--node-name=n1", "--probe-interval=1s", "--probe-wait=2s"}, "--probe-wait"},
+	}
+	for _, tt := range tests {
+		var out bytes.Buffer
+		deps := &cliutil.Deps{Streams: cliutil.Streams{Out: &out, Err: &out}, Log: slog.New(slog.DiscardHandler)}
+		cmd := NewCommand(deps)
+		cmd.SetArgs(tt.args)
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		err := cmd.ExecuteContext(context.Background())
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err %v, want it to mention %q", tt.args, err, tt.want)
+		}
+	}
+}
