@@ -27,9 +27,10 @@ import (
 // kube-controller-manager; make test sets it from `make kubebin`.
 const EnvBinDir = "MOORING_KUBEBIN"
 
-// ServiceCIDR replaces envtest's /24 so LoadBalancer-heavy tests do not run
-// out of ClusterIPs.
-const ServiceCIDR = "10.96.0.0/16"
+// ServiceCIDR replaces envtest's IPv4 /24: wide enough that LoadBalancer-heavy
+// tests do not run out of ClusterIPs, and dual-stack so IPv6 and dual-stack
+// Services (which LB-IPAM must serve) are admitted.
+const ServiceCIDR = "10.96.0.0/16,fd00:10:96::/108"
 
 // Env is a running control plane.
 type Env struct {

@@ -1,21 +1,69 @@
-// Package controller is the `mooring controller` verb.
+// Package controller is the `mooring controller` verb: flags into a
+// controller.Config, then controller.Run. No logic lives here.
 package controller
 
 import (
-	"errors"
-
 	"github.com/spf13/cobra"
 
 	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/controller"
+	"github.com/mooringlb/mooring/internal/kube"
 )
+
+// flags are the command line of `mooring controller`.
+type flags struct {
+	kubeconfig string
+	qps        float32
+	burst      int
+	cfg        controller.Config
+}
 
 // NewCommand builds `mooring controller`.
 func NewCommand(deps *cliutil.Deps) *cobra.Command {
-	return &cobra.Command{
+	f := &flags{cfg: controller.Config{
+		DefaultClass:       true,
+		LeaseNamespace:     controller.DefaultLeaseNamespace,
+		LeaseName:          controller.DefaultLeaseName,
+		Workers:            controller.DefaultWorkers,
+		PoolStatusInterval: controller.DefaultPoolStatusInterval,
+		MetricsAddr:        ":8080",
+		HealthAddr:         ":8081",
+	}}
+	cmd := &cobra.Command{
 		Use:   "controller",
-		Short: "(not built yet)",
-		RunE: func(*cobra.Command, []string) error {
-			return errors.New("mooring controller is not built yet: see the open issues")
+		Short: "Assign addresses from LoadBalancerIPPools to Services of type LoadBalancer (LB-IPAM)",
+		Long: `Run the LB-IPAM controller. One replica is active at a time (leader election on a
+single Lease); it imports every address Services already hold, then assigns
+addresses to LoadBalancer Services with no loadBalancerClass (unless
+--default-class=false) or with class mooring.dev/lb.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			kube.BridgeLogs(deps.Log) // process globals: once, before any client
+			rest, err := kube.RESTConfig(f.kubeconfig, f.qps, f.burst)
+			if err != nil {
+				return err
+			}
+			cfg := f.cfg
+			cfg.REST, cfg.Log = rest, deps.Log
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return controller.Run(cmd.Context(), cfg)
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config when absent")
+	fl.Float32Var(&f.qps, "kube-api-qps", controller.DefaultQPS, "client-side limit of API requests per second")
+	fl.IntVar(&f.burst, "kube-api-burst", controller.DefaultBurst, "client-side burst of API requests")
+	fl.BoolVar(&f.cfg.DefaultClass, "default-class", f.cfg.DefaultClass, "serve Services that set no spec.loadBalancerClass")
+	fl.StringVar(&f.cfg.LeaseNamespace, "lease-namespace", f.cfg.LeaseNamespace, "namespace of the leader-election Lease")
+	fl.StringVar(&f.cfg.LeaseName, "lease-name", f.cfg.LeaseName, "name of the leader-election Lease")
+	fl.DurationVar(&f.cfg.LeaseDuration, "lease-duration", 0, "leader-election lease duration (0: 15s)")
+	fl.DurationVar(&f.cfg.RenewDeadline, "lease-renew-deadline", 0, "leader-election renew deadline (0: 10s)")
+	fl.DurationVar(&f.cfg.RetryPeriod, "lease-retry-period", 0, "leader-election retry period (0: 2s)")
+	fl.IntVar(&f.cfg.Workers, "workers", f.cfg.Workers, "Services reconciled concurrently")
+	fl.DurationVar(&f.cfg.PoolStatusInterval, "pool-status-interval", f.cfg.PoolStatusInterval, "minimum time between two pool status recomputations")
+	fl.StringVar(&f.cfg.MetricsAddr, "metrics-addr", f.cfg.MetricsAddr, "listen address of /metrics (\"0\" disables)")
+	fl.StringVar(&f.cfg.HealthAddr, "health-addr", f.cfg.HealthAddr, "listen address of /healthz and /readyz (\"0\" disables)")
+	return cmd
 }

@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/lbipam"
+)
+
+func TestToServiceFamilies(t *testing.T) {
+	v4, v6 := corev1.IPv4Protocol, corev1.IPv6Protocol
+	cases := []struct {
+		policy     *corev1.IPFamilyPolicy
+		fams       []corev1.IPFamily
+		want       []lbipam.Family
+		requireAll bool
+	}{
+		{nil, []corev1.IPFamily{v4}, []lbipam.Family{lbipam.IPv4}, true},
+		{ptr.To(corev1.IPFamilyPolicySingleStack), []corev1.IPFamily{v6}, []lbipam.Family{lbipam.IPv6}, true},
+		{ptr.To(corev1.IPFamilyPolicyPreferDualStack), []corev1.IPFamily{v6, v4}, []lbipam.Family{lbipam.IPv6, lbipam.IPv4}, false},
+		{ptr.To(corev1.IPFamilyPolicyRequireDualStack), []corev1.IPFamily{v4, v6}, []lbipam.Family{lbipam.IPv4, lbipam.IPv6}, true},
+	}
+	for _, c := range cases {
+		svc := lbService("ns", "s", func(s *corev1.Service) { s.Spec.IPFamilyPolicy, s.Spec.IPFamilies = c.policy, c.fams })
+		got, err := toService(svc, nil)
+		if err != nil || !slices.Equal(got.Families, c.want) || got.RequireAllFamilies != c.requireAll {
+			t.Errorf("%v %v: got %v require=%v err=%v, want %v require=%v", c.policy, c.fams, got.Families, got.RequireAllFamilies, err, c.want, c.requireAll)
+		}
+	}
+}
+
+func TestToServiceRequest(t *testing.T) {
+	svc := lbService("ns", "s",
+		withAnn(mooringv1.AnnotationIPs, "192.0.2.5, 2001:db8::5"),
+		withAnn(mooringv1.AnnotationPool, "a, b,a"),
+		withAnn(mooringv1.AnnotationSharingKey, " k "),
+		withAnn(mooringv1.AnnotationSharingCrossNamespace, "True"),
+		withPorts(80, 443),
+		func(s *corev1.Service) {
+			s.Spec.LoadBalancerIP = "192.0.2.5"
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.5"}, {Hostname: "lb.example"}, {IP: "bogus"}}
+		})
+	got, err := toService(svc, map[string]string{"team": "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("192.0.2.5"), netip.MustParseAddr("2001:db8::5")}
+	if !slices.Equal(got.Requested, want) {
+		t.Errorf("Requested %v, want %v (spec.loadBalancerIP merged, not repeated)", got.Requested, want)
+	}
+	if !slices.Equal(got.Pools, []string{"a", "b"}) || got.SharingKey != "k" || !got.SharingCrossNamespace {
+		t.Errorf("pools %v key %q cross %v", got.Pools, got.SharingKey, got.SharingCrossNamespace)
+	}
+	if !slices.Equal(got.Held, want[:1]) || len(got.Ports) != 2 || got.NamespaceLabels["team"] != "a" {
+		t.Errorf("held %v ports %v ns %v", got.Held, got.Ports, got.NamespaceLabels)
+	}
+}
+
+func TestToServiceInvalid(t *testing.T) {
+	for _, mut := range []func(*corev1.Service){
+		withAnn(mooringv1.AnnotationIPs, "192.0.2.5,,"),
+		withAnn(mooringv1.AnnotationIPs, "192.0.2.5,192.0.2.6"),
+		func(s *corev1.Service) { s.Spec.LoadBalancerIP = "nope" },
+	} {
+		svc := lbService("ns", "s", mut, func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+		})
+		got, err := toService(svc, nil)
+		if err == nil {
+			t.Errorf("%v: no error", svc.Annotations)
+			continue
+		}
+		if !strings.Contains(err.Error(), mooringv1.AnnotationIPs) && !strings.Contains(err.Error(), "loadBalancerIP") {
+			t.Errorf("error does not name the field: %v", err)
+		}
+		if len(got.Held) != 1 || len(got.Requested) != 0 {
+			t.Errorf("invalid request must keep held %v and request nothing (%v)", got.Held, got.Requested)
+		}
+	}
+}
+
+func TestClassify(t *testing.T) {
+	other := lbService("ns", "o", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("x/y") })
+	mine := lbService("ns", "m", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To(mooringv1.LoadBalancerClass) })
+	plain := lbService("ns", "p")
+	cip := lbService("ns", "c", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP })
+	for _, c := range []struct {
+		svc          *corev1.Service
+		defaultClass bool
+		want         classification
+	}{
+		{other, true, foreignClass}, {mine, false, ours}, {plain, true, ours}, {plain, false, foreignClass}, {cip, true, notLoadBalancer},
+	} {
+		if got := classify(c.svc, c.defaultClass); got != c.want {
+			t.Errorf("%s default=%v: %v, want %v", c.svc.Name, c.defaultClass, got, c.want)
+		}
+	}
+}
+
+func TestToPool(t *testing.T) {
+	p := &mooringv1.LoadBalancerIPPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(time.Unix(100, 0))},
+		Spec: mooringv1.LoadBalancerIPPoolSpec{
+			Blocks: []mooringv1.IPBlock{{CIDR: "192.0.2.0/24"}, {Start: "2001:db8::9", Stop: "2001:db8::1"}},
+			ServiceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: "app", Operator: "Bogus", Values: []string{"x"}}}},
+			Priority: 3,
+		},
+	}
+	in := toPool(p)
+	if len(in.pool.Blocks) != 1 || len(in.invalidBlocks) != 1 {
+		t.Errorf("blocks %v invalid %v: the reversed IPv6 range must be reported, the CIDR kept", in.pool.Blocks, in.invalidBlocks)
+	}
+	if in.selectorError == "" || in.pool.ServiceSelector == nil || in.pool.ServiceSelector.Matches(map[string]string{"app": "x"}) {
+		t.Errorf("an invalid selector must match nothing and be reported: %q", in.selectorError)
+	}
+	if in.pool.NamespaceSelector != nil || in.pool.Priority != 3 || !in.pool.Created.Equal(time.Unix(100, 0)) {
+		t.Errorf("pool %+v", in.pool)
+	}
+}
+
+func TestIngressAdoptedAsIs(t *testing.T) {
+	cur := []corev1.LoadBalancerIngress{{IP: "2001:db8::1"}, {IP: "192.0.2.1"}}
+	got := ingressFor(cur, []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")})
+	if got[0].IP != "2001:db8::1" || got[0].IPMode != nil {
+		t.Errorf("an equal set must be kept exactly as written: %+v", got)
+	}
+}
