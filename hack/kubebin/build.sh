@@ -15,7 +15,7 @@ if [ "$have" = 0 ]; then
   ver=v1.37.2
   ld="-s -w -X k8s.io/component-base/version.gitVersion=$ver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
   cd "$here"
-  echo "kubebin: building control-plane binaries into $out (cold: ~8 min on 2 cores)" >&2
+  echo "kubebin: building control-plane binaries into $out (cold: 8-17 min on 2 cores; seconds with a warm Go build cache)" >&2
   go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" ./etcd
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
