@@ -1,0 +1,76 @@
+package lab
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/lab"
+)
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	deps := &cliutil.Deps{Streams: cliutil.Streams{In: bytes.NewReader(nil), Out: &out, Err: io.Discard},
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	cmd := NewCommand(deps)
+	cmd.SetArgs(args)
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestSubcommands(t *testing.T) {
+	cmd := NewCommand(&cliutil.Deps{})
+	visible := map[string]bool{}
+	for _, c := range cmd.Commands() {
+		visible[c.Name()] = !c.Hidden
+	}
+	for _, name := range []string{"up", "down", "exec", "kill", "restore", "netns", "status"} {
+		if !visible[name] {
+			t.Errorf("lab %s missing or hidden", name)
+		}
+	}
+	for _, name := range []string{"kubelet", "echo"} {
+		if hidden, ok := visible[name]; !ok || hidden {
+			t.Errorf("lab %s should exist and be hidden", name)
+		}
+	}
+}
+
+func TestVerbsWithoutALabSayHowToStartOne(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "none")
+	for _, args := range [][]string{
+		{"exec", "client", "--", "true"}, {"kill", "node-1"}, {"restore", "node-1"}, {"netns", "client"},
+		{"status"}, {"down"},
+	} {
+		_, err := run(t, append([]string{"--state-dir", dir}, args...)...)
+		if !errors.Is(err, lab.ErrNoLab) {
+			t.Errorf("lab %v without a lab: %v, want ErrNoLab", args, err)
+		}
+	}
+}
+
+func TestDownSweepsADeadLabsLeftovers(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lab")
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(lab.State{PID: 1 << 30, Dir: dir})
+	if err := os.WriteFile(filepath.Join(dir, "state.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "--state-dir", dir, "down"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still there: %v", dir, err)
+	}
+}

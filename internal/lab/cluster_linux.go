@@ -1,0 +1,445 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// Cluster is a running lab, as seen from the `lab up` process that owns it.
+type Cluster struct {
+	cfg   Config
+	log   *slog.Logger
+	paths paths
+	net   *netlab.Lab
+	cp    *netlab.Host
+	pki   *pki
+	nodes []nodeSpec
+	cs    kubernetes.Interface
+	dyn   dynamic.Interface
+	state State
+	start time.Time
+
+	mu     sync.Mutex
+	procs  []*proc
+	killed map[string]bool
+	wg     sync.WaitGroup
+	down   context.CancelFunc
+	objErr <-chan error // the result of installMooring; nil once received
+}
+
+// proc is a process the lab started and watches.
+type proc struct {
+	comp   component
+	p      *netlab.Process
+	killed bool // guarded by Cluster.mu: a kill, not a crash
+}
+
+// Ready is what Run hands its caller once the lab is ready.
+type Ready struct {
+	Kubeconfig string
+	Service    ServiceState
+	// URL reaches the Service (its LoadBalancer address with Mooring, its
+	// ClusterIP from a node without); From names the host to use it from.
+	URL, From string
+	// Elapsed is the time from Run's start until ready.
+	Elapsed time.Duration
+	// Cluster gives the caller (tests, `mooring failover`) the namespaces.
+	Cluster *Cluster
+}
+
+// Run brings the lab up, calls ready once it serves the demo Service, and
+// keeps it until ctx ends or `lab down` asks; then it removes everything it
+// made: processes, namespaces and the state dir.
+func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Log, paths: newPaths(cfg.StateDir), killed: map[string]bool{}, start: time.Now()}
+	if err := netlab.Check(); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if err := claimDir(c.paths.Dir); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	c.down = cancel
+	defer func() { err = errors.Join(err, c.close(cancel)) }()
+
+	if err := c.build(ctx); err != nil {
+		return err
+	}
+	upCtx, upCancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer upCancel()
+	r, err := c.bringUp(upCtx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil // interrupted while starting: not a failure
+		}
+		// The state dir goes away with the lab; a failed start keeps its
+		// logs, since they hold the reason.
+		if c.cfg.KeepLogs == "" {
+			if d, derr := os.MkdirTemp("", "mooring-lab-logs-"); derr == nil {
+				c.cfg.KeepLogs = d
+				err = fmt.Errorf("%w (the components' logs are kept in %s)", err, d)
+			}
+		}
+		return err
+	}
+	c.state.Ready = true
+	c.state.Service = &r.Service
+	if err := writeState(c.paths.State, &c.state); err != nil {
+		return err
+	}
+	if ready != nil {
+		ready(r)
+	}
+	<-ctx.Done()
+	c.log.Info("lab going down")
+	return nil
+}
+
+// build makes the namespaces, the certificates, the listeners and the
+// state file: everything before the first process.
+func (c *Cluster) build(ctx context.Context) error {
+	var err error
+	c.net, err = netlab.New(ctx, netlab.Config{
+		Nodes: c.cfg.Nodes,
+		// Nodes route their pods' traffic.
+		NodeSysctls: map[string]string{
+			"net.ipv4.ip_forward":              "1",
+			"net.ipv6.conf.all.forwarding":     "1",
+			"net.ipv6.conf.default.forwarding": "1",
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if c.cp, err = c.net.AttachHost(ctx, controlPlaneHost, ControlPlaneOffset, nil); err != nil {
+		return err
+	}
+	for i, h := range c.net.Nodes() {
+		p4, p6 := nodePodCIDRs(i + 1)
+		c.nodes = append(c.nodes, nodeSpec{Name: h.Name, Addrs: []netip.Addr{h.Addr4, h.Addr6},
+			PodCIDRs: []netip.Prefix{p4, p6}, Labels: demoNodeLabels(i + 1)})
+	}
+	sans := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback(), c.cp.Addr4, c.cp.Addr6,
+		nthHost(ServiceCIDR4, 1), nthHost(ServiceCIDR6, 1)}
+	if c.pki, err = newPKI(c.paths.PKI, sans); err != nil {
+		return err
+	}
+	fwdLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("lab: listening for kubectl: %w", err)
+	}
+	ctlLn, err := net.Listen("unix", c.paths.Control)
+	if err != nil {
+		fwdLn.Close()
+		return fmt.Errorf("lab: control socket: %w", err)
+	}
+	fwd := &forwarder{ln: fwdLn, host: c.cp, target: netip.AddrPortFrom(c.cp.Addr4, APIServerPort), log: c.log}
+	ctl := &controlServer{ln: ctlLn, kill: c.Kill, restore: c.Restore, down: c.down}
+	c.wg.Go(func() { fwd.Run(ctx) })
+	c.wg.Go(func() { ctl.Run(ctx) })
+	if err := c.pki.writeKubeconfig(c.paths.Kubeconfig, "https://"+fwdLn.Addr().String()); err != nil {
+		return err
+	}
+	inLab := "https://" + netip.AddrPortFrom(c.cp.Addr4, APIServerPort).String()
+	if err := c.pki.writeKubeconfig(c.paths.ClusterKubecfg, inLab); err != nil {
+		return err
+	}
+	rc, err := kube.RESTConfig(c.paths.Kubeconfig, 50, 100)
+	if err != nil {
+		return err
+	}
+	if c.cs, err = kubernetes.NewForConfig(rc); err != nil {
+		return err
+	}
+	if c.dyn, err = dynamic.NewForConfig(rc); err != nil {
+		return err
+	}
+	return c.publishState()
+}
+
+// publishState writes state.json with every namespace's entry thread.
+func (c *Cluster) publishState() error {
+	c.state = State{PID: os.Getpid(), Dir: c.paths.Dir, Kubeconfig: c.paths.Kubeconfig, Control: c.paths.Control}
+	add := func(h *netlab.Host, role string) error {
+		tid, err := h.WorkerTID()
+		if err != nil {
+			return err
+		}
+		c.state.Hosts = append(c.state.Hosts, HostState{Name: h.Name, Role: role, Addr4: h.Addr4.String(),
+			Addr6: h.Addr6.String(), MAC: h.MAC.String(), TID: tid})
+		return nil
+	}
+	if err := add(c.cp, "control-plane"); err != nil {
+		return err
+	}
+	for _, h := range c.net.Nodes() {
+		if err := add(h, "node"); err != nil {
+			return err
+		}
+	}
+	if err := add(c.net.Client(), "client"); err != nil {
+		return err
+	}
+	return writeState(c.paths.State, &c.state)
+}
+
+// bringUp starts the processes in dependency order and waits until the demo
+// Service answers.
+func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
+	for _, comp := range []component{etcdComponent(&c.cfg, c.paths), apiserverComponent(&c.cfg, c.paths, c.pki, c.cp.Addr4)} {
+		if err := c.startComponent(comp); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.routePods(); err != nil {
+		return nil, err
+	}
+	// Mooring's resources go in as soon as the apiserver takes writes,
+	// which is before /readyz: in parallel with the rest.
+	crdsUp := make(chan struct{})
+	objErr := make(chan error, 1)
+	c.objErr = objErr
+	c.wg.Go(func() { objErr <- c.installMooring(ctx, crdsUp) })
+	if err := c.waitAPIServer(ctx); err != nil {
+		return nil, err
+	}
+	c.progress("apiserver ready")
+	if c.cfg.Mooring {
+		// The controller and the agents watch Mooring's resources from the
+		// start, so they wait for the CRDs (usually in before /readyz). The
+		// controller starts first: it has the longest way to go (leader
+		// election, sync, allocation) before the Service has an address.
+		select {
+		case <-crdsUp:
+		case err := <-objErr:
+			if err != nil {
+				return nil, err
+			}
+			c.objErr = nil // all done already
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lab: waiting for Mooring's CRDs: %w", ctx.Err())
+		}
+		if err := c.startComponent(controllerComponent(&c.cfg, c.paths)); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.startComponent(kcmComponent(&c.cfg, c.paths)); err != nil {
+		return nil, err
+	}
+	for _, n := range c.nodes {
+		comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
+		if c.cfg.Mooring {
+			comps = append(comps, agentComponent(&c.cfg, c.paths, n))
+		}
+		for _, comp := range comps {
+			if err := c.startComponent(comp); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := createCore(ctx, c.cs, c.nodes); err != nil {
+		return nil, err
+	}
+	c.progress("all processes started")
+	return c.waitReady(ctx)
+}
+
+// installMooring installs Mooring's CRDs, retrying until the apiserver
+// takes them (an admin of system:masters passes authorization before the
+// apiserver reports ready), closes crdsUp once they are established, and
+// with Mooring creates the demo pool and policy. The apiserver's first
+// custom-resource write takes about 2 s (it builds the resource's handlers
+// then), which is why this runs beside starting the nodes.
+func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) error {
+	var crds []string
+	var last error
+	err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		crds, last = installCRDs(actx, c.dyn, c.cfg.CRDDir)
+		return last == nil, nil
+	})
+	if err == nil {
+		err = poll(ctx, 50*time.Millisecond, func() (bool, error) {
+			ok, err := crdsEstablished(ctx, c.dyn, crds)
+			return ok && err == nil, nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("lab: installing Mooring's CRDs from %s (last error: %v): %w", c.cfg.CRDDir, last, err)
+	}
+	c.progress("Mooring CRDs established")
+	close(crdsUp)
+	if !c.cfg.Mooring {
+		return nil
+	}
+	if err := createMooringObjects(ctx, c.dyn); err != nil {
+		return err
+	}
+	c.progress("demo pool and L2 policy created")
+	return nil
+}
+
+func (c *Cluster) progress(msg string) {
+	c.log.Info(msg, "elapsed", time.Since(c.start).Round(time.Millisecond))
+}
+
+// host returns the netlab host called name, or nil.
+func (c *Cluster) host(name string) *netlab.Host {
+	if name == controlPlaneHost {
+		return c.cp
+	}
+	return c.net.Host(name)
+}
+
+// Host returns the namespace called name ("control-plane", "node-1",
+// "client", ...) or nil.
+func (c *Cluster) Host(name string) *netlab.Host { return c.host(name) }
+
+// startComponent starts comp in its host and watches it.
+func (c *Cluster) startComponent(comp component) error {
+	h := c.host(comp.Host)
+	if h == nil {
+		return fmt.Errorf("lab: %s: no host %s", comp.Name, comp.Host)
+	}
+	cmd, logf, err := comp.command(c.paths.Logs)
+	if err != nil {
+		return err
+	}
+	p, err := h.Start(cmd)
+	logf.Close()
+	if err != nil {
+		return fmt.Errorf("lab: starting %s: %w", comp.Name, err)
+	}
+	pr := &proc{comp: comp, p: p}
+	c.mu.Lock()
+	c.procs = append(c.procs, pr)
+	c.mu.Unlock()
+	c.wg.Go(func() {
+		err := p.Wait()
+		c.mu.Lock()
+		killed := pr.killed
+		c.mu.Unlock()
+		if !killed {
+			logPath := filepath.Join(c.paths.Logs, logName(comp.Name))
+			c.log.Warn("process exited", "component", comp.Name, "err", err, "log", logPath,
+				"tail", tailFile(logPath, 5))
+		}
+	})
+	return nil
+}
+
+// exited reports whether the named component has exited.
+func (c *Cluster) exited(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// The latest process of that name counts: a restored node's kubelet
+	// replaces the killed one.
+	for _, p := range slices.Backward(c.procs) {
+		if p.comp.Name == name {
+			select {
+			case <-p.p.Done():
+				return true
+			default:
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// close tears everything down in reverse order: processes (every group
+// SIGKILLed and reaped), listeners, namespaces, then the state dir.
+func (c *Cluster) close(cancel context.CancelFunc) error {
+	c.mu.Lock()
+	procs := slices.Clone(c.procs)
+	for _, p := range procs {
+		p.killed = true
+	}
+	c.mu.Unlock()
+	var errs []error
+	slices.Reverse(procs)
+	for _, p := range procs {
+		errs = append(errs, p.p.Kill())
+	}
+	for _, p := range procs {
+		<-p.p.Done()
+		errs = append(errs, waitGroupGone(p.p.PID, 5*time.Second))
+	}
+	cancel()
+	if c.cp != nil {
+		errs = append(errs, c.cp.Release())
+	}
+	if c.net != nil {
+		errs = append(errs, c.net.Close())
+	}
+	c.wg.Wait()
+	if c.cfg.KeepLogs != "" {
+		if err := os.CopyFS(c.cfg.KeepLogs, os.DirFS(c.paths.Logs)); err != nil {
+			errs = append(errs, fmt.Errorf("lab: keeping logs: %w", err))
+		}
+	}
+	errs = append(errs, os.RemoveAll(c.paths.Dir))
+	return errors.Join(errs...)
+}
+
+// waitGroupGone waits until no process of group pgid is left: the pods a
+// kubelet forked are not the lab's children, so nothing else waits for
+// them to be gone.
+func waitGroupGone(pgid int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if err := unix.Kill(-pgid, 0); errors.Is(err, unix.ESRCH) {
+			return nil
+		}
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("lab: processes of group %d still alive %v after SIGKILL", pgid, limit)
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// nthHost is the address n past the start of p (n < 256).
+func nthHost(p netip.Prefix, n int) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	b[len(b)-1] += byte(n)
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// tailFile returns the last n lines of path (the state dir, logs included,
+// is removed on the way out, so an early exit is reported with its cause).
+func tailFile(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,253 @@
+package lab
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// component is one process of the lab: what to run, and in which host.
+// Building them is pure (paths and flags only) so the command lines can be
+// read in one place and tested without namespaces.
+type component struct {
+	Name string // unique: "etcd", "kubelet/node-1", ...
+	Host string // netlab host name: "control-plane", "node-1", ...
+	Path string
+	Args []string
+	Env  []string // added to the lab's environment
+}
+
+// paths is the layout of the state dir.
+type paths struct {
+	Dir            string
+	State          string // state.json
+	Control        string // control socket
+	PKI            string
+	Logs           string
+	Etcd           string
+	Kubeconfig     string // admin, via the host's forwarder (127.0.0.1)
+	ClusterKubecfg string // admin, for processes inside the lab (10.213.0.2)
+}
+
+func newPaths(dir string) paths {
+	return paths{
+		Dir:            dir,
+		State:          filepath.Join(dir, "state.json"),
+		Control:        filepath.Join(dir, "control.sock"),
+		PKI:            filepath.Join(dir, "pki"),
+		Logs:           filepath.Join(dir, "logs"),
+		Etcd:           filepath.Join(dir, "etcd"),
+		Kubeconfig:     filepath.Join(dir, "kubeconfig"),
+		ClusterKubecfg: filepath.Join(dir, "cluster.kubeconfig"),
+	}
+}
+
+// controlPlaneHost is the netlab host holding etcd, the apiserver,
+// kube-controller-manager and the Mooring controller, like kind's
+// control-plane node (but it is not a Node: nothing is scheduled there).
+const controlPlaneHost = "control-plane"
+
+func etcdComponent(c *Config, p paths) component {
+	return component{
+		Name: "etcd", Host: controlPlaneHost,
+		Path: filepath.Join(c.KubeBin, "etcd"),
+		Args: []string{
+			"--name=lab",
+			"--data-dir=" + p.Etcd,
+			"--listen-client-urls=http://127.0.0.1:2379",
+			"--advertise-client-urls=http://127.0.0.1:2379",
+			"--listen-peer-urls=http://127.0.0.1:2380",
+			"--initial-advertise-peer-urls=http://127.0.0.1:2380",
+			"--initial-cluster=lab=http://127.0.0.1:2380",
+			// The lab's data dies with it; fsync would only slow start-up.
+			"--unsafe-no-fsync",
+			"--log-level=warn",
+		},
+	}
+}
+
+func apiserverComponent(c *Config, p paths, k *pki, cp4 netip.Addr) component {
+	return component{
+		Name: "kube-apiserver", Host: controlPlaneHost,
+		Path: filepath.Join(c.KubeBin, "kube-apiserver"),
+		Args: []string{
+			"--etcd-servers=http://127.0.0.1:2379",
+			"--bind-address=::", // both families, inside the control-plane namespace only
+			fmt.Sprintf("--secure-port=%d", APIServerPort),
+			"--advertise-address=" + cp4.String(),
+			"--tls-cert-file=" + k.ServerCert,
+			"--tls-private-key-file=" + k.ServerKey,
+			"--cert-dir=" + filepath.Join(p.PKI, "apiserver"),
+			"--token-auth-file=" + k.TokenFile,
+			"--authorization-mode=RBAC",
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + k.SAPub,
+			"--service-account-signing-key-file=" + k.SAKey,
+			"--service-cluster-ip-range=" + ServiceCIDR4.String() + "," + ServiceCIDR6.String(),
+			// Pods would wait for a default ServiceAccount that only the
+			// serviceaccount controller creates, and the echo pods use no
+			// token: the plugin buys the lab nothing.
+			"--disable-admission-plugins=ServiceAccount",
+			// Priority and fairness costs CPU on a 2-core machine and matters
+			// only under overload.
+			"--enable-priority-and-fairness=false",
+			"--profiling=false",
+			"--allow-privileged=true",
+		},
+	}
+}
+
+func kcmComponent(c *Config, p paths) component {
+	return component{
+		Name: "kube-controller-manager", Host: controlPlaneHost,
+		Path: filepath.Join(c.KubeBin, "kube-controller-manager"),
+		Args: []string{
+			"--kubeconfig=" + p.ClusterKubecfg,
+			"--controllers=endpointslice-controller,node-lifecycle-controller",
+			"--leader-elect=false",
+			"--use-service-account-credentials=false",
+			"--secure-port=0",
+			"--concurrent-service-endpoint-syncs=5",
+			fmt.Sprintf("--node-monitor-grace-period=%s", c.NodeMonitorGracePeriod),
+			// Kubernetes checks every 5 s; 1 s keeps the phase-2 measurement
+			// from being quantised by the check period.
+			"--node-monitor-period=1s",
+		},
+	}
+}
+
+// nodeSpec is one node's plan: its name, addresses and pod CIDRs.
+type nodeSpec struct {
+	Name     string
+	Addrs    []netip.Addr   // eth0: IPv4, IPv6
+	PodCIDRs []netip.Prefix // IPv4, IPv6
+	Labels   map[string]string
+}
+
+func kubeletComponent(c *Config, p paths, n nodeSpec) component {
+	return component{
+		Name: "kubelet/" + n.Name, Host: n.Name,
+		Path: c.Self,
+		Args: []string{
+			"lab", "kubelet",
+			"--kubeconfig=" + p.ClusterKubecfg,
+			"--node-name=" + n.Name,
+			"--node-ips=" + joinAddrs(n.Addrs),
+			"--pod-cidrs=" + joinPrefixes(n.PodCIDRs),
+			"--log-dir=" + p.Logs,
+			"--node-labels=" + joinLabels(n.Labels),
+		},
+		Env: c.SelfEnv,
+	}
+}
+
+func kubeProxyComponent(c *Config, p paths, n nodeSpec) component {
+	return component{
+		Name: "kube-proxy/" + n.Name, Host: n.Name,
+		Path: filepath.Join(c.KubeBin, "kube-proxy"),
+		Args: []string{
+			"--kubeconfig=" + p.ClusterKubecfg,
+			"--hostname-override=" + n.Name,
+			"--proxy-mode=nftables",
+			"--cluster-cidr=" + ClusterCIDR4.String() + "," + ClusterCIDR6.String(),
+			// nf_conntrack_max and the conntrack timeouts are not
+			// namespaced: a node namespace may not write them, so leave
+			// the machine's values alone.
+			"--conntrack-max-per-core=0",
+			"--conntrack-tcp-timeout-established=0",
+			"--conntrack-tcp-timeout-close-wait=0",
+			"--metrics-bind-address=127.0.0.1:10249",
+			"--healthz-bind-address=127.0.0.1:10256",
+			"--oom-score-adj=0",
+		},
+	}
+}
+
+// controllerComponent runs `mooring controller` next to the apiserver.
+func controllerComponent(c *Config, p paths) component {
+	return component{
+		Name: "mooring-controller", Host: controlPlaneHost,
+		Path: c.Self,
+		Args: []string{
+			"controller",
+			"--kubeconfig=" + p.ClusterKubecfg,
+		},
+		Env: c.SelfEnv,
+	}
+}
+
+// agentComponent runs `mooring agent` in a node namespace.
+func agentComponent(c *Config, p paths, n nodeSpec) component {
+	return component{
+		Name: "mooring-agent/" + n.Name, Host: n.Name,
+		Path: c.Self,
+		Args: []string{
+			"agent",
+			"--kubeconfig=" + p.ClusterKubecfg,
+			"--node-name=" + n.Name,
+		},
+		Env: c.SelfEnv,
+	}
+}
+
+// command builds the exec.Cmd for comp, logging into logs/<name>.log.
+func (comp component) command(logs string) (*exec.Cmd, *os.File, error) {
+	logPath := filepath.Join(logs, logName(comp.Name))
+	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(comp.Path, comp.Args...)
+	cmd.Env = append(os.Environ(), comp.Env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	return cmd, f, nil
+}
+
+func joinAddrs(as []netip.Addr) string {
+	s := make([]string, len(as))
+	for i, a := range as {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func joinPrefixes(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+// logName is the file under logs/ that a component writes to.
+func logName(name string) string { return strings.ReplaceAll(name, "/", "-") + ".log" }
+
+// hostURL is the URL of ip:port, with no port for 80.
+func hostURL(ip string, port int) string {
+	if port == 80 {
+		if a, err := netip.ParseAddr(ip); err == nil && a.Is6() {
+			return "http://[" + ip + "]/"
+		}
+		return "http://" + ip + "/"
+	}
+	return "http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + "/"
+}
+
+// joinLabels renders labels as k=v,k=v in key order.
+func joinLabels(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + m[k]
+	}
+	return strings.Join(keys, ",")
+}

@@ -1,0 +1,185 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// Defaults for `mooring lab up`.
+const (
+	// DefaultNodes is how many node namespaces the lab has: the seed's kind
+	// lab had two workers; a third node lets a failover have somewhere to go
+	// while one backend node is dead.
+	DefaultNodes = 3
+	// DefaultNodeMonitorGracePeriod shortens Kubernetes' 50 s so that phase 2
+	// of a failover (the dead node's endpoints leaving the EndpointSlice)
+	// fits in a test; pass 50s to reproduce a stock cluster.
+	DefaultNodeMonitorGracePeriod = 20 * time.Second
+	// DefaultTimeout bounds `lab up` until ready.
+	DefaultTimeout = 90 * time.Second
+	// EnvStateDir overrides DefaultStateDir.
+	EnvStateDir = "MOORING_LAB_DIR"
+	// EnvKubeBin names the folder with etcd, kube-apiserver,
+	// kube-controller-manager and kube-proxy (set by `make demo`/`make test`).
+	EnvKubeBin = "MOORING_KUBEBIN"
+)
+
+// DefaultStateDir is where a running lab keeps its state, certificates,
+// logs and etcd data. It is on tmpfs and root's, as the lab is.
+const DefaultStateDir = "/run/mooring-lab"
+
+// Addressing of the lab (see docs/lab.md). The lab link is netlab's
+// 10.213.0.0/24 + fd00:213::/64; the control plane sits at offset 2.
+// The variables are fixed; they are not constants only because netip
+// values cannot be.
+const ControlPlaneOffset = 2 // the control-plane namespace is 10.213.0.2
+
+var (
+	// ClusterCIDR4 and ClusterCIDR6 hold every node's pod CIDR: node-i gets
+	// 10.244.i.0/24 and fd00:244:0:i::/64.
+	ClusterCIDR4 = netip.MustParsePrefix("10.244.0.0/16")
+	ClusterCIDR6 = netip.MustParsePrefix("fd00:244::/56")
+	// ServiceCIDR4 and ServiceCIDR6 are the ClusterIP ranges.
+	ServiceCIDR4 = netip.MustParsePrefix("10.96.0.0/16")
+	ServiceCIDR6 = netip.MustParsePrefix("fd00:96::/112")
+	// PoolRange4 and PoolRange6 are the demo LoadBalancerIPPool: offsets
+	// 100-199 of the lab link for IPv4 (netlab leaves them free), and
+	// ::100-::1ff for IPv6, above every host offset (< 256).
+	PoolRange4 = [2]netip.Addr{netip.MustParseAddr("10.213.0.100"), netip.MustParseAddr("10.213.0.199")}
+	PoolRange6 = [2]netip.Addr{netip.MustParseAddr("fd00:213::100"), netip.MustParseAddr("fd00:213::1ff")}
+)
+
+// APIServerPort is the apiserver's port inside the control-plane namespace.
+const APIServerPort = 6443
+
+// Config is everything Run needs; the CLI fills it from flags.
+type Config struct {
+	// Nodes is the number of node namespaces (1..netlab.MaxNodes); the demo
+	// Service needs 2 for one pod per node.
+	Nodes int
+	// StateDir holds the running lab's files; it must not exist or hold a
+	// dead lab's leftovers, and is removed on the way out.
+	StateDir string
+	// KubeBin is the folder with etcd, kube-apiserver,
+	// kube-controller-manager and kube-proxy.
+	KubeBin string
+	// CRDDir holds Mooring's CRD manifests (config/crd).
+	CRDDir string
+	// Self is the mooring executable, run as the kubelet stand-in, the echo
+	// pods, the controller and the agents. SelfEnv is added to their
+	// environment (tests use it to run a test binary as mooring).
+	Self    string
+	SelfEnv []string
+	// Mooring runs the Mooring controller and one agent per node; without it
+	// the Service gets no address and the lab stops at ClusterIP.
+	Mooring bool
+	// NodeMonitorGracePeriod is kube-controller-manager's
+	// --node-monitor-grace-period.
+	NodeMonitorGracePeriod time.Duration
+	// Timeout bounds the time until the lab is ready.
+	Timeout time.Duration
+	// KeepLogs, when set, is a folder to copy the components' logs into on
+	// the way out; everything else is removed.
+	KeepLogs string
+	// Log receives the lab's progress. Required.
+	Log *slog.Logger
+}
+
+// Validate reports the first unusable setting, naming the fix.
+func (c *Config) Validate() error {
+	switch {
+	case c.Log == nil:
+		return errors.New("lab: no logger")
+	case c.Nodes < 2 || c.Nodes > netlab.MaxNodes:
+		return fmt.Errorf("lab: --nodes %d: use 2..%d (the demo Service has one pod on each of two nodes)", c.Nodes, netlab.MaxNodes)
+	case c.StateDir == "" || !filepath.IsAbs(c.StateDir):
+		return fmt.Errorf("lab: state dir %q must be an absolute path", c.StateDir)
+	case c.Self == "":
+		return errors.New("lab: no path to the mooring executable")
+	case c.NodeMonitorGracePeriod < 2*time.Second:
+		return fmt.Errorf("lab: --node-monitor-grace-period %s: use 2s or more", c.NodeMonitorGracePeriod)
+	case c.Timeout <= 0:
+		return errors.New("lab: --timeout must be positive")
+	}
+	for _, b := range kubeBinaries {
+		if _, err := os.Stat(filepath.Join(c.KubeBin, b)); err != nil {
+			return fmt.Errorf("lab: %s not found in %q: run `make kubebin` and pass its last line as --kubebin (or set %s)", b, c.KubeBin, EnvKubeBin)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(c.CRDDir, "*.yaml")); len(m) == 0 {
+		return fmt.Errorf("lab: no CRD manifests in %q: pass --crds <repo>/config/crd", c.CRDDir)
+	}
+	return nil
+}
+
+// kubeBinaries are the programs the lab runs from KubeBin.
+var kubeBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-proxy"}
+
+// StateDirFromEnv is $MOORING_LAB_DIR, else DefaultStateDir.
+func StateDirFromEnv() string {
+	if d := os.Getenv(EnvStateDir); d != "" {
+		return d
+	}
+	return DefaultStateDir
+}
+
+// FindKubeBin returns $MOORING_KUBEBIN, else the first of
+// <repo>/.cache/kubebin/current found next to the executable (bin/mooring)
+// or below the working directory's ancestors; "" when none exists.
+func FindKubeBin(self string) string {
+	if d := os.Getenv(EnvKubeBin); d != "" {
+		return d
+	}
+	return findInRepo(self, filepath.Join(".cache", "kubebin", "current", "kube-apiserver"))
+}
+
+// FindCRDDir returns <repo>/config/crd, searched like FindKubeBin.
+func FindCRDDir(self string) string {
+	return findInRepo(self, filepath.Join("config", "crd"))
+}
+
+// findInRepo looks for rel above the executable's folder and above the
+// working directory and returns the folder holding it.
+func findInRepo(self, rel string) string {
+	var starts []string
+	if self != "" {
+		starts = append(starts, filepath.Dir(self))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	for _, dir := range starts {
+		for range 8 {
+			p := filepath.Join(dir, rel)
+			if _, err := os.Stat(p); err == nil {
+				if filepath.Base(rel) == "kube-apiserver" {
+					return filepath.Dir(p)
+				}
+				return p
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return ""
+}
+
+// nodePodCIDRs returns node i's pod CIDRs (1-based): 10.244.i.0/24 and
+// fd00:244:0:i::/64.
+func nodePodCIDRs(i int) (netip.Prefix, netip.Prefix) {
+	b4 := ClusterCIDR4.Addr().As4()
+	b4[2] = byte(i)
+	b6 := ClusterCIDR6.Addr().As16()
+	b6[7] = byte(i)
+	return netip.PrefixFrom(netip.AddrFrom4(b4), 24), netip.PrefixFrom(netip.AddrFrom16(b6), 64)
+}

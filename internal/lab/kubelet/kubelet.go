@@ -1,0 +1,262 @@
+// Package kubelet is the lab's kubelet stand-in: one process per node
+// namespace that registers the Node, keeps its Lease and Ready status fresh,
+// and runs the pods bound to it as `mooring lab echo` processes, each in a
+// network namespace of its own joined to the node by a veth pair.
+//
+// It plays only the parts of a kubelet that Mooring's experiments observe:
+// heartbeats (so node-lifecycle notices a dead node), pod IPs and readiness
+// (so EndpointSlices are real). No images, volumes or probes beyond one TCP
+// check. Killing the process group kills the node and its pods at once.
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+)
+
+// Version is what the Node reports as its kubelet version.
+const Version = "v1.37.2-mooring-lab"
+
+// Config is what Run needs.
+type Config struct {
+	Client   kubernetes.Interface
+	NodeName string
+	// NodeIPs are eth0's addresses, IPv4 first.
+	NodeIPs []netip.Addr
+	// PodCIDRs are this node's pod ranges, IPv4 first, one per family.
+	PodCIDRs []netip.Prefix
+	// Labels are added to the Node's own (hostname, os, arch).
+	Labels map[string]string
+	// Self is the mooring executable that runs `lab echo` in each pod.
+	Self string
+	// LogDir receives one log per pod; "" discards pod output.
+	LogDir string
+	// LeaseInterval and StatusInterval are the heartbeat periods.
+	LeaseInterval, StatusInterval time.Duration
+	Log                           *slog.Logger
+}
+
+// Validate reports the first unusable setting.
+func (c *Config) Validate() error {
+	switch {
+	case c.Client == nil || c.Log == nil:
+		return errors.New("kubelet: no client or logger")
+	case c.NodeName == "":
+		return errors.New("kubelet: --node-name is required")
+	case len(c.NodeIPs) == 0:
+		return errors.New("kubelet: --node-ips is required")
+	case len(c.PodCIDRs) == 0:
+		return errors.New("kubelet: --pod-cidrs is required")
+	case c.Self == "":
+		return errors.New("kubelet: no mooring executable to run pods with")
+	case c.LeaseInterval <= 0 || c.StatusInterval <= 0:
+		return errors.New("kubelet: heartbeat intervals must be positive")
+	}
+	return nil
+}
+
+// Run registers the node and runs until ctx ends; it then stops its pods.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	// Offset 1 of each pod CIDR is the node's gateway address.
+	k := &kubelet{cfg: cfg, log: cfg.Log.With("node", cfg.NodeName), pods: map[string]*pod{}, next: 1}
+	// The apiserver may answer /readyz before every write path works (its
+	// post-start hooks create kube-node-lease, for one): retry, bounded.
+	var err error
+	for try := 0; try < 60; try++ {
+		if err = k.register(ctx); err == nil || ctx.Err() != nil {
+			break
+		}
+		k.log.Warn("registering node; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return err
+	}
+	k.log.Info("node registered", "ips", cfg.NodeIPs, "podCIDRs", cfg.PodCIDRs)
+	var wg sync.WaitGroup
+	wg.Go(func() { k.heartbeat(ctx) })
+	err = k.runPods(ctx)
+	wg.Wait()
+	k.stopAll()
+	return err
+}
+
+type kubelet struct {
+	cfg Config
+	log *slog.Logger
+
+	mu   sync.Mutex
+	pods map[string]*pod // by namespace/name
+	next int             // last pod address offset handed out
+
+	requeue func(key string) // set by runPods: re-sync a pod whose process exited
+}
+
+// register creates the Node (or takes over one left by an earlier run) with
+// its pod CIDRs, addresses and a Ready condition.
+func (k *kubelet) register(ctx context.Context) error {
+	nodes := k.cfg.Client.CoreV1().Nodes()
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Labels: map[string]string{
+			corev1.LabelHostname:   k.cfg.NodeName,
+			corev1.LabelOSStable:   "linux",
+			corev1.LabelArchStable: runtime.GOARCH,
+		}},
+		Spec: corev1.NodeSpec{PodCIDR: k.cfg.PodCIDRs[0].String()},
+	}
+	for k, v := range k.cfg.Labels {
+		node.Labels[k] = v
+	}
+	for _, p := range k.cfg.PodCIDRs {
+		node.Spec.PodCIDRs = append(node.Spec.PodCIDRs, p.String())
+	}
+	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kubelet: registering node %s: %w", k.cfg.NodeName, err)
+	}
+	return k.updateStatus(ctx)
+}
+
+// updateStatus writes the node's full status with a fresh heartbeat.
+func (k *kubelet) updateStatus(ctx context.Context) error {
+	nodes := k.cfg.Client.CoreV1().Nodes()
+	node, err := nodes.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("kubelet: reading node %s: %w", k.cfg.NodeName, err)
+	}
+	now := metav1.Now()
+	node.Status = k.nodeStatus(node.Status, now)
+	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("kubelet: updating node %s status: %w", k.cfg.NodeName, err)
+	}
+	return nil
+}
+
+// nodeStatus is the status a healthy node reports at now; transition times
+// are kept while a condition's status does not change.
+func (k *kubelet) nodeStatus(old corev1.NodeStatus, now metav1.Time) corev1.NodeStatus {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("2"),
+		corev1.ResourceMemory: resource.MustParse("4Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	st := corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity,
+		Phase:       corev1.NodeRunning,
+		NodeInfo: corev1.NodeSystemInfo{
+			KubeletVersion: Version, OperatingSystem: "linux", Architecture: runtime.GOARCH,
+			ContainerRuntimeVersion: "mooring-lab://" + Version,
+			OSImage:                 "Mooring lab node (network namespace)",
+			KernelVersion:           kernelVersion(),
+		},
+	}
+	for _, a := range k.cfg.NodeIPs {
+		st.Addresses = append(st.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a.String()})
+	}
+	st.Addresses = append(st.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: k.cfg.NodeName})
+	want := []struct {
+		t       corev1.NodeConditionType
+		s       corev1.ConditionStatus
+		reason  string
+		message string
+	}{
+		{corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "lab kubelet stand-in is posting ready status"},
+		{corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", ""},
+		{corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", ""},
+		{corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", ""},
+	}
+	for _, w := range want {
+		c := corev1.NodeCondition{Type: w.t, Status: w.s, Reason: w.reason, Message: w.message,
+			LastHeartbeatTime: now, LastTransitionTime: now}
+		for _, o := range old.Conditions {
+			if o.Type == w.t && o.Status == w.s {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		st.Conditions = append(st.Conditions, c)
+	}
+	return st
+}
+
+// heartbeat renews the node Lease every LeaseInterval and rewrites the
+// status every StatusInterval, as the kubelet does, until ctx ends.
+// Failures are logged and retried at the next tick: a node that cannot
+// reach the apiserver is exactly what node-lifecycle is there to notice.
+func (k *kubelet) heartbeat(ctx context.Context) {
+	lease := time.NewTicker(k.cfg.LeaseInterval)
+	defer lease.Stop()
+	status := time.NewTicker(k.cfg.StatusInterval)
+	defer status.Stop()
+	if err := k.renewLease(ctx); err != nil {
+		k.log.Warn("renewing node lease", "err", err)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lease.C:
+			if err := k.renewLease(ctx); err != nil && ctx.Err() == nil {
+				k.log.Warn("renewing node lease", "err", err)
+			}
+		case <-status.C:
+			if err := k.updateStatus(ctx); err != nil && ctx.Err() == nil {
+				k.log.Warn("updating node status", "err", err)
+			}
+		}
+	}
+}
+
+func (k *kubelet) renewLease(ctx context.Context) error {
+	leases := k.cfg.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+	now := metav1.NewMicroTime(time.Now())
+	l, err := leases.Get(ctx, k.cfg.NodeName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		l = &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: k.cfg.NodeName, Namespace: corev1.NamespaceNodeLease},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptr.To(k.cfg.NodeName),
+				LeaseDurationSeconds: ptr.To[int32](40),
+				RenewTime:            &now,
+			},
+		}
+		_, err = leases.Create(ctx, l, metav1.CreateOptions{})
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.Spec.RenewTime = &now
+	_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+	return err
+}
+
+// kernelVersion is the machine's kernel release, shared by every lab node.
+func kernelVersion() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

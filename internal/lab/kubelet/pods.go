@@ -1,0 +1,303 @@
+package kubelet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+)
+
+// DefaultPort is the echo server's port when a pod declares none.
+const DefaultPort = 8080
+
+// pod is a running pod: its process, addresses and host-side link.
+type pod struct {
+	key     string
+	addrs   []netip.Addr // pod IPs, IPv4 first
+	port    int
+	veth    string
+	started metav1.Time
+	proc    *podProcess
+	ready   bool
+	failed  string // set when the process exited on its own
+}
+
+// runPods watches the pods bound to this node and converges each to
+// running-and-ready (or gone), one at a time: a lab node runs a handful.
+func (k *kubelet) runPods(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = "spec.nodeName=" + k.cfg.NodeName
+		}))
+	inf := factory.Core().V1().Pods()
+	lister := inf.Lister()
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	k.requeue = func(key string) { queue.Add(key) }
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			queue.Add(key)
+		}
+	}
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	defer factory.Shutdown()
+	go func() {
+		<-ctx.Done()
+		queue.ShutDown()
+	}()
+	for {
+		key, quit := queue.Get()
+		if quit {
+			return nil
+		}
+		if err := k.sync(ctx, lister, key); err != nil && ctx.Err() == nil {
+			k.log.Warn("syncing pod", "pod", key, "err", err)
+			queue.AddRateLimited(key)
+		} else {
+			queue.Forget(key)
+		}
+		queue.Done(key)
+	}
+}
+
+// sync makes one pod's reality match its object.
+func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil
+	}
+	obj, err := lister.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		k.stop(key)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if obj.DeletionTimestamp != nil {
+		k.stop(key)
+		// The kubelet confirms a graceful deletion by deleting with grace 0.
+		err := k.cfg.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &obj.UID},
+		})
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	}
+	k.mu.Lock()
+	p := k.pods[key]
+	k.mu.Unlock()
+	if p == nil {
+		if p, err = k.start(ctx, obj); err != nil {
+			return err
+		}
+	}
+	return k.writeStatus(ctx, obj, p)
+}
+
+// start runs the pod's echo process, wires its network and waits until it
+// accepts connections.
+func (k *kubelet) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
+	key := obj.Namespace + "/" + obj.Name
+	k.mu.Lock()
+	k.next++
+	idx := k.next
+	k.mu.Unlock()
+	if idx > 250 {
+		return nil, fmt.Errorf("kubelet: node %s has run out of pod addresses", k.cfg.NodeName)
+	}
+	p := &pod{key: key, port: podPort(obj), veth: fmt.Sprintf("vpod%d", idx), started: metav1.Now()}
+	for _, c := range k.cfg.PodCIDRs {
+		p.addrs = append(p.addrs, nthAddr(c, idx))
+	}
+	proc, err := startPodProcess(k.cfg, obj, p)
+	if err != nil {
+		return nil, err
+	}
+	p.proc = proc
+	if err := wirePod(k.cfg.PodCIDRs, p); err != nil {
+		proc.kill()
+		return nil, err
+	}
+	if err := waitListening(ctx, p); err != nil {
+		proc.kill()
+		unwirePod(p)
+		return nil, err
+	}
+	p.ready = true
+	k.mu.Lock()
+	k.pods[key] = p
+	k.mu.Unlock()
+	k.log.Info("pod running", "pod", key, "ips", p.addrs, "pid", proc.pid())
+	go func() {
+		<-proc.done
+		k.mu.Lock()
+		cur := k.pods[key] == p
+		if cur && p.failed == "" && !proc.stopping.Load() {
+			p.ready = false
+			p.failed = "echo process exited: " + proc.exitErr().Error()
+		}
+		k.mu.Unlock()
+		if cur && k.requeue != nil {
+			k.requeue(key)
+		}
+	}()
+	return p, nil
+}
+
+// stop kills a pod's process and removes its link.
+func (k *kubelet) stop(key string) {
+	k.mu.Lock()
+	p := k.pods[key]
+	delete(k.pods, key)
+	k.mu.Unlock()
+	if p == nil {
+		return
+	}
+	p.proc.kill()
+	unwirePod(p)
+	k.log.Info("pod stopped", "pod", key)
+}
+
+func (k *kubelet) stopAll() {
+	k.mu.Lock()
+	var keys []string
+	for key := range k.pods {
+		keys = append(keys, key)
+	}
+	k.mu.Unlock()
+	for _, key := range keys {
+		k.stop(key)
+	}
+}
+
+// waitListening dials the pod's IPv4 address until the echo server accepts
+// (the lab's whole readiness probe), for at most 5 s.
+func waitListening(ctx context.Context, p *pod) error {
+	addr := net.JoinHostPort(p.addrs[0].String(), strconv.Itoa(p.port))
+	var last error
+	for range 100 {
+		d := net.Dialer{Timeout: 200 * time.Millisecond}
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("kubelet: pod %s never accepted on %s: %w", p.key, addr, last)
+}
+
+// writeStatus publishes what the node knows about the pod.
+func (k *kubelet) writeStatus(ctx context.Context, obj *corev1.Pod, p *pod) error {
+	k.mu.Lock()
+	ready, failed := p.ready, p.failed
+	k.mu.Unlock()
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := k.cfg.Client.CoreV1().Pods(obj.Namespace).Get(ctx, obj.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status = podStatus(cur, p, k.cfg.NodeIPs, ready, failed)
+		_, err = k.cfg.Client.CoreV1().Pods(obj.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+}
+
+// podStatus is a pod's status as a kubelet would write it.
+func podStatus(obj *corev1.Pod, p *pod, nodeIPs []netip.Addr, ready bool, failed string) corev1.PodStatus {
+	cond := func(t corev1.PodConditionType, ok bool) corev1.PodCondition {
+		c := corev1.PodCondition{Type: t, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}
+		if ok {
+			c.Status = corev1.ConditionTrue
+		}
+		for _, o := range obj.Status.Conditions {
+			if o.Type == t && o.Status == c.Status {
+				c.LastTransitionTime = o.LastTransitionTime
+			}
+		}
+		return c
+	}
+	st := corev1.PodStatus{
+		Phase:     corev1.PodRunning,
+		HostIP:    nodeIPs[0].String(),
+		PodIP:     p.addrs[0].String(),
+		StartTime: &p.started,
+		Conditions: []corev1.PodCondition{
+			cond(corev1.PodReadyToStartContainers, true),
+			cond(corev1.PodInitialized, true),
+			cond(corev1.PodReady, ready),
+			cond(corev1.ContainersReady, ready),
+			cond(corev1.PodScheduled, true),
+		},
+	}
+	if failed != "" {
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, "Error", failed
+	}
+	for _, a := range nodeIPs {
+		st.HostIPs = append(st.HostIPs, corev1.HostIP{IP: a.String()})
+	}
+	for _, a := range p.addrs {
+		st.PodIPs = append(st.PodIPs, corev1.PodIP{IP: a.String()})
+	}
+	for _, c := range obj.Spec.Containers {
+		cs := corev1.ContainerStatus{
+			Name: c.Name, Image: c.Image, ImageID: c.Image, Ready: ready, Started: ptr.To(failed == ""),
+			ContainerID: fmt.Sprintf("mooring-lab://%d", p.proc.pid()),
+		}
+		if failed == "" {
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: p.started}
+		} else {
+			cs.State.Terminated = &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: failed}
+		}
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+	}
+	return st
+}
+
+// podPort is the first declared TCP container port, else DefaultPort.
+func podPort(obj *corev1.Pod) int {
+	for _, c := range obj.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.Protocol == "" || p.Protocol == corev1.ProtocolTCP {
+				return int(p.ContainerPort)
+			}
+		}
+	}
+	return DefaultPort
+}
+
+// nthAddr returns the address n past the start of p (n < 256).
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	b[len(b)-1] += byte(n)
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+var errNoPodNet = errors.New("kubelet: pod networking needs Linux")

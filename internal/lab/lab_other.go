@@ -1,0 +1,35 @@
+//go:build !linux
+
+package lab
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+var errLinux = errors.New("lab: the lab needs Linux network namespaces")
+
+// Cluster is a running lab (Linux only).
+type Cluster struct{}
+
+// Ready is what Run hands its caller (Linux only).
+type Ready struct {
+	Kubeconfig string
+	Service    ServiceState
+	URL, From  string
+	Elapsed    time.Duration
+	Cluster    *Cluster
+}
+
+// Run reports that the lab needs Linux.
+func Run(context.Context, Config, func(*Ready)) error { return errLinux }
+
+// Exec reports that the lab needs Linux.
+func Exec(string, []string) error { return errLinux }
+
+// Kill reports that the lab needs Linux.
+func (*Cluster) Kill(string) error { return errLinux }
+
+// Restore reports that the lab needs Linux.
+func (*Cluster) Restore(string) error { return errLinux }

@@ -1,0 +1,152 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// routePods gives every node its routes (see routeNode).
+func (c *Cluster) routePods() error {
+	for _, n := range c.nodes {
+		if err := c.routeNode(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routeNode gives node n a route to every other node's pod CIDRs via that
+// node's eth0 address (the job a CNI's route agent does), and one for the
+// Service CIDRs: a node sends to a ClusterIP only if it has a route for it,
+// because kube-proxy rewrites the destination after that lookup. Real nodes
+// use their default route; lab nodes have none. Idempotent.
+func (c *Cluster) routeNode(n nodeSpec) error {
+	h := c.net.Host(n.Name)
+	nl, err := h.NetlinkHandle()
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	var routes []*netlink.Route
+	for _, o := range c.nodes {
+		if o.Name == n.Name {
+			continue
+		}
+		for i, p := range o.PodCIDRs {
+			routes = append(routes, &netlink.Route{Dst: ipNet(p), Gw: o.Addrs[i].AsSlice()})
+		}
+	}
+	for _, p := range []netip.Prefix{ServiceCIDR4, ServiceCIDR6} {
+		routes = append(routes, &netlink.Route{Dst: ipNet(p), LinkIndex: h.IfIndex, Scope: netlink.SCOPE_LINK})
+	}
+	for _, r := range routes {
+		if err := nl.RouteReplace(r); err != nil {
+			return fmt.Errorf("lab: %s: route to %s: %w", n.Name, r.Dst, err)
+		}
+	}
+	return nil
+}
+
+// Kill hard-kills a node: SIGKILL to every process group the lab started
+// there (the kubelet's holds its pods), then eth0 down. Nothing graceful.
+func (c *Cluster) Kill(node string) error {
+	n, err := c.node(node)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	var errs []error
+	for _, p := range c.procs {
+		if p.comp.Host == n.Name {
+			p.killed = true
+			errs = append(errs, p.p.Kill())
+		}
+	}
+	c.killed[node] = true
+	c.mu.Unlock()
+	errs = append(errs, c.net.Host(node).SetLinkDown("eth0"))
+	c.log.Info("node killed", "node", node)
+	return errors.Join(errs...)
+}
+
+// Restore brings a killed node back, as a rebooted machine would come
+// back: eth0 up with its addresses and routes (setting a link down drops
+// its IPv6 address and routes), then the kubelet stand-in (which restarts
+// the node's pods), kube-proxy and the agent. The Node turns Ready again
+// at its first heartbeat.
+func (c *Cluster) Restore(node string) error {
+	n, err := c.node(node)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	killed := c.killed[node]
+	c.mu.Unlock()
+	if !killed {
+		return fmt.Errorf("lab: %s is not killed", node)
+	}
+	h := c.net.Host(node)
+	if err := h.SetLinkUp("eth0"); err != nil {
+		return err
+	}
+	if err := h.AddAddr("eth0", netip.PrefixFrom(h.Addr6, c.net.Config().Subnet6.Bits())); err != nil && !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	if err := c.waitLinkUp(h.Name); err != nil {
+		return err
+	}
+	if err := c.routeNode(n); err != nil {
+		return err
+	}
+	comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
+	if c.cfg.Mooring {
+		comps = append(comps, agentComponent(&c.cfg, c.paths, n))
+	}
+	for _, comp := range comps {
+		if err := c.startComponent(comp); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	c.killed[node] = false
+	c.mu.Unlock()
+	c.log.Info("node restored", "node", node)
+	return nil
+}
+
+// node returns the plan of the named node.
+func (c *Cluster) node(name string) (nodeSpec, error) {
+	for _, n := range c.nodes {
+		if n.Name == name {
+			return n, nil
+		}
+	}
+	return nodeSpec{}, fmt.Errorf("lab: no node %q (nodes are node-1..node-%d)", name, len(c.nodes))
+}
+
+// waitLinkUp polls until the host's eth0 is operationally up (frames sent
+// earlier are dropped: LAB-NOTES' readiness race), for at most 5 s.
+func (c *Cluster) waitLinkUp(host string) error {
+	h := c.net.Host(host)
+	nl, err := h.NetlinkHandle()
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	for range 500 {
+		l, err := nl.LinkByIndex(h.IfIndex)
+		if err != nil {
+			return err
+		}
+		if l.Attrs().OperState == netlink.OperUp {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("lab: %s eth0 not up after 5s", host)
+}

@@ -1,0 +1,16 @@
+//go:build !linux
+
+package netlab
+
+import "context"
+
+// AttachHost reports ErrUnsupported.
+func (*Lab) AttachHost(context.Context, string, int, map[string]string) (*Host, error) {
+	return nil, ErrUnsupported
+}
+
+// Release does nothing.
+func (*Host) Release() error { return nil }
+
+// WorkerTID reports ErrUnsupported.
+func (*Host) WorkerTID() (int, error) { return 0, ErrUnsupported }
