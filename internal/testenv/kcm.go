@@ -14,7 +14,8 @@ import (
 // EndpointSlices and marks a silent Node NotReady (phase 2 of a failover).
 type ControllerManager struct {
 	cmd  *exec.Cmd
-	done chan error
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, once done is closed
 }
 
 // KCMOptions tunes kube-controller-manager for tests and the lab.
@@ -56,8 +57,11 @@ func StartControllerManager(path, kc string, opt KCMOptions) (*ControllerManager
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start kube-controller-manager: %w", err)
 	}
-	cm := &ControllerManager{cmd: cmd, done: make(chan error, 1)}
-	go func() { cm.done <- cmd.Wait() }()
+	cm := &ControllerManager{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		cm.err = cmd.Wait()
+		close(cm.done)
+	}()
 	return cm, nil
 }
 
@@ -72,5 +76,8 @@ func (c *ControllerManager) Stop(ctx context.Context) error {
 	}
 }
 
-// Exited reports the process's exit, if it has exited.
-func (c *ControllerManager) Exited() <-chan error { return c.done }
+// Exited is closed when the process has exited; Err then says how.
+func (c *ControllerManager) Exited() <-chan struct{} { return c.done }
+
+// Err is the process's exit status; valid once Exited is closed.
+func (c *ControllerManager) Err() error { return c.err }
