@@ -27,8 +27,9 @@
 //
 // The package may import netlink, netns, the mdlayher packet libraries and
 // golang.org/x/{sys,net}; it must not import anything from k8s.io or
-// sigs.k8s.io, nor any other Mooring package. Traffic it sends only ever
-// leaves interfaces of namespaces it created itself.
+// sigs.k8s.io, nor any other Mooring package but internal/arpprobe (the
+// probe behind Probe). Traffic it sends only ever leaves interfaces of
+// namespaces it created itself.
 //
 // Linux only; on other systems New and Check return ErrUnsupported so that
 // dependent packages still build.

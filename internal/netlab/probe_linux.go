@@ -7,8 +7,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/mdlayher/ethernet"
-	"github.com/mdlayher/packet"
+	"github.com/mooringlb/mooring/internal/arpprobe"
 )
 
 // Probe asks, from host h's eth0, who owns addr — ONE ARP request for IPv4,
@@ -26,7 +25,7 @@ func Probe(ctx context.Context, h *Host, addr netip.Addr, wait time.Duration) ([
 		return nil, err
 	}
 	src := h.Addr4
-	if addr.Unmap().Is6() {
+	if arpprobe.FamilyOf(addr) == arpprobe.IPv6 {
 		src = h.Addr6
 	}
 	var conn net.PacketConn
@@ -34,7 +33,7 @@ func Probe(ctx context.Context, h *Host, addr netip.Addr, wait time.Duration) ([
 	// used from any goroutine afterwards.
 	err = h.Do(func() error {
 		var err error
-		conn, err = listenProbe(ifi, addr)
+		conn, err = arpprobe.Listen(ifi, arpprobe.FamilyOf(addr))
 		return err
 	})
 	if err != nil {
@@ -44,29 +43,11 @@ func Probe(ctx context.Context, h *Host, addr netip.Addr, wait time.Duration) ([
 }
 
 // ProbeInterface is Probe for an interface of the calling thread's own
-// namespace: the operator's ARP/NDP responder audit on a real node. src is
-// the sender address to use (one of ifi's); the zero Addr sends an address
-// probe instead (sender 0.0.0.0 per RFC 5227, or :: as in duplicate address
-// detection, answered to all-nodes). Only ifi.Index and ifi.HardwareAddr are
-// used.
+// namespace (see arpprobe.ProbeInterface). src is the sender address to use
+// (one of ifi's); the zero Addr sends an address probe instead (sender
+// 0.0.0.0 per RFC 5227, or :: as in duplicate address detection, answered
+// to all-nodes). Only ifi.Index and ifi.HardwareAddr are used.
 func ProbeInterface(ctx context.Context, ifi *net.Interface, src, addr netip.Addr, wait time.Duration) ([]net.HardwareAddr, error) {
-	conn, err := listenProbe(ifi, addr)
-	if err != nil {
-		return nil, err
-	}
-	return ProbeConn(ctx, conn, ifi.HardwareAddr, src, addr, wait)
-}
-
-// listenProbe opens an AF_PACKET socket bound by ifindex for the frames that
-// can carry an answer about addr.
-func listenProbe(ifi *net.Interface, addr netip.Addr) (net.PacketConn, error) {
-	proto := ethernet.EtherTypeARP
-	if addr.Unmap().Is6() {
-		proto = ethernet.EtherTypeIPv6
-	}
-	c, err := packet.Listen(ifi, packet.Raw, int(proto), nil)
-	if err != nil {
-		return nil, fmt.Errorf("opening a packet socket on ifindex %d: %w", ifi.Index, err)
-	}
-	return c, nil
+	got, err := arpprobe.ProbeInterface(ctx, ifi, []netip.Addr{addr}, probeOptions(src, addr, wait))
+	return got.MACs(addr), err
 }

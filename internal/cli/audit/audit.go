@@ -18,8 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mooringlb/mooring/internal/arpprobe"
 	"github.com/mooringlb/mooring/internal/cliutil"
-	"github.com/mooringlb/mooring/internal/netlab"
 )
 
 // NewCommand builds `mooring audit`.
@@ -106,12 +106,16 @@ func (r Result) Verdict() string {
 }
 
 // ProbeOne probes addr from ifi, using the source address of its family.
+// Every answer addressed to ifi counts, this node's own included: the
+// audit wants every machine that claims the address.
 func ProbeOne(ctx context.Context, ifi *net.Interface, src map[bool]netip.Addr, addr netip.Addr, wait time.Duration) (Result, error) {
-	macs, err := netlab.ProbeInterface(ctx, ifi, src[addr.Is6()], addr, wait)
+	got, err := arpprobe.ProbeInterface(ctx, ifi, []netip.Addr{addr}, arpprobe.Options{
+		Src4: src[false], Src6: src[true], Wait: wait,
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("probe %s on %s: %w", addr, ifi.Name, err)
 	}
-	return Result{Addr: addr, Responders: macs}, nil
+	return Result{Addr: addr, Responders: got.MACs(addr)}, nil
 }
 
 // Print writes results as a table.

@@ -1,0 +1,33 @@
+//go:build linux
+
+package arpprobe
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/mdlayher/ethernet"
+	"github.com/mdlayher/packet"
+)
+
+// Listen opens an AF_PACKET socket on ifi, bound by ifi.Index, for the
+// frames that carry fam's answers (ARP, or IPv6). The socket belongs to the
+// network namespace of the calling thread: call Listen on a thread inside
+// ifi's namespace (netlab's Host.Do); it may be used from any goroutine
+// afterwards. Needs CAP_NET_RAW.
+func Listen(ifi *net.Interface, fam Family) (net.PacketConn, error) {
+	var proto ethernet.EtherType
+	switch fam {
+	case IPv4:
+		proto = ethernet.EtherTypeARP
+	case IPv6:
+		proto = ethernet.EtherTypeIPv6
+	default:
+		return nil, fmt.Errorf("arpprobe: listen: unknown %v", fam)
+	}
+	c, err := packet.Listen(ifi, packet.Raw, int(proto), nil)
+	if err != nil {
+		return nil, fmt.Errorf("arpprobe: opening an %v packet socket on ifindex %d: %w", fam, ifi.Index, err)
+	}
+	return c, nil
+}

@@ -1,0 +1,76 @@
+package arpprobe_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/mooringlb/mooring/internal/arpprobe"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// The real sockets, in namespaces (the test alone may import netlab, which
+// itself stands on this package).
+
+// probeFrom runs ProbeInterface on h's eth0 from a thread inside h's
+// namespace, as Listen requires.
+func probeFrom(t *testing.T, h *netlab.Host, addrs []netip.Addr, opts arpprobe.Options) arpprobe.Result {
+	t.Helper()
+	ifi, err := h.Interface()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var got arpprobe.Result
+	if err := h.Do(func() error {
+		got, err = arpprobe.ProbeInterface(ctx, ifi, addrs, opts)
+		return err
+	}); err != nil {
+		t.Fatalf("ProbeInterface from %s: %v", h.Name, err)
+	}
+	return got
+}
+
+func macStrings(macs []net.HardwareAddr) []string {
+	out := make([]string, len(macs))
+	for i, m := range macs {
+		out[i] = m.String()
+	}
+	return out
+}
+
+func TestProbeInterfaceBothFamilies(t *testing.T) {
+	l := netlab.NewForTest(t, netlab.Config{Nodes: 2})
+	c, nodes := l.Client(), l.Nodes()
+	nobody := netip.MustParseAddr("10.213.0.100")
+	got := probeFrom(t, c, []netip.Addr{nodes[0].Addr4, nodes[1].Addr6, nobody},
+		arpprobe.Options{Src4: c.Addr4, Src6: c.Addr6, Wait: 200 * time.Millisecond})
+	if len(got) != 2 ||
+		!slices.Equal(macStrings(got[nodes[0].Addr4]), []string{nodes[0].MAC.String()}) ||
+		!slices.Equal(macStrings(got[nodes[1].Addr6]), []string{nodes[1].MAC.String()}) {
+		t.Fatalf("ProbeInterface = %v, want %s: %s, %s: %s", got, nodes[0].Addr4, nodes[0].MAC, nodes[1].Addr6, nodes[1].MAC)
+	}
+}
+
+// TestProbeInterfaceExcludeOwn is the agent's split-brain view from a node
+// that holds the address itself: only the other claimant counts.
+func TestProbeInterfaceExcludeOwn(t *testing.T) {
+	l := netlab.NewForTest(t, netlab.Config{Nodes: 2})
+	nodes := l.Nodes()
+	vip := netip.MustParseAddr("10.213.0.150")
+	for _, n := range nodes {
+		if err := n.AddAddr("lo", netip.PrefixFrom(vip, 32)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := probeFrom(t, nodes[0], []netip.Addr{vip}, arpprobe.Options{
+		Src4: nodes[0].Addr4, Wait: 200 * time.Millisecond, ExcludeOwn: true, AnyDestination: true,
+	})
+	if !slices.Equal(macStrings(got[vip]), []string{nodes[1].MAC.String()}) {
+		t.Fatalf("ProbeInterface from %s = %v, want only %s", nodes[0].Name, got, nodes[1].MAC)
+	}
+}
