@@ -14,7 +14,7 @@ import (
 // The picture's geometry, in SVG user units.
 const (
 	svgWidth     = 960
-	svgLeft      = 140 // room for lane labels
+	svgLeft      = 180 // room for lane labels: "response-timeout (1234)" at 12 px
 	svgRight     = 24
 	svgTop       = 110 // title and marker labels
 	svgLabelRows = 5
