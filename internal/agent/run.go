@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/membership"
 	"github.com/mooringlb/mooring/internal/responder"
+	"github.com/mooringlb/mooring/internal/serve"
 )
 
 // Run runs the agent until ctx ends: informer caches, gossip, the
@@ -138,14 +138,5 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, lo
 		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	log.Info("serving metrics", "addr", ln.Addr().String())
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.HTTP(ctx, srv, ln)
 }

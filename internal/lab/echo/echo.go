@@ -14,6 +14,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/mooringlb/mooring/internal/serve"
 )
 
 // Config is what Run needs.
@@ -55,16 +57,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	cfg.Log.Info("echo server listening", "addr", ln.Addr(), "pod", cfg.Pod, "node", cfg.Node)
 	srv := &http.Server{Handler: handler(cfg), ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serve.HTTP(ctx, srv, ln)
 }
 
 // handler answers "pod=<ns>/<name> node=<node> client=<addr>".

@@ -1,0 +1,33 @@
+// Package serve runs an HTTP server for as long as a context lives. It holds
+// no logic of Mooring's; it exists so every component stops its servers the
+// same way.
+package serve
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+)
+
+// HTTP serves srv on ln until ctx ends, then shuts it down, giving open
+// requests up to a second. It returns nil after a shutdown caused by ctx.
+func HTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
