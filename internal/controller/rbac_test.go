@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/lbipam"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -104,9 +105,12 @@ func TestRunsWithServiceAccountCredentials(t *testing.T) {
 	saConfig := &rest.Config{Host: env.Config.Host, BearerToken: tok.Status.Token,
 		TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
 	mkNamespace(t, c, "sa", nil)
-	create(t, c, nsPool("sa", "", "100.67.0.0/24"))
 	create(t, c, lbService("sa", "web"))
 	run := startController(t, saConfig)
+	// Pending first, so the Warning and the later Normal Event are written
+	// with the ServiceAccount's own credentials too.
+	pending(t, env, "sa", "web", string(lbipam.ReasonNoPoolMatches))
+	create(t, c, nsPool("sa", "", "100.67.0.0/24"))
 
 	waitIPs(t, c, "sa", "web", "100.67.0.1")
 	waitCondition(t, c, "sa", "web", mooringv1.ConditionAddressAssigned, ReasonAddressAssigned)

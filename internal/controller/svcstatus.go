@@ -72,11 +72,21 @@ func setCondition(conds *[]metav1.Condition, c metav1.Condition, gen int64, now 
 // appendTransition adds an Event when c's status or reason differs from
 // the condition of the same type in old: Events mark changes, so a steady
 // Service emits none, even across restarts.
+//
+// A first assignment, with no earlier condition, gets no Event: the address
+// in the status and the condition say it, and an Event would double the
+// writes of the commonest convergence (10,000 new Services cost 10,000
+// writes, not 20,000). An assignment that ends a pending state does get
+// one, closing the story its Warning started.
 func appendTransition(evs []svcEvent, old []metav1.Condition, c metav1.Condition, action string) []svcEvent {
-	if prev := meta.FindStatusCondition(old, c.Type); prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
+	prev := meta.FindStatusCondition(old, c.Type)
+	if prev != nil && prev.Status == c.Status && prev.Reason == c.Reason {
 		return evs
 	}
 	warning := c.Type != mooringv1.ConditionAddressAssigned || c.Status != metav1.ConditionTrue
+	if !warning && prev == nil {
+		return evs
+	}
 	return append(evs, svcEvent{warning: warning, reason: c.Reason, note: truncate(c.Message, maxNote), action: action})
 }
 
