@@ -102,6 +102,9 @@ func Start() (*Env, error) {
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
 	cfg, err := env.Start()
 	if err != nil {
+		// envtest leaves etcd and kube-apiserver running when a later step
+		// (e.g. installing a CRD the apiserver rejects) fails.
+		_ = env.Stop()
 		return nil, fmt.Errorf("start control plane from %s: %w", bin, err)
 	}
 	// Tests create thousands of objects; client-go's default 5 QPS would
