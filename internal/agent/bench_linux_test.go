@@ -41,15 +41,8 @@ func requireBench(t *testing.T) {
 // (link up, agent restarted) and takes its addresses back.
 func TestBenchFailover(t *testing.T) {
 	requireBench(t)
-	c := newClusterWithSysctls(t, 3)
-	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
-	v4, v6, rank := failoverVIPs(three)
-	c.service("vip", nil, false, v4.String(), v6.String())
-	c.serveVIP(v4)
-	c.serveVIP(v6)
-	c.startAgents()
-	c.waitResponders(v4, rank[:1], 20*time.Second)
-	clients := []*timeline{c.startClient(v4, 10*time.Millisecond), c.startClient(v6, 10*time.Millisecond)}
+	f := newFailoverCluster(t, 10*time.Millisecond)
+	c, rank, clients := f.cluster, f.rank, f.clients
 	outages := [2][]time.Duration{}
 	for run := range *benchRuns {
 		for _, tl := range clients {

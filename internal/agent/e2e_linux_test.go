@@ -153,16 +153,8 @@ func failoverVIPs(nodes []string) (v4, v6 netip.Addr, rank []string) {
 // ranking takes over, measured by a client connecting every 20 ms. Then,
 // with the API server stopped, the same again.
 func TestE2EFailover(t *testing.T) {
-	c := newClusterWithSysctls(t, 3)
-	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
-	v4, v6, rank := failoverVIPs(three)
-	c.service("vip", nil, false, v4.String(), v6.String())
-	c.serveVIP(v4)
-	c.serveVIP(v6)
-	c.startAgents()
-	c.waitResponders(v4, rank[:1], 20*time.Second)
-	c.waitResponders(v6, rank[:1], 10*time.Second)
-	clients := []*timeline{c.startClient(v4, 20*time.Millisecond), c.startClient(v6, 20*time.Millisecond)}
+	f := newFailoverCluster(t, 20*time.Millisecond)
+	c, v4, v6, rank, clients := f.cluster, f.v4, f.v6, f.rank, f.clients
 	for _, tl := range clients {
 		tl.waitServedBy(t, rank[0], 10*time.Second)
 	}
@@ -186,6 +178,32 @@ func TestE2EFailover(t *testing.T) {
 	// the API server must not matter. (It cannot be restarted: last step.)
 	c.stopAPIServer()
 	step(rank[1], rank[2], "API server stopped")
+}
+
+// newFailoverCluster is the set-up every failover measurement shares: three
+// nodes, one policy for all, a dual-stack Service served on every node, the
+// agents running, the first-ranked node answering, and one client per family
+// connecting every tick.
+type failoverCluster struct {
+	*cluster
+	v4, v6  netip.Addr
+	rank    []string // the Service's nodes in ownership order
+	clients []*timeline
+}
+
+func newFailoverCluster(t *testing.T, tick time.Duration) failoverCluster {
+	t.Helper()
+	c := newClusterWithSysctls(t, 3)
+	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
+	v4, v6, rank := failoverVIPs(three)
+	c.service("vip", nil, false, v4.String(), v6.String())
+	c.serveVIP(v4)
+	c.serveVIP(v6)
+	c.startAgents()
+	c.waitResponders(v4, rank[:1], 20*time.Second)
+	c.waitResponders(v6, rank[:1], 10*time.Second)
+	return failoverCluster{cluster: c, v4: v4, v6: v6, rank: rank,
+		clients: []*timeline{c.startClient(v4, tick), c.startClient(v6, tick)}}
 }
 
 // newClusterWithSysctls sets arp_ignore=1/arp_announce=2 on the nodes, as a
