@@ -1,16 +1,17 @@
 // Package v1alpha1 holds Mooring's custom resources: LoadBalancerIPPool and
 // L2AnnouncementPolicy (group mooring.dev, cluster-scoped).
 //
-// It may import only k8s.io/apimachinery and sigs.k8s.io/controller-runtime's
-// scheme helpers; the pure cores never import it.
+// It imports only k8s.io/apimachinery, so any client can import it cheaply;
+// the pure cores never import it.
 //
 // +kubebuilder:object:generate=true
 // +groupName=mooring.dev
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
 var (
@@ -18,8 +19,17 @@ var (
 	GroupVersion = schema.GroupVersion{Group: "mooring.dev", Version: "v1alpha1"}
 
 	// SchemeBuilder registers this package's types with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 
 	// AddToScheme adds this package's types to a scheme.
 	AddToScheme = SchemeBuilder.AddToScheme
 )
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion,
+		&LoadBalancerIPPool{}, &LoadBalancerIPPoolList{},
+		&L2AnnouncementPolicy{}, &L2AnnouncementPolicyList{},
+	)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

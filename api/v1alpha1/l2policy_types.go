@@ -82,7 +82,3 @@ type L2AnnouncementPolicyList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []L2AnnouncementPolicy `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&L2AnnouncementPolicy{}, &L2AnnouncementPolicyList{})
-}

@@ -143,7 +143,3 @@ type LoadBalancerIPPoolList struct {
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []LoadBalancerIPPool `json:"items"`
 }
-
-func init() {
-	SchemeBuilder.Register(&LoadBalancerIPPool{}, &LoadBalancerIPPoolList{})
-}

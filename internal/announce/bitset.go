@@ -11,7 +11,6 @@ func newNodeSet(n int) nodeSet { return make(nodeSet, (n+63)/64) }
 
 func (s nodeSet) add(i int)      { s[i/64] |= 1 << (i % 64) }
 func (s nodeSet) has(i int) bool { return i >= 0 && s[i/64]&(1<<(i%64)) != 0 }
-func (s nodeSet) clone() nodeSet { return append(nodeSet(nil), s...) }
 func (s nodeSet) or(o nodeSet) {
 	for i := range s {
 		s[i] |= o[i]

@@ -41,15 +41,6 @@ func lab(local string) Input {
 	}
 }
 
-// ownersOf returns addr -> owner for quick assertions.
-func ownersOf(r Result) map[netip.Addr]string {
-	m := make(map[netip.Addr]string, len(r.Owners))
-	for _, o := range r.Owners {
-		m[o.Addr] = o.Node
-	}
-	return m
-}
-
 // mustOwner asserts addr is announced and returns its owner.
 func mustOwner(t *testing.T, r Result, addr string) string {
 	t.Helper()

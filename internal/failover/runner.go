@@ -173,12 +173,6 @@ type state struct {
 	warnings    []string
 }
 
-func (s *state) event(e Event) {
-	s.mu.Lock()
-	s.events = append(s.events, e)
-	s.mu.Unlock()
-}
-
 // ownerSeen records a MAC observation at t.
 func (s *state) ownerSeen(mac net.HardwareAddr, t time.Time, macs NodeMACs) {
 	if len(mac) == 0 {

@@ -3,11 +3,14 @@
 package kubelet
 
 import (
+	"errors"
 	"net/netip"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 )
+
+var errNoPodNet = errors.New("kubelet: pod networking needs Linux")
 
 type podProcess struct {
 	stopping atomic.Bool

@@ -2,7 +2,6 @@ package kubelet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -299,5 +298,3 @@ func nthAddr(p netip.Prefix, n int) netip.Addr {
 	a, _ := netip.AddrFromSlice(b)
 	return a
 }
-
-var errNoPodNet = errors.New("kubelet: pod networking needs Linux")
