@@ -15,9 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metaLeaving is the node metadata a member gossips just before a graceful
-// Leave, so that peers can count its departure as a leave, not a failure
-// (memberlist's EventDelegate does not say which it was).
+// metaLeaving is the node metadata older agents gossip just before a
+// graceful Leave (newer ones set NodeMeta.Leaving), so that peers can count
+// the departure as a leave, not a failure (memberlist's EventDelegate does
+// not say which it was).
 const metaLeaving = "leaving"
 
 // Membership is one member of the agents' gossip cluster.
@@ -26,8 +27,10 @@ type Membership struct {
 	log *slog.Logger
 	met *metrics
 
-	changes chan struct{}
-	kick    chan struct{}
+	changes  chan struct{}
+	kick     chan struct{}
+	metaKick chan struct{} // SetMeta: broadcast the new metadata
+	holdKick chan struct{} // a member was held (hold.go)
 	// crash, when closed, makes Run stop without leaving: the tests' hard
 	// node loss.
 	crash     chan struct{}
@@ -36,10 +39,12 @@ type Membership struct {
 	mu      sync.Mutex
 	peers   []string
 	live    map[string]string // name -> address, from the event delegate
+	metas   map[string][]byte // name -> its metadata, as last gossiped
 	leaving map[string]bool   // names that announced a graceful leave
+	held    map[string]*held  // failed members whose node still answers (hold.go)
 	addr    string            // our advertised address once running
 
-	meta atomic.Value // string: our own node metadata
+	meta atomic.Value // []byte: our own node metadata (SetMeta)
 }
 
 // New validates cfg and prepares a member; nothing listens until Run.
@@ -51,16 +56,20 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Membership{
-		cfg:     cfg.withDefaults(),
-		log:     logger,
-		met:     newMetrics(reg),
-		changes: make(chan struct{}, 1),
-		kick:    make(chan struct{}, 1),
-		crash:   make(chan struct{}),
-		live:    map[string]string{},
-		leaving: map[string]bool{},
+		cfg:      cfg.withDefaults(),
+		log:      logger,
+		met:      newMetrics(reg),
+		changes:  make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		metaKick: make(chan struct{}, 1),
+		holdKick: make(chan struct{}, 1),
+		crash:    make(chan struct{}),
+		live:     map[string]string{},
+		metas:    map[string][]byte{},
+		leaving:  map[string]bool{},
+		held:     map[string]*held{},
 	}
-	m.meta.Store("")
+	m.meta.Store([]byte(nil))
 	return m, nil
 }
 
@@ -110,7 +119,11 @@ func (m *Membership) Addr() string {
 // restart: peers drop us at once instead of after failure detection) and
 // shuts down. It returns an error only if it cannot start listening.
 func (m *Membership) Run(ctx context.Context) error {
-	ml, err := memberlist.Create(m.memberlistConfig())
+	mc, err := m.memberlistConfig()
+	if err != nil {
+		return err
+	}
+	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("membership: starting memberlist on %s:%d: %w", m.cfg.BindAddr, m.cfg.BindPort, err)
 	}
@@ -123,10 +136,16 @@ func (m *Membership) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	joining := make(chan struct{}, 1) // one join attempt at a time
 	graceful := true
+	loopCtx, stopLoops := context.WithCancel(ctx)
 	defer func() {
+		stopLoops()
 		wg.Wait()
 		m.stop(ml, graceful)
 	}()
+	wg.Go(func() { m.holdLoop(loopCtx) })
+	if m.cfg.KeyFile != "" {
+		wg.Go(func() { m.keyLoop(loopCtx, mc.Keyring) })
+	}
 	tick := time.NewTicker(m.cfg.RejoinInterval)
 	defer tick.Stop()
 	for {
@@ -136,6 +155,11 @@ func (m *Membership) Run(ctx context.Context) error {
 		case <-m.crash:
 			graceful = false
 			return nil
+		case <-m.metaKick:
+			if err := ml.UpdateNode(0); err != nil {
+				m.log.Warn("publishing node metadata", "err", err)
+			}
+			continue
 		case <-m.kick:
 		case <-tick.C:
 		}
@@ -184,7 +208,11 @@ func (m *Membership) missingPeers() []string {
 // peers detect us as failed instead.
 func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	if graceful {
-		m.meta.Store(metaLeaving)
+		meta, _ := DecodeNodeMeta(m.meta.Load().([]byte))
+		meta.Leaving = true
+		if b, err := meta.Encode(); err == nil {
+			m.meta.Store(b)
+		}
 		if err := ml.UpdateNode(m.cfg.LeaveTimeout); err != nil {
 			m.log.Warn("announcing leave", "err", err)
 		}
@@ -197,13 +225,16 @@ func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	}
 	m.mu.Lock()
 	clear(m.live)
+	clear(m.metas)
+	clear(m.held)
+	m.met.held.Set(0)
 	m.addr = ""
 	m.met.live.Set(0)
 	m.mu.Unlock()
 	m.log.Info("gossip stopped")
 }
 
-func (m *Membership) memberlistConfig() *memberlist.Config {
+func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	c := memberlist.DefaultLANConfig()
 	c.Name = m.cfg.NodeName
 	c.BindAddr = m.cfg.BindAddr
@@ -224,10 +255,17 @@ func (m *Membership) memberlistConfig() *memberlist.Config {
 	// rebuilt machine) may take its name back after this long.
 	c.DeadNodeReclaimTime = 10 * time.Second
 	c.SecretKey = m.cfg.SecretKey
+	if m.cfg.KeyFile != "" {
+		kr, err := loadKeyring(m.cfg.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		c.Keyring = kr
+	}
 	c.Events = (*events)(m)
 	c.Delegate = (*delegate)(m)
 	c.Logger = log.New(&slogWriter{log: m.log}, "", 0)
-	return c
+	return c, nil
 }
 
 // events receives memberlist's notifications. memberlist calls it with its
@@ -240,21 +278,37 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	m := (*Membership)(e)
 	m.mu.Lock()
 	m.live[n.Name] = n.Address()
+	m.metas[n.Name] = slices.Clone(n.Meta)
 	delete(m.leaving, n.Name)
+	wasHeld := m.unhold(n.Name)
 	count := len(m.live)
-	m.met.joins.Inc()
+	if !wasHeld {
+		m.met.joins.Inc()
+	}
 	m.met.live.Set(float64(count))
 	m.mu.Unlock()
-	m.log.Info("member joined", "node", n.Name, "addr", n.Address(), "live", count)
+	if wasHeld {
+		m.log.Info("member back after a gossip failure; its node answered all along, nothing moved", "node", n.Name)
+	} else {
+		m.log.Info("member joined", "node", n.Name, "addr", n.Address(), "live", count)
+	}
 	m.notify()
 }
 
 func (e *events) NotifyLeave(n *memberlist.Node) {
 	m := (*Membership)(e)
+	meta, _ := DecodeNodeMeta(n.Meta)
 	m.mu.Lock()
-	delete(m.live, n.Name)
-	graceful := m.leaving[n.Name] || string(n.Meta) == metaLeaving
+	graceful := m.leaving[n.Name] || meta.Leaving
 	delete(m.leaving, n.Name)
+	if !graceful && m.hold(n) {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.live, n.Name)
+	delete(m.metas, n.Name)
+	delete(m.held, n.Name)
+	m.met.held.Set(float64(len(m.held)))
 	count := len(m.live)
 	m.met.live.Set(float64(count))
 	if graceful {
@@ -273,10 +327,19 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 
 func (e *events) NotifyUpdate(n *memberlist.Node) {
 	m := (*Membership)(e)
-	if string(n.Meta) == metaLeaving {
-		m.mu.Lock()
+	meta, _ := DecodeNodeMeta(n.Meta)
+	m.mu.Lock()
+	if meta.Leaving {
 		m.leaving[n.Name] = true
-		m.mu.Unlock()
+	}
+	_, live := m.live[n.Name]
+	changed := live && string(m.metas[n.Name]) != string(n.Meta)
+	if live {
+		m.metas[n.Name] = slices.Clone(n.Meta)
+	}
+	m.mu.Unlock()
+	if changed {
+		m.notify()
 	}
 }
 
@@ -287,12 +350,12 @@ func (m *Membership) notify() {
 	}
 }
 
-// delegate only publishes our metadata (the leaving mark); Mooring sends no
-// user messages over gossip.
+// delegate only publishes our metadata (SetMeta, and the leaving mark);
+// Mooring sends no user messages over gossip.
 type delegate Membership
 
 func (d *delegate) NodeMeta(limit int) []byte {
-	b := []byte((*Membership)(d).meta.Load().(string))
+	b := (*Membership)(d).meta.Load().([]byte)
 	if len(b) > limit {
 		return nil
 	}
