@@ -23,12 +23,13 @@ var ErrUnsupported = errors.New("responder: raw ARP/NDP sockets need Linux")
 // Config tunes a Manager. The zero value is valid: every field has a default.
 type Config struct {
 	// GratuitousCount is how many gratuitous ARP pairs / unsolicited NAs are
-	// sent for an address newly owned on an interface; default 3. The first
-	// goes out at once; the repeats cover a lost frame.
+	// sent for an address newly owned on an interface; default 5. The first
+	// goes out at once (the takeover is never delayed); the repeats cover a
+	// lost frame and clients that were busy, like MetalLB's 5 s of them.
 	GratuitousCount int
-	// GratuitousInterval spaces the repeats; default 200ms, so the last one
-	// leaves 400ms after takeover — well inside a client's retry window and
-	// short against the ~1 s it takes to detect a dead node.
+	// GratuitousInterval is the gap before the first repeat; each later gap
+	// doubles. Default 200ms: with 5 rounds they leave at 0, 0.2, 0.6, 1.4
+	// and 3.0 s after the takeover.
 	GratuitousInterval time.Duration
 	// RetryInterval is how often an interface whose listeners failed to open
 	// is tried again (the link may not exist yet, or IPv6 may still be
@@ -51,7 +52,7 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.GratuitousCount == 0 {
-		c.GratuitousCount = 3
+		c.GratuitousCount = 5
 	}
 	if c.GratuitousInterval == 0 {
 		c.GratuitousInterval = 200 * time.Millisecond
@@ -201,6 +202,7 @@ type announcement struct {
 	addr    netip.Addr
 	left    int
 	due     time.Time
+	gap     time.Duration // before the next round; doubles
 }
 
 func (s *runState) nextWake() (time.Duration, bool) {
@@ -256,7 +258,7 @@ func (s *runState) reconcile(table map[int][]netip.Addr) {
 		}
 		for _, a := range l.setOwned(sets[ifindex]) {
 			s.pending = append(s.pending, announcement{
-				ifindex: ifindex, addr: a, left: m.cfg.GratuitousCount, due: m.cfg.Clock.Now(),
+				ifindex: ifindex, addr: a, left: m.cfg.GratuitousCount, due: m.cfg.Clock.Now(), gap: m.cfg.GratuitousInterval,
 			})
 		}
 	}
@@ -299,7 +301,8 @@ func (s *runState) sendDue() {
 		}
 		l.announce(a.addr)
 		if a.left--; a.left > 0 {
-			a.due = now.Add(s.m.cfg.GratuitousInterval)
+			a.due = now.Add(a.gap)
+			a.gap *= 2
 			kept = append(kept, a)
 		}
 	}
