@@ -75,6 +75,7 @@ type Agent struct {
 	log  *slog.Logger
 	met  *metrics
 	rec  *recorder
+	elig *eligibility // eligibility.go
 
 	trigger chan struct{}
 	// One mailbox per consumer of decisions, so each sees the latest.
@@ -100,6 +101,7 @@ func New(cfg Config, deps Deps) *Agent {
 	return &Agent{
 		cfg: cfg, deps: deps, log: log, met: met,
 		rec:      &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
+		elig:     newEligibility(cfg.NodeName, log, deps.Registerer, deps.Members),
 		trigger:  make(chan struct{}, 1),
 		toStatus: newMailbox[announce.Result](),
 		toSafety: newMailbox[announce.Result](),
@@ -120,6 +122,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, patched: map[string]string{}}
 	g.Go(func() error { return w.run(ctx) })
 	g.Go(func() error { return a.staleLoop(ctx) })
+	g.Go(func() error { return a.elig.eventLoop(ctx, a.deps.Client, a.deps.Clock) })
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
@@ -179,7 +182,7 @@ func (a *Agent) setPeers(nodes []corev1.Node) {
 	slices.Sort(peers)
 	if !slices.Equal(peers, a.peers) {
 		a.peers = peers
-		a.deps.Members.SetPeers(peers)
+		a.setMemberPeers(nodes, peers) // gossip.go
 	}
 }
 
@@ -200,6 +203,7 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.ifaces = ifaces
 	}
 	in.Interfaces = a.ifaces
+	in.Capabilities = a.capabilities(snap, in.Policies)
 	res := announce.Decide(in)
 	a.deps.Responder.Apply(res.Desired())
 	a.met.decisions.Observe(a.deps.Clock.Since(start).Seconds())

@@ -82,3 +82,13 @@ func (cs Capabilities) interfaceMatcher(local string) func(*policy, Interface) b
 	}
 	return func(p *policy, ifi Interface) bool { return !ifi.Loopback && c.allows(p, ifi.Name) }
 }
+
+// Serves reports whether a member with capability c may announce under p;
+// an invalid policy serves nobody. Cost: compiles p's expressions.
+func (c Capability) Serves(p Policy) bool {
+	pols, _ := compile([]Policy{p})
+	if len(pols) == 0 {
+		return false
+	}
+	return Capabilities{"": c}.canServe(pols[0], "")
+}

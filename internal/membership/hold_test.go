@@ -184,3 +184,21 @@ func FuzzDecodeNodeMeta(f *testing.F) {
 		}
 	})
 }
+
+// Peers are keyed by node name: a live member's other addresses (a
+// dual-stack node) are not joined again, and a missing node is joined at
+// its addresses of our family.
+func TestNodePeersKeyedByName(t *testing.T) {
+	m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", BindPort: 7946}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.addr = "10.0.0.1:7946"
+	m.live = map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
+	m.SetNodePeers(map[string][]string{
+		"a": {"10.0.0.1", "fd00::1"}, "b": {"10.0.0.2", "fd00::2"}, "c": {"10.0.0.3", "fd00::3"}, "d": {"fd00::4"},
+	})
+	if got, want := m.missingPeers(), []string{"10.0.0.3:7946", "[fd00::4]:7946"}; !slices.Equal(got, want) {
+		t.Errorf("missingPeers() = %v, want %v", got, want)
+	}
+}

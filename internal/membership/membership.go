@@ -6,6 +6,7 @@ import (
 	"log"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -38,11 +39,12 @@ type Membership struct {
 
 	mu      sync.Mutex
 	peers   []string
-	live    map[string]string // name -> address, from the event delegate
-	metas   map[string][]byte // name -> its metadata, as last gossiped
-	leaving map[string]bool   // names that announced a graceful leave
-	held    map[string]*held  // failed members whose node still answers (hold.go)
-	addr    string            // our advertised address once running
+	named   map[string][]string // SetNodePeers: node name -> its addresses
+	live    map[string]string   // name -> address, from the event delegate
+	metas   map[string][]byte   // name -> its metadata, as last gossiped
+	leaving map[string]bool     // names that announced a graceful leave
+	held    map[string]*held    // failed members whose node still answers (hold.go)
+	addr    string              // our advertised address once running
 
 	meta atomic.Value // []byte: our own node metadata (SetMeta)
 }
@@ -87,6 +89,29 @@ func (m *Membership) SetPeers(addrs []string) {
 	slices.Sort(peers)
 	m.mu.Lock()
 	m.peers = slices.Compact(peers)
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// SetNodePeers replaces the peers by node name, each with its addresses
+// ("host" or "host:port"): a node is joined only while no member of that
+// name is live, and at the addresses of this member's own family when it
+// has any, so that a dual-stack node is not re-joined at its other address
+// forever. It replaces what SetPeers set.
+func (m *Membership) SetNodePeers(peers map[string][]string) {
+	named := make(map[string][]string, len(peers))
+	for name, addrs := range peers {
+		for _, a := range addrs {
+			if a != "" {
+				named[name] = append(named[name], normalizePeer(a, m.cfg.BindPort))
+			}
+		}
+	}
+	m.mu.Lock()
+	m.named, m.peers = named, nil
 	m.mu.Unlock()
 	select {
 	case m.kick <- struct{}{}:
@@ -200,6 +225,24 @@ func (m *Membership) missingPeers() []string {
 			missing = append(missing, p)
 		}
 	}
+	self := netip.IPv4Unspecified()
+	if ap, err := netip.ParseAddrPort(m.addr); err == nil {
+		self = ap.Addr()
+	}
+	for name, addrs := range m.named {
+		if _, live := m.live[name]; live || name == m.cfg.NodeName {
+			continue
+		}
+		same := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool {
+			ap, err := netip.ParseAddrPort(a)
+			return err != nil || ap.Addr().Is4() != self.Is4()
+		})
+		if len(same) == 0 {
+			same = addrs
+		}
+		missing = append(missing, same...)
+	}
+	slices.Sort(missing)
 	return missing
 }
 
