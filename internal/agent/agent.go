@@ -70,12 +70,13 @@ type Deps struct {
 // the way: only the informer caches and the live member set are read, so it
 // keeps announcing and failing over while the API server is away.
 type Agent struct {
-	cfg  Config
-	deps Deps
-	log  *slog.Logger
-	met  *metrics
-	rec  *recorder
-	elig *eligibility // eligibility.go
+	cfg   Config
+	deps  Deps
+	log   *slog.Logger
+	met   *metrics
+	rec   *recorder
+	elig  *eligibility // eligibility.go
+	ready readiness    // health.go
 
 	trigger chan struct{}
 	// One mailbox per consumer of decisions, so each sees the latest.

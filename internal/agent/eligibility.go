@@ -89,6 +89,9 @@ func newEligibility(node string, log *slog.Logger, reg prometheus.Registerer, me
 // capabilities publishes this node's capability and returns every live
 // member's, or nil (no filter) when gossip or links cannot say.
 func (a *Agent) capabilities(snap snapshot, policies []announce.Policy) announce.Capabilities {
+	// Called from every decision, after the start-up gate: the agent
+	// serves from now on (health.go).
+	a.ready.decided.Store(true)
 	g, ok := a.deps.Members.(Gossip)
 	insp, ok2 := a.deps.Links.(linkInspector)
 	if !ok || !ok2 {

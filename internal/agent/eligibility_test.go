@@ -223,6 +223,9 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	if mem.mine.Ready {
 		t.Fatal("published ready before deciding")
 	}
+	if err := a.Ready(); err == nil || !strings.Contains(err.Error(), "not deciding yet") || !strings.Contains(err.Error(), "reaches none of the 2") {
+		t.Fatalf("/readyz during the gate: %v", err)
+	}
 	mem.set("node-1", "node-2", "node-3")
 	wantOwned := 0
 	for _, v := range vips {
@@ -236,6 +239,9 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	}
 	if got := len(resp.get()[eth0.Index]); got != wantOwned {
 		t.Fatalf("after the peers arrived: %d addresses, want node-1's share %d", got, wantOwned)
+	}
+	if err := a.Ready(); err != nil {
+		t.Fatalf("/readyz once serving: %v", err)
 	}
 	cancel()
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {

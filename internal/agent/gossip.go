@@ -2,6 +2,7 @@ package agent
 
 import (
 	"net"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,15 @@ type namedPeers interface {
 }
 
 func (a *Agent) setMemberPeers(nodes []corev1.Node, peers []string) {
+	known := 0
+	for i := range nodes {
+		if n := &nodes[i]; n.Name != a.cfg.NodeName && slices.ContainsFunc(n.Status.Addresses, func(ad corev1.NodeAddress) bool {
+			return ad.Type == corev1.NodeInternalIP && ad.Address != ""
+		}) {
+			known++
+		}
+	}
+	a.ready.peers.Store(int32(known))
 	np, ok := a.deps.Members.(namedPeers)
 	if !ok {
 		a.deps.Members.SetPeers(peers)

@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return informers.Start(ctx) })
 	g.Go(func() error { return mem.Run(ctx) })
 	g.Go(func() error { return resp.Run(ctx) })
-	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, log) })
+	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, log, a.Ready) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
 	g.Go(func() error {
 		// The first decision must see complete caches: a partial Service
@@ -124,13 +124,13 @@ func watchLinks(ctx context.Context, l Links, trigger func(), log *slog.Logger) 
 	}
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger, ready func() error) error {
 	if addr == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	healthHandlers(mux, ready) // health.go
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/packet"
@@ -102,6 +103,18 @@ type Manager struct {
 	mu      sync.Mutex
 	desired map[int][]netip.Addr
 	kick    chan struct{}
+	// openErr is the last failure to open a desired interface, nil once
+	// every desired interface is open (Healthy).
+	openErr atomic.Pointer[error]
+}
+
+// Healthy returns nil when every interface of the table is open and
+// answering, else why not (it is retried every RetryInterval).
+func (m *Manager) Healthy() error {
+	if p := m.openErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // New returns a Manager that opens real AF_PACKET sockets. The process (at
@@ -230,6 +243,14 @@ func (s *runState) retryDue() bool {
 func (s *runState) reconcile(table map[int][]netip.Addr) {
 	m := s.m
 	s.retryAt = time.Time{}
+	var openErr error
+	defer func() {
+		if openErr == nil {
+			m.openErr.Store(nil)
+		} else {
+			m.openErr.Store(&openErr)
+		}
+	}()
 	sets := make(map[int]map[netip.Addr]struct{}, len(table))
 	for ifindex, addrs := range table {
 		if set := toSet(addrs); len(set) > 0 {
@@ -248,6 +269,7 @@ func (s *runState) reconcile(table map[int][]netip.Addr) {
 		if !ok {
 			var err error
 			if l, err = s.openLink(ifindex); err != nil {
+				openErr = err
 				m.met.errors.WithLabelValues("open").Inc()
 				m.log.Error("cannot open listeners; will retry", "ifindex", ifindex,
 					"retry", m.cfg.RetryInterval, "err", err)

@@ -282,6 +282,7 @@ func TestManagerGratuitousSchedule(t *testing.T) {
 func TestManagerRetriesFailedOpen(t *testing.T) {
 	h := startManager(t, 2)
 	h.m.Apply(map[int][]netip.Addr{1: {vip4}})
+	eventually(t, "unhealthy while the open fails", func() bool { return h.m.Healthy() != nil })
 	for want := 2; want <= 3; want++ {
 		eventually(t, "retry timer", h.clock.HasWaiters)
 		h.clock.Step(time.Second)
@@ -293,6 +294,9 @@ func TestManagerRetriesFailedOpen(t *testing.T) {
 	})
 	if got := value(h.m.met.errors.WithLabelValues("open")); got != 2 {
 		t.Errorf("open errors %v, want 2", got)
+	}
+	if err := h.m.Healthy(); err != nil {
+		t.Errorf("healthy after the open succeeded: %v", err)
 	}
 }
 
