@@ -87,7 +87,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--node-name is required (the DaemonSet sets NODE_NAME from spec.nodeName)"))
 	}
 	if _, err := netip.ParseAddr(c.GossipBind); err != nil {
-		errs = append(errs, fmt.Errorf("--gossip-bind %q is not an IP address", c.GossipBind))
+		errs = append(errs, fmt.Errorf("--gossip-bind-address %q is not an IP address", c.GossipBind))
 	}
 	if c.GossipAdvertise != "" {
 		if _, err := netip.ParseAddr(c.GossipAdvertise); err != nil {
