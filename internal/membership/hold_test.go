@@ -194,11 +194,13 @@ func TestNodePeersKeyedByName(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.addr = "10.0.0.1:7946"
-	m.live = map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946"}
+	m.live = map[string]string{"a": "10.0.0.1:7946", "b": "10.0.0.2:7946", "e": "10.0.0.5:7946"}
+	m.held = map[string]*held{"e": {}} // dead to gossip: joined so that it refutes
 	m.SetNodePeers(map[string][]string{
 		"a": {"10.0.0.1", "fd00::1"}, "b": {"10.0.0.2", "fd00::2"}, "c": {"10.0.0.3", "fd00::3"}, "d": {"fd00::4"},
+		"e": {"10.0.0.5"},
 	})
-	if got, want := m.missingPeers(), []string{"10.0.0.3:7946", "[fd00::4]:7946"}; !slices.Equal(got, want) {
+	if got, want := m.missingPeers(), []string{"10.0.0.3:7946", "10.0.0.5:7946", "[fd00::4]:7946"}; !slices.Equal(got, want) {
 		t.Errorf("missingPeers() = %v, want %v", got, want)
 	}
 }

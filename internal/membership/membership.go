@@ -210,14 +210,19 @@ func (m *Membership) Run(ctx context.Context) error {
 }
 
 // missingPeers lists configured peers that are neither us nor a live member.
+// A held member (hold.go) counts as missing: gossip declared it dead, and
+// joining it is how it learns so and refutes once its agent runs again
+// (the dead message's retransmissions may be long over by then).
 // It reads our own copy of the live set: the *Node values memberlist's
 // Members returns are mutated under its lock while we would read them.
 func (m *Membership) missingPeers() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	have := map[string]bool{m.addr: true}
-	for _, a := range m.live {
-		have[a] = true
+	for name, a := range m.live {
+		if m.held[name] == nil {
+			have[a] = true
+		}
 	}
 	var missing []string
 	for _, p := range m.peers {
@@ -230,7 +235,7 @@ func (m *Membership) missingPeers() []string {
 		self = ap.Addr()
 	}
 	for name, addrs := range m.named {
-		if _, live := m.live[name]; live || name == m.cfg.NodeName {
+		if _, live := m.live[name]; live && m.held[name] == nil || name == m.cfg.NodeName {
 			continue
 		}
 		same := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool {
