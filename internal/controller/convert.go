@@ -152,6 +152,9 @@ func toPool(p *mooringv1.LoadBalancerIPPool) poolInput {
 		Priority:          p.Spec.Priority,
 		Disabled:          p.Spec.Disabled,
 		AllowFirstLastIPs: p.Spec.AllowFirstLastIPs,
+		ManualOnly:        p.Spec.AutoAssign != nil && !*p.Spec.AutoAssign,
+		AvoidBuggyIPs:     p.Spec.AvoidBuggyIPs,
+		Namespaces:        p.Spec.Namespaces,
 	}}
 	for i, b := range p.Spec.Blocks {
 		var blk lbipam.Block

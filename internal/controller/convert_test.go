@@ -112,7 +112,7 @@ func TestToPool(t *testing.T) {
 			Blocks: []mooringv1.IPBlock{{CIDR: "192.0.2.0/24"}, {Start: "2001:db8::9", Stop: "2001:db8::1"}},
 			ServiceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "app", Operator: "Bogus", Values: []string{"x"}}}},
-			Priority: 3,
+			Priority: ptr.To(int32(3)),
 		},
 	}
 	in := toPool(p)
@@ -122,7 +122,7 @@ func TestToPool(t *testing.T) {
 	if in.selectorError == "" || in.pool.ServiceSelector == nil || in.pool.ServiceSelector.Matches(map[string]string{"app": "x"}) {
 		t.Errorf("an invalid selector must match nothing and be reported: %q", in.selectorError)
 	}
-	if in.pool.NamespaceSelector != nil || in.pool.Priority != 3 || !in.pool.Created.Equal(time.Unix(100, 0)) {
+	if in.pool.NamespaceSelector != nil || *in.pool.Priority != 3 || !in.pool.Created.Equal(time.Unix(100, 0)) {
 		t.Errorf("pool %+v", in.pool)
 	}
 }

@@ -50,14 +50,22 @@ type Block struct {
 
 // Pool is one LoadBalancerIPPool as the core sees it.
 type Pool struct {
-	Name              string
-	Created           time.Time // older pools win overlaps and priority ties
-	Priority          int32     // higher first
+	Name    string
+	Created time.Time // older pools win overlaps and priority ties
+	// Priority: lower first; nil after every pool with one (MetalLB's
+	// serviceAllocation.priority).
+	Priority          *int32
 	Blocks            []Block
 	Disabled          bool
 	AllowFirstLastIPs bool
+	// ManualOnly is autoAssign: false: the pool serves only Services that
+	// request one of its addresses or name it.
+	ManualOnly bool
+	// AvoidBuggyIPs skips IPv4 addresses ending in .0 or .255.
+	AvoidBuggyIPs     bool
 	ServiceSelector   Selector // nil: every Service
 	NamespaceSelector Selector // nil: every namespace
+	Namespaces        []string // empty: every namespace
 }
 
 // ServiceKey names a Service.

@@ -158,7 +158,7 @@ func TestPoolOrder(t *testing.T) {
 	young := mkPool("young", 10, cidr(t, "10.0.2.0/24"))
 	zz := mkPool("zz", 0, cidr(t, "10.0.4.0/24"))
 	high := mkPool("high", 20, cidr(t, "10.0.3.0/24"))
-	high.Priority = 5
+	high.Priority = ptr(int32(5))
 	a := NewAllocator()
 	a.SetPools([]Pool{young, zz, old, high})
 	if got := addrsString(a.Assign(v4svc("ns", "a"))); got != "10.0.3.1" {

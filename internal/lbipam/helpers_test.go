@@ -91,3 +91,5 @@ func checkMessages(t testing.TB, svc Service, r Result) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

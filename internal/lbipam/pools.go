@@ -76,10 +76,16 @@ func olderFirst(a, b *pool) int {
 	return cmp.Compare(a.Name, b.Name)
 }
 
-// allocationOrder: Priority desc, then Created asc, then Name.
+// allocationOrder: pools with a Priority first, lower number first; then
+// Created asc, then Name.
 func allocationOrder(a, b *pool) int {
-	if a.Priority != b.Priority {
-		return cmp.Compare(b.Priority, a.Priority)
+	switch {
+	case a.Priority != nil && b.Priority == nil:
+		return -1
+	case a.Priority == nil && b.Priority != nil:
+		return 1
+	case a.Priority != nil && *a.Priority != *b.Priority:
+		return cmp.Compare(*a.Priority, *b.Priority)
 	}
 	return olderFirst(a, b)
 }

@@ -120,7 +120,7 @@ func TestPoolEdits(t *testing.T) {
 func TestConflictsAndInvalid(t *testing.T) {
 	old := mkPool("old", 0, cidr(t, "10.0.0.0/24"))
 	newer := mkPool("newer", 5, cidr(t, "10.0.0.128/25"), cidr(t, "10.0.1.0/30"))
-	newer.Priority = 10 // priority does not let a newer pool win an overlap
+	newer.Priority = ptr(int32(1)) // priority does not let a newer pool win an overlap
 	bad := mkPool("bad", 1,
 		cidr(t, "10.9.0.0/30"),
 		rng(t, "10.9.0.2", "10.9.0.9"), // overlaps block 1

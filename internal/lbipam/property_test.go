@@ -102,7 +102,9 @@ func (w *world) editPool() {
 	if old, ok := w.pools[p.Name]; ok {
 		p.Created = old.Created // edits keep the creation time
 	}
-	p.Priority = int32(w.rnd.Intn(3))
+	if n := w.rnd.Intn(4); n < 3 {
+		p.Priority = ptr(int32(n))
+	}
 	p.Disabled = w.rnd.Intn(6) == 0
 	p.AllowFirstLastIPs = w.rnd.Intn(3) == 0
 	if w.rnd.Intn(3) == 0 {
