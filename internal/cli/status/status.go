@@ -41,7 +41,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 			return Run(cmd.Context(), cs, namespace, deps.Streams.Out)
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
+	cliutil.AddKubeconfigFlag(cmd, &kubeconfig)
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace (default: all)")
 	return cmd
 }
