@@ -11,6 +11,7 @@ all: build
 
 build:
 	$(GO) build -ldflags "-X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring ./cmd/mooring
+	ln -f bin/mooring bin/kubectl-mooring # the kubectl plugin: the same binary, named for kubectl
 
 # deps installs what the tests use from Debian's packages (as root; no-op when present).
 deps:

@@ -84,7 +84,7 @@ mooring.dev/announced-by annotation.`,
 
 // bindFlags defines the flags into o.
 func bindFlags(f *pflag.FlagSet, o *options) {
-	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG, else in-cluster)")
+	f.StringVar(&o.kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "the Service's namespace")
 	f.Float64Var(&o.rate, "rate", 10, "requests per second, each on its own connection")
 	f.DurationVar(&o.timeout, "timeout", time.Second, "timeout of one request, connect to last byte")
