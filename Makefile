@@ -18,7 +18,8 @@ deps:
 	hack/install-deps.sh
 
 # kubebin builds etcd, kube-apiserver, kube-controller-manager and kube-proxy
-# from Go modules (cached; ~8 min cold) and prints their folder last.
+# from Go modules (cached per user in ~/.cache/mooring/kubebin; ~8 min cold)
+# and prints their folder last.
 kubebin:
 	@hack/kubebin/build.sh
 
