@@ -354,7 +354,6 @@ func poolSelected(sels []metav1.LabelSelector, labels map[string]string) bool {
 	return false
 }
 
-
 func (m *metallbImporter) advertisement(a mlbAdvIn) {
 	rec, s := a.rec, a.adv.Spec
 	from := fmt.Sprintf("metallb L2Advertisement %s (%s)", rec.obj, rec.src.file)

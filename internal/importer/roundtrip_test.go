@@ -234,7 +234,6 @@ func mooringSets(t *testing.T, p Pool, universe []netip.Addr) addrSets {
 	return out
 }
 
-
 func sortedSet(xs []netip.Addr) []netip.Addr {
 	out := slices.Clone(xs)
 	slices.SortFunc(out, netip.Addr.Compare)
