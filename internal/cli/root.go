@@ -17,6 +17,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/audit"
 	"github.com/mooringlb/mooring/internal/cli/controller"
 	"github.com/mooringlb/mooring/internal/cli/failover"
+	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cli/lab"
 	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/cli/version"
@@ -72,6 +73,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 		lab.NewCommand(deps),
 		status.NewCommand(deps),
 		version.NewCommand(deps),
+		importcmd.NewCommand(deps),
 	)
 	return root
 }
