@@ -53,9 +53,9 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 func newSub(deps *cliutil.Deps, system, short string, imp func([]importer.Input) (*importer.Result, error)) *cobra.Command {
 	o := Options{Output: "yaml", MetalLBNamespace: "metallb-system"}
 	cmd := &cobra.Command{
-		Use:   system,
-		Short: short,
-		Args:  cobra.NoArgs,
+		Use:     system,
+		Short:   short,
+		Args:    cobra.NoArgs,
 		Example: fmt.Sprintf("  mooring import %[1]s -f %[1]s-config/ > mooring.yaml\n  mooring import %[1]s --from-cluster --report report.txt -o json", system),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var inputs []importer.Input
