@@ -16,6 +16,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/agent"
 	"github.com/mooringlb/mooring/internal/cli/audit"
 	"github.com/mooringlb/mooring/internal/cli/controller"
+	"github.com/mooringlb/mooring/internal/cli/doctor"
 	"github.com/mooringlb/mooring/internal/cli/failover"
 	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cli/lab"
@@ -74,6 +75,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 		status.NewCommand(deps),
 		version.NewCommand(deps),
 		importcmd.NewCommand(deps),
+		doctor.NewCommand(deps),
 	)
 	return root
 }
