@@ -14,7 +14,9 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/agent"
 	"github.com/mooringlb/mooring/internal/cli/audit"
 	"github.com/mooringlb/mooring/internal/cli/controller"
+	"github.com/mooringlb/mooring/internal/cli/doctor"
 	"github.com/mooringlb/mooring/internal/cli/failover"
+	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cli/lab"
 	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/cli/version"
@@ -55,6 +57,8 @@ func NewRootCommand(s Streams) *cobra.Command {
 		lab.NewCommand(deps),
 		status.NewCommand(deps),
 		version.NewCommand(deps),
+		importcmd.NewCommand(deps),
+		doctor.NewCommand(deps),
 	)
 	return root
 }
