@@ -3,6 +3,7 @@ module github.com/mooringlb/mooring
 go 1.26.0
 
 require (
+	github.com/containernetworking/cni v1.3.1
 	github.com/go-logr/logr v1.4.3
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/mdlayher/arp v0.0.0-20220512170110-6706a2966875

@@ -52,6 +52,6 @@ type AddRequest struct {
 // Pool is what the node holds of one pool: the families the pool has (an
 // address of each is handed out) and the node's blocks of it.
 type Pool struct {
-	Families []podipam.Family       `json:"families"`
-	Blocks   []netip.Prefix `json:"blocks"`
+	Families []podipam.Family `json:"families"`
+	Blocks   []netip.Prefix   `json:"blocks"`
 }
