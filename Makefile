@@ -11,6 +11,7 @@ all: build
 
 build:
 	$(GO) build -ldflags "-X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring ./cmd/mooring
+	$(GO) build -trimpath -ldflags "-s -w -X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring-ipam ./cmd/mooring-ipam
 
 # deps installs what the tests use from Debian's packages (as root; no-op when present).
 deps:
@@ -42,6 +43,7 @@ vet:
 test: deps
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
 	echo "control-plane binaries: $$MOORING_KUBEBIN"; \
+	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
 	$(MAKE) --no-print-directory vet verify; \
 	$(GO) test -count=1 -timeout 30m ./...
 

@@ -67,7 +67,7 @@ func pluginDir(t testing.TB) string {
 				return
 			}
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "mooring-ipam"), "../../cmd/mooring-ipam")
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(binDir, "mooring-ipam"), "../../cmd/mooring-ipam")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("build mooring-ipam: %v\n%s", err, out)
 		}
