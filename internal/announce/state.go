@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
 )
 
@@ -154,8 +155,12 @@ func (s *State) SetNodes(nodes []Node) []Change {
 	return s.rebuildAll()
 }
 
-// SetPolicies replaces the policies; every address is re-decided.
+// SetPolicies replaces the policies; unless they are equal to the current
+// ones, every address is re-decided.
 func (s *State) SetPolicies(pols []Policy) []Change {
+	if reflect.DeepEqual(pols, s.policies) || (len(pols) == 0 && len(s.policies) == 0) {
+		return nil
+	}
 	s.policies = slices.Clone(pols)
 	return s.rebuildAll()
 }
@@ -191,6 +196,12 @@ func (s *State) Input() Input {
 	}
 	return in
 }
+
+// HasService reports whether the Service k is in the state.
+func (s *State) HasService(k ServiceKey) bool { return hasKey(s.services, k) }
+
+// ServiceKeys returns the keys of every Service in the state, unsorted.
+func (s *State) ServiceKeys() []ServiceKey { return slices.Collect(maps.Keys(s.services)) }
 
 // Len returns the number of announced addresses.
 func (s *State) Len() int { return len(s.addrs) }
