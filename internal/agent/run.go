@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: transforms()})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
