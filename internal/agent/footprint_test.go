@@ -61,7 +61,7 @@ func realisticSlice(i int) *discoveryv1.EndpointSlice {
 			Addresses:  []string{fmt.Sprintf("10.244.%d.%d", j, i%250)},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
 			NodeName:   ptr.To(fmt.Sprintf("node-%d", 1+(i+j)%3)), Zone: ptr.To("zone-a"),
-			TargetRef:  &corev1.ObjectReference{Kind: "Pod", Namespace: "bulk", Name: fmt.Sprintf("%s-5d8f7c9b6-%05d", name, j), UID: "8b1c2d3e-0000-4000-8000-00000000abcd"},
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "bulk", Name: fmt.Sprintf("%s-5d8f7c9b6-%05d", name, j), UID: "8b1c2d3e-0000-4000-8000-00000000abcd"},
 		})
 	}
 	return decoded(es)
