@@ -56,6 +56,7 @@ addresses to LoadBalancer Services with no loadBalancerClass (unless
 	fl.Float32Var(&f.qps, "kube-api-qps", controller.DefaultQPS, "client-side limit of API requests per second")
 	fl.IntVar(&f.burst, "kube-api-burst", controller.DefaultBurst, "client-side burst of API requests")
 	fl.BoolVar(&f.cfg.DefaultClass, "default-class", f.cfg.DefaultClass, "serve Services that set no spec.loadBalancerClass")
+	fl.BoolVar(&f.cfg.AdoptOnly, "adopt-only", false, "migration mode: record the addresses of Services without a class but write and allocate nothing for them (another controller still serves them)")
 	fl.StringVar(&f.cfg.LeaseNamespace, "lease-namespace", f.cfg.LeaseNamespace, "namespace of the leader-election Lease")
 	fl.StringVar(&f.cfg.LeaseName, "lease-name", f.cfg.LeaseName, "name of the leader-election Lease")
 	fl.DurationVar(&f.cfg.LeaseDuration, "lease-duration", 0, "leader-election lease duration (0: 15s)")
