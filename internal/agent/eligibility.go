@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/membership"
 )
@@ -31,6 +33,8 @@ import (
 type Gossip interface {
 	Snapshot() []membership.Member
 	SetMeta(membership.NodeMeta) error
+	// Generation changes whenever the live set or a member's metadata does.
+	Generation() uint64
 }
 
 // linkInspector is a Links that can describe links for usableLinks.
@@ -48,6 +52,11 @@ type eligibility struct {
 	log  *slog.Logger
 
 	// Owned by the decision loop.
+	gen          uint64                         // gossip generation caps were computed at
+	caps         announce.Capabilities          // the last result
+	last         map[string]announce.Capability // every node's last known capability
+	local        announce.Capability
+	meta         membership.NodeMeta
 	published    []byte
 	unservable   string // last reported, to log and record once per change
 	otherRanking string
@@ -86,22 +95,38 @@ func newEligibility(node string, log *slog.Logger, reg prometheus.Registerer, me
 	return e
 }
 
-// capabilities publishes this node's capability and returns every live
-// member's, or nil (no filter) when gossip or links cannot say.
-func (a *Agent) capabilities(snap snapshot, policies []announce.Policy) announce.Capabilities {
+// capabilities publishes this node's capability and returns every
+// member's, or nil (no filter) when gossip or links cannot say. It is
+// called on every decision but recomputes only when gossip (membership or
+// metadata), the links, the Nodes or the policies changed. A member that
+// left keeps its last capability (State.SetCapabilities says why).
+func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilities, error) {
 	// Called from every decision, after the start-up gate: the agent
 	// serves from now on (health.go).
 	a.ready.decided.Store(true)
 	g, ok := a.deps.Members.(Gossip)
 	insp, ok2 := a.deps.Links.(linkInspector)
 	if !ok || !ok2 {
-		return nil
+		return nil, nil
 	}
 	e := a.elig
+	gen := g.Generation()
+	if e.caps != nil && gen == e.gen && !d.all && !d.nodes && !d.policies && !d.links {
+		return e.caps, nil
+	}
+	e.gen = gen
+	var nodes corev1.NodeList
+	if err := a.deps.Reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Nodes from the cache: %w", err)
+	}
+	var pols mooringv1.L2AnnouncementPolicyList
+	if err := a.deps.Reader.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
+	}
 	excluded := map[string]bool{}
 	var self *corev1.Node
-	for i := range snap.nodes {
-		n := &snap.nodes[i]
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
 		if _, ok := n.Labels[corev1.LabelNodeExcludeBalancers]; ok {
 			excluded[n.Name] = true
 		}
@@ -109,7 +134,10 @@ func (a *Agent) capabilities(snap snapshot, policies []announce.Policy) announce
 			self = n
 		}
 	}
-	local, meta := a.localCapability(insp, self)
+	if d.all || d.nodes || d.links || e.caps == nil {
+		e.local, e.meta = a.localCapability(insp, self)
+	}
+	meta := e.meta
 	if excluded[a.cfg.NodeName] {
 		meta.Reason = "the Node has the label " + corev1.LabelNodeExcludeBalancers
 	}
@@ -121,27 +149,40 @@ func (a *Agent) capabilities(snap snapshot, policies []announce.Policy) announce
 		}
 	}
 
-	caps := announce.Capabilities{}
+	if e.last == nil {
+		e.last = map[string]announce.Capability{}
+	}
 	var other []string
 	for _, m := range g.Snapshot() {
 		switch {
-		case excluded[m.Name]:
 		case m.Name == a.cfg.NodeName:
 		case errors.Is(m.MetaErr, membership.ErrNoMeta):
-			caps[m.Name] = announce.Capability{Any: true}
+			e.last[m.Name] = announce.Capability{Any: true}
 		case m.MetaErr != nil || !m.Meta.Ready:
+			delete(e.last, m.Name) // not ready (restarting, unhealthy): no candidate
 		default:
-			caps[m.Name] = announce.Capability{Interfaces: m.Meta.Interfaces, Defaults: m.Meta.Defaults}
+			e.last[m.Name] = announce.Capability{Interfaces: m.Meta.Interfaces, Defaults: m.Meta.Defaults}
 		}
 		if m.MetaErr == nil && m.Meta.Ranking != announce.RankingVersion() {
 			other = append(other, m.Name+"="+m.Meta.Ranking)
 		}
 	}
-	if !excluded[a.cfg.NodeName] {
-		caps[a.cfg.NodeName] = local
+	e.last[a.cfg.NodeName] = e.local
+	caps := announce.Capabilities{}
+	for i := range nodes.Items {
+		n := nodes.Items[i].Name
+		if c, ok := e.last[n]; ok && !excluded[n] {
+			caps[n] = c
+		}
 	}
-	a.reportEligibility(self, caps, policies, other)
-	return caps
+	for n := range e.last { // forget nodes that are gone
+		if !slices.ContainsFunc(nodes.Items, func(x corev1.Node) bool { return x.Name == n }) {
+			delete(e.last, n)
+		}
+	}
+	e.caps = caps
+	a.reportEligibility(self, caps, convertPolicies(pols.Items), other)
+	return caps, nil
 }
 
 // localCapability works out where this node can answer, and the metadata

@@ -29,6 +29,7 @@ type gossipMembers struct {
 	mu    sync.Mutex
 	metas map[string]membership.NodeMeta // absent: publishes nothing (older agent)
 	mine  membership.NodeMeta
+	gen   uint64
 }
 
 func (g *gossipMembers) Snapshot() []membership.Member {
@@ -46,6 +47,9 @@ func (g *gossipMembers) Snapshot() []membership.Member {
 	}
 	return out
 }
+
+// Generation changes on every call: the agent recomputes every time.
+func (g *gossipMembers) Generation() uint64 { g.gen++; return g.gen }
 
 func (g *gossipMembers) SetMeta(m membership.NodeMeta) error {
 	g.mu.Lock()
@@ -178,11 +182,10 @@ func TestCandidates(t *testing.T) {
 		{"older agent", map[string]membership.NodeMeta{"node-1": ready("eth0")}, []string{"node-1", "node-2"}},
 	} {
 		a, _, _, _, _ := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, tc.metas, testNode("node-1"), testNode("node-2"), excluded)
-		var nodes corev1.NodeList
-		if err := a.deps.Reader.List(context.Background(), &nodes); err != nil {
+		caps, err := a.capabilities(context.Background(), changed{all: true})
+		if err != nil {
 			t.Fatal(err)
 		}
-		caps := a.capabilities(snapshot{nodes: nodes.Items}, nil)
 		var got []string
 		for n := range caps {
 			got = append(got, n)
@@ -223,7 +226,7 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	if mem.mine.Ready {
 		t.Fatal("published ready before deciding")
 	}
-	if err := a.Ready(); err == nil || !strings.Contains(err.Error(), "not deciding yet") || !strings.Contains(err.Error(), "reaches none of the 2") {
+	if err := a.readyz(); err == nil || !strings.Contains(err.Error(), "not deciding yet") || !strings.Contains(err.Error(), "reaches none of the 2") {
 		t.Fatalf("/readyz during the gate: %v", err)
 	}
 	mem.set("node-1", "node-2", "node-3")
@@ -240,7 +243,7 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	if got := len(resp.get()[eth0.Index]); got != wantOwned {
 		t.Fatalf("after the peers arrived: %d addresses, want node-1's share %d", got, wantOwned)
 	}
-	if err := a.Ready(); err != nil {
+	if err := a.readyz(); err != nil {
 		t.Fatalf("/readyz once serving: %v", err)
 	}
 	cancel()

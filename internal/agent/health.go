@@ -3,7 +3,6 @@ package agent
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"sync/atomic"
 )
 
@@ -18,13 +17,16 @@ type readiness struct {
 	peers atomic.Int32
 }
 
-// Ready returns nil when the agent serves: caches synced, gossip joined
+// readyz is /readyz: the Node exists (Ready) and the agent serves.
+func (a *Agent) readyz() error { return errors.Join(a.Ready(), a.Serving()) }
+
+// Serving returns nil when the agent serves: caches synced, gossip joined
 // (when there is anyone to join), its first decision applied, and every
 // interface it must answer on open; else every reason it does not. The
 // DaemonSet's readiness probe reads it, so a rolling update moves to the
 // next node only once this one serves again (make-before-break across
 // nodes).
-func (a *Agent) Ready() error {
+func (a *Agent) Serving() error {
 	var errs []error
 	if !a.ready.decided.Load() {
 		errs = append(errs, errors.New("not deciding yet: waiting for the informer caches to sync and for gossip to settle"))
@@ -38,17 +40,4 @@ func (a *Agent) Ready() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// healthHandlers serves /healthz (the process serves HTTP: restart it only
-// when it cannot) and /readyz (Ready).
-func healthHandlers(mux *http.ServeMux, ready func() error) {
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
 }

@@ -1,6 +1,10 @@
 package announce
 
-import "slices"
+import (
+	"maps"
+	"reflect"
+	"slices"
+)
 
 // RankingVersion names the ranking (Score) this build computes. Agents
 // publish it over gossip so that a cluster running two rankings at once
@@ -91,4 +95,17 @@ func (c Capability) Serves(p Policy) bool {
 		return false
 	}
 	return Capabilities{"": c}.canServe(pols[0], "")
+}
+
+// SetCapabilities replaces what each member can serve (nil: no filter).
+// Unless they are equal to the current ones every address is re-decided,
+// so the agent keeps a member's last capability while it is away: a member
+// leaving or coming back stays a membership change (SetMembers), which
+// costs only the addresses it is eligible for. Cost: O(N·I) to compare.
+func (s *State) SetCapabilities(caps Capabilities) []Change {
+	if reflect.DeepEqual(caps, s.caps) {
+		return nil
+	}
+	s.caps = maps.Clone(caps)
+	return s.rebuildAll()
 }

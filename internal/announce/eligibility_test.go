@@ -3,6 +3,7 @@ package announce
 import (
 	"fmt"
 	"math/rand"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -108,6 +109,54 @@ func TestCapabilitiesProperty(t *testing.T) {
 			if !ready || (!lc.Any && !slices.Contains(lc.Interfaces, e.IfName)) {
 				t.Fatalf("seed %d: local %s answers %s on %s, capability %+v ready=%v", seed, in.Local, e.Addr, e.IfName, lc, ready)
 			}
+		}
+	}
+}
+
+// The incremental State with capabilities equals Decide, event by event,
+// capability changes among the others.
+func TestStateWithCapabilitiesEqualsDecide(t *testing.T) {
+	r := rand.New(rand.NewSource(9))
+	for seq := range 100 {
+		c := randChooser{r}
+		start := genInput(c)
+		var names []string
+		for _, n := range start.Nodes {
+			names = append(names, n.Name)
+		}
+		m := &model{in: start, services: map[ServiceKey]Service{}}
+		m.in.Services = nil
+		st := NewState(start.Local)
+		st.SetNodes(start.Nodes)
+		st.SetPolicies(start.Policies)
+		st.SetMembers(start.Members)
+		st.SetInterfaces(start.Interfaces)
+		prev := Decide(m.input())
+		for i := range 60 {
+			what, changes := "", []Change(nil)
+			if c.intn(4) == 0 {
+				caps := Capabilities{}
+				for _, n := range append(slices.Clone(names), "ghost") {
+					switch c.intn(4) {
+					case 0:
+					case 1:
+						caps[n] = Capability{Any: true}
+					default:
+						usable := subset(c, []string{"eth0", "eth1", "bond0"})
+						caps[n] = Capability{Interfaces: usable, Defaults: subset(c, usable)}
+					}
+				}
+				m.in.Capabilities = caps
+				what, changes = fmt.Sprintf("capabilities %v", caps), st.SetCapabilities(caps)
+			} else {
+				what, changes = step(c, m, st, names)
+			}
+			want := Decide(m.input())
+			if got := st.Result(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("sequence %d, event %d (%s): differs from Decide\nwant %+v\ngot  %+v", seq, i, what, want, got)
+			}
+			checkChanges(t, prev, want, changes)
+			prev = want
 		}
 	}
 }

@@ -46,7 +46,8 @@ type Membership struct {
 	held    map[string]*held    // failed members whose node still answers (hold.go)
 	addr    string              // our advertised address once running
 
-	meta atomic.Value // []byte: our own node metadata (SetMeta)
+	meta atomic.Value  // []byte: our own node metadata (SetMeta)
+	gen  atomic.Uint64 // Generation
 }
 
 // New validates cfg and prepares a member; nothing listens until Run.
@@ -126,6 +127,10 @@ func (m *Membership) Members() []string {
 	defer m.mu.Unlock()
 	return slices.Sorted(maps.Keys(m.live))
 }
+
+// Generation changes after every change Changes announces (a join, leave,
+// failure or new metadata): a reader can skip work when it has not.
+func (m *Membership) Generation() uint64 { return m.gen.Load() }
 
 // Changes delivers one (coalesced) notification after any join, leave or
 // failure; read Members afterwards.
@@ -392,6 +397,7 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 }
 
 func (m *Membership) notify() {
+	m.gen.Add(1)
 	select {
 	case m.changes <- struct{}{}:
 	default:

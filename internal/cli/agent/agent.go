@@ -33,12 +33,16 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 			if cfg.NodeName == "" {
 				cfg.NodeName = os.Getenv(EnvNodeName)
 			}
+			if cfg.MetricsAddr == cliutil.MetricsDisabled {
+				cfg.MetricsAddr = "" // the shared wording: "0" disables it
+			}
 			cfg.Log = deps.Log.With("component", "agent")
 			return agent.Run(cmd.Context(), cfg)
 		},
 	}
+	cliutil.AddKubeconfigFlag(cmd, &cfg.Kubeconfig)
+	cliutil.AddMetricsAddrFlag(cmd, &cfg.MetricsAddr, cfg.MetricsAddr)
 	f := cmd.Flags()
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	f.StringVar(&cfg.NodeName, "node-name", "", "this node's Kubernetes name (default $"+EnvNodeName+")")
 	f.StringVar(&cfg.GossipBind, "gossip-bind-address", cfg.GossipBind, "address the gossip protocol listens on (UDP and TCP) and peers dial: the node's own (the DaemonSet passes status.hostIP)")
 	f.StringVar(&cfg.GossipBind, "gossip-bind", cfg.GossipBind, "")
@@ -51,7 +55,6 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.DurationVar(&cfg.AgentLossTimeout, "agent-loss-timeout", cfg.AgentLossTimeout, "how long a member whose node still answers ARP/NDP keeps its addresses after its agent went silent")
 	f.IntVar(&cfg.GratuitousCount, "gratuitous-count", cfg.GratuitousCount, "gratuitous ARP / unsolicited NA rounds after a takeover (the first at once)")
 	f.DurationVar(&cfg.GratuitousInterval, "gratuitous-interval", cfg.GratuitousInterval, "gap before the second gratuitous round; each later gap doubles")
-	f.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port serving /metrics and /healthz; empty disables")
 	f.DurationVar(&cfg.SafetyInterval, "safety-interval", cfg.SafetyInterval, "how often to look for stale local copies of announced addresses")
 	f.DurationVar(&cfg.ProbeInterval, "probe-interval", cfg.ProbeInterval, "how often the owner probes its addresses for a second responder; 0 disables")
 	f.DurationVar(&cfg.ProbeWait, "probe-wait", cfg.ProbeWait, "how long a split-brain probe waits for answers")
