@@ -65,7 +65,7 @@ func DefaultConfig() Config {
 	return Config{
 		GossipBind:          "0.0.0.0",
 		GossipPort:          7946,
-		GossipSuspicionMult: 2,
+		GossipSuspicionMult: 1,
 		NodeCheckWait:       150 * time.Millisecond,
 		AgentLossTimeout:    5 * time.Second,
 		GratuitousCount:     5,
