@@ -67,7 +67,7 @@ func DefaultConfig() Config {
 		GossipPort:          7946,
 		GossipSuspicionMult: 1,
 		NodeCheckWait:       150 * time.Millisecond,
-		AgentLossTimeout:    5 * time.Second,
+		AgentLossTimeout:    4 * time.Second,
 		GratuitousCount:     5,
 		GratuitousInterval:  200 * time.Millisecond,
 		MetricsAddr:         ":9473",
