@@ -84,10 +84,10 @@ func TestE2ENodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
 }
 
 // No false deaths (issue 9, item 3): the owner's agent stopped (SIGSTOP)
-// for 2 s, twice, while clients connect every 50 ms (the benchmark form
-// below does it 10 times). Gossip declares
-// it failed, but its kernel still answers ARP, so nothing moves: no
-// ownership change on any agent, and every request is served by the owner.
+// for 2 s, twice (the benchmark form below: 10 times), while clients
+// connect every 50 ms. Gossip declares it failed, but its kernel still
+// answers ARP, so nothing moves: no ownership change on any agent, and
+// every request is served by the owner.
 func TestE2EAgentStallMovesNothing(t *testing.T) {
 	stallRuns(t, 2)
 }
