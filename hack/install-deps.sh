@@ -4,6 +4,10 @@
 # iproute2, iputils-ping, curl: debugging inside lab namespaces.
 set -euo pipefail
 pkgs=(nftables iproute2 iputils-ping curl)
+# kubectl: the kubectl-mooring plugin's end-to-end test (cmd/mooring) runs
+# `kubectl plugin list` and `kubectl mooring status`. Any kubectl will do;
+# Debian's kubernetes-client (1.20) only when no other is on $PATH.
+command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
