@@ -107,9 +107,12 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
+// goBuild compiles one platform's binary. No VCS stamp (-buildvcs=false):
+// the binary must not depend on the work tree's git state; the index's
+// revision label carries the commit.
 func goBuild(ctx context.Context, o Options, p Platform, out string) error {
 	ld := fmt.Sprintf("-s -w -X %s=%s", VersionVar, o.Version)
-	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=auto", "-ldflags", ld, "-o", out, "./cmd/mooring")
+	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags", ld, "-o", out, "./cmd/mooring")
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
 	var stderr bytes.Buffer
