@@ -20,6 +20,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/failover"
 	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cli/lab"
+	"github.com/mooringlb/mooring/internal/cli/probe"
 	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/cli/version"
 	"github.com/mooringlb/mooring/internal/cliutil"
@@ -76,6 +77,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 		version.NewCommand(deps),
 		importcmd.NewCommand(deps),
 		doctor.NewCommand(deps),
+		probe.NewCommand(deps),
 	)
 	return root
 }
