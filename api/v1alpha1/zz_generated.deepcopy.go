@@ -222,6 +222,11 @@ func (in *LoadBalancerIPPoolSpec) DeepCopyInto(out *LoadBalancerIPPoolSpec) {
 		*out = make([]IPBlock, len(*in))
 		copy(*out, *in)
 	}
+	if in.AutoAssign != nil {
+		in, out := &in.AutoAssign, &out.AutoAssign
+		*out = new(bool)
+		**out = **in
+	}
 	if in.ServiceSelector != nil {
 		in, out := &in.ServiceSelector, &out.ServiceSelector
 		*out = new(v1.LabelSelector)
@@ -231,6 +236,16 @@ func (in *LoadBalancerIPPoolSpec) DeepCopyInto(out *LoadBalancerIPPoolSpec) {
 		in, out := &in.NamespaceSelector, &out.NamespaceSelector
 		*out = new(v1.LabelSelector)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.Namespaces != nil {
+		in, out := &in.Namespaces, &out.Namespaces
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.Priority != nil {
+		in, out := &in.Priority, &out.Priority
+		*out = new(int32)
+		**out = **in
 	}
 }
 

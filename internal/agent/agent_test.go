@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -87,7 +88,8 @@ func fixture(t *testing.T) (*Agent, client.Client, *fakeMembers, *fakeResponder,
 	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).
 		WithObjects(testNode("node-1"), testNode("node-2"), testNode("node-3"), &svc,
 			&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}}).
-		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}).Build()
+		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}).
+		WithIndex(&discoveryv1.EndpointSlice{}, indexSliceService, sliceService).Build()
 	mem := &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}
 	resp := &fakeResponder{}
 	cfg := DefaultConfig()

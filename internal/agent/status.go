@@ -42,12 +42,18 @@ type recorder struct {
 }
 
 func (r *recorder) record(ctx context.Context, svc *corev1.Service, ev event) {
+	r.recordOn(ctx, &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace,
+		Name: svc.Name, UID: svc.UID, ResourceVersion: svc.ResourceVersion}, ev, svc.Namespace)
+}
+
+// recordOn records ev on the object ref points to, in namespace (the
+// object's own; "default" for cluster-scoped objects, as the kubelet does).
+func (r *recorder) recordOn(ctx context.Context, ref *corev1.ObjectReference, ev event, namespace string) {
 	now := metav1.NewTime(r.clock.Now())
 	obj := &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: svc.Name + ".", Namespace: svc.Namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace,
-			Name: svc.Name, UID: svc.UID, ResourceVersion: svc.ResourceVersion},
-		Reason: ev.reason, Message: ev.message, Type: ev.typ,
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: ref.Name + ".", Namespace: namespace},
+		InvolvedObject: *ref,
+		Reason:         ev.reason, Message: ev.message, Type: ev.typ,
 		Source:         corev1.EventSource{Component: "mooring-agent", Host: r.node},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 		ReportingController: "mooring.dev/agent", ReportingInstance: r.node,
@@ -57,7 +63,7 @@ func (r *recorder) record(ctx context.Context, svc *corev1.Service, ev event) {
 	err := r.c.Create(ctx, obj)
 	r.met.write("event", err)
 	if err != nil {
-		r.log.Warn("recording event failed", "service", svc.Namespace+"/"+svc.Name, "reason", ev.reason, "err", err)
+		r.log.Warn("recording event failed", "object", ref.Kind+" "+namespace+"/"+ref.Name, "reason", ev.reason, "err", err)
 	}
 }
 

@@ -1,0 +1,138 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
+)
+
+// fullDecision is the oracle: every object in the cache converted and
+// decided at once.
+func fullDecision(t *testing.T, a *Agent, c client.Reader) announce.Result {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		pols  mooringv1.L2AnnouncementPolicyList
+		svcs  corev1.ServiceList
+		es    discoveryv1.EndpointSliceList
+		nodes corev1.NodeList
+	)
+	for _, l := range []client.ObjectList{&pols, &svcs, &es, &nodes} {
+		if err := c.List(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := buildInput(snapshot{policies: pols.Items, services: svcs.Items, slices: es.Items, nodes: nodes.Items})
+	in.Members, in.Local = a.deps.Members.Members(), a.cfg.NodeName
+	in.Interfaces, _ = a.deps.Links.Interfaces()
+	return announce.Decide(in)
+}
+
+// Service and EndpointSlice events, each re-deciding only its Service,
+// leave the agent where a full recompute of the cache would.
+func TestIncrementalDecisionsMatchFullRecompute(t *testing.T) {
+	a, c, mem, _, _ := fixture(t)
+	ctx := context.Background()
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewSource(3))
+	for round := range 8 {
+		for i := range 20 {
+			name := fmt.Sprintf("s%d", r.Intn(30))
+			k := types.NamespacedName{Namespace: "default", Name: name}
+			switch r.Intn(4) {
+			case 0:
+				_ = c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}})
+			case 1:
+				es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name + "-x",
+					Labels: map[string]string{discoveryv1.LabelServiceName: name}}, AddressType: discoveryv1.AddressTypeIPv4}
+				for _, n := range []string{"node-1", "node-2", "node-3"} {
+					if r.Intn(2) == 0 {
+						es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.1.0.1"}, NodeName: ptr.To(n)})
+					}
+				}
+				_ = c.Delete(ctx, es)
+				if err := c.Create(ctx, es); err != nil {
+					t.Fatal(err)
+				}
+			default:
+				svc := lbService("default", name, fmt.Sprintf("10.213.1.%d", r.Intn(40)))
+				if r.Intn(2) == 0 {
+					svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+				}
+				_ = c.Delete(ctx, &svc)
+				if err := c.Create(ctx, &svc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a.dirty.service(k)
+			if i%7 == 0 {
+				if err := a.decide(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if round == 4 {
+			mem.set("node-1", "node-3")
+		}
+		if err := a.decide(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if want := fullDecision(t, a, c); !reflect.DeepEqual(a.prev, want) {
+			t.Fatalf("round %d: incremental\n%+v\nfull\n%+v", round, a.prev, want)
+		}
+	}
+}
+
+// An agent whose --node-name matches no Node says so: not ready, and one
+// Event on the Node when it appears.
+func TestMissingNode(t *testing.T) {
+	a, c, _, _, _ := fixture(t)
+	a.cfg.NodeName = "node-9"
+	a.rec.node = "node-9"
+	ctx := context.Background()
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Ready(); err == nil {
+		t.Fatal("ready without a Node")
+	}
+	if err := c.Create(ctx, testNode("node-9")); err != nil {
+		t.Fatal(err)
+	}
+	a.Trigger()
+	for range 2 {
+		if err := a.decide(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Ready(); err != nil {
+		t.Fatal(err)
+	}
+	var evs corev1.EventList
+	if err := c.List(ctx, &evs); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs.Items {
+		if e.Reason == eventReasonNodeAppeared && e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == "node-9" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d NodeAppeared events, want 1: %+v", n, evs.Items)
+	}
+}
