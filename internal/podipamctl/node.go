@@ -76,6 +76,10 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	mode, err := RecordedMode(ctx, direct, cfg.Namespace)
+	if apierrors.IsForbidden(errors.Unwrap(err)) {
+		cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-pod-ipam role to enable it", "err", err)
+		return nil
+	}
 	if err != nil || mode == ModeOff {
 		return err
 	}
