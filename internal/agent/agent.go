@@ -81,7 +81,9 @@ type Agent struct {
 
 	dirty *dirty
 	// One mailbox per consumer of decisions, so each sees the latest.
-	toStatus, toSafety, toProbe *mailbox[announce.Result]
+	toStatus          *mailbox[decision]
+	toSafety, toProbe *mailbox[announce.Result]
+	events            *eventQueue
 
 	// Owned by the decision loop.
 	state    *announce.State // created by the first decision
@@ -108,7 +110,8 @@ func New(cfg Config, deps Deps) *Agent {
 		cfg: cfg, deps: deps, log: log, met: met,
 		rec:      &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
 		dirty:    newDirty(),
-		toStatus: newMailbox[announce.Result](),
+		toStatus: newMailbox[decision](),
+		events:   &eventQueue{},
 		toSafety: newMailbox[announce.Result](),
 		toProbe:  newMailbox[announce.Result](),
 	}
@@ -127,7 +130,7 @@ func (a *Agent) Trigger() {
 func (a *Agent) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	w := &statusWriter{reader: a.deps.Reader, c: a.deps.Client, rec: a.rec, clock: a.deps.Clock,
-		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, patched: map[string]string{}}
+		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, events: a.events, patched: map[string]string{}}
 	g.Go(func() error { return w.run(ctx) })
 	g.Go(func() error { return a.staleLoop(ctx) })
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
@@ -227,8 +230,9 @@ func (a *Agent) decide(ctx context.Context) error {
 	}
 	res := a.state.Result()
 	a.report(changes, res)
+	a.events.add(changeEvents(changes, res, a.cfg.NodeName)...)
 	a.prev = res
-	a.toStatus.put(res)
+	a.toStatus.put(decision{res: res, members: a.state.Members()})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
 	return nil

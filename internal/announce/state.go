@@ -197,6 +197,9 @@ func (s *State) Input() Input {
 	return in
 }
 
+// Members returns the live members, sorted.
+func (s *State) Members() []string { return slices.Clone(s.members) }
+
 // HasService reports whether the Service k is in the state.
 func (s *State) HasService(k ServiceKey) bool { return hasKey(s.services, k) }
 
