@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,4 +136,56 @@ func TestMissingNode(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d NodeAppeared events, want 1: %+v", n, evs.Items)
 	}
+}
+
+// Who announces follows from the API objects and the nodes' L2Announcers;
+// a dead node's stale L2Announcer does not count.
+func TestAnnouncements(t *testing.T) {
+	a, c, _, _, owner := fixture(t)
+	ctx := context.Background()
+	three := []string{"node-1", "node-2", "node-3"}
+	for _, n := range three {
+		ann := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if err := c.Create(ctx, ann); err != nil {
+			t.Fatal(err)
+		}
+		ann.Status = mooringv1.L2AnnouncerStatus{Members: three, Interfaces: []mooringv1.AnnouncerInterface{{Name: "eth0", Index: 2}}}
+		if err := c.Status().Update(ctx, ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Announcements(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Node != owner || !slices.Equal(got[0].Interfaces, []string{"eth0"}) ||
+		!slices.Equal(got[0].Claimants, []string{owner}) || got[0].Reason != "" {
+		t.Fatalf("announcements %+v, want %s on eth0", got, owner)
+	}
+	// The owner dies: the others' views drop it, its own stays stale.
+	var rest []string
+	for _, n := range three {
+		if n != owner {
+			rest = append(rest, n)
+		}
+	}
+	for _, n := range rest {
+		var ann mooringv1.L2Announcer
+		if err := c.Get(ctx, types.NamespacedName{Name: n}, &ann); err != nil {
+			t.Fatal(err)
+		}
+		ann.Status.Members = rest
+		if err := c.Status().Update(ctx, &ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = Announcements(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := announce.Rank(rest, ip("10.213.0.100"))[0]
+	if len(got) != 1 || got[0].Node != want || !slices.Equal(got[0].Claimants, []string{want}) || got[0].Reason != "" {
+		t.Fatalf("after %s died: %+v, want %s", owner, got, want)
+	}
+	_ = a
 }
