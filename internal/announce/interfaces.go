@@ -49,4 +49,3 @@ func OwnerInterfaces(in Input, owners []Owner, ifaces map[string][]Interface) ma
 	}
 	return out
 }
-
