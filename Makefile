@@ -11,13 +11,16 @@ all: build
 
 build:
 	$(GO) build -ldflags "-X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring ./cmd/mooring
+	ln -f bin/mooring bin/kubectl-mooring # the kubectl plugin: the same binary, named for kubectl
+	$(GO) build -trimpath -ldflags "-s -w -X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring-ipam ./cmd/mooring-ipam
 
 # deps installs what the tests use from Debian's packages (as root; no-op when present).
 deps:
 	hack/install-deps.sh
 
 # kubebin builds etcd, kube-apiserver, kube-controller-manager and kube-proxy
-# from Go modules (cached; ~8 min cold) and prints their folder last.
+# from Go modules (cached per user in ~/.cache/mooring/kubebin; ~8 min cold)
+# and prints their folder last.
 kubebin:
 	@hack/kubebin/build.sh
 
@@ -42,6 +45,7 @@ vet:
 test: deps
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
 	echo "control-plane binaries: $$MOORING_KUBEBIN"; \
+	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
 	$(MAKE) --no-print-directory vet verify; \
 	$(GO) test -count=1 -timeout 30m ./...
 

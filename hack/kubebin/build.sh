@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager and kube-proxy from Go
-# modules into a cache folder keyed by this module's go.mod, go.sum and this
-# script, and prints that folder as the last line. A warm cache costs a hash.
+# modules into a per-user cache folder keyed by this module's go.mod, go.sum
+# and this script, and prints that folder as the last line. A warm cache
+# costs a hash, so a second clone of the repository starts in seconds.
+#
+# The cache is ${MOORING_KUBEBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mooring/kubebin}/<key>,
+# with <cache>/current pointing at the newest build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/etcd/main.go" | sha256sum | cut -c1-16)
-out="${MOORING_KUBEBIN_CACHE:-$root/.cache/kubebin}/$key"
+cache="${MOORING_KUBEBIN_CACHE:-${XDG_CACHE_HOME:-${HOME:?neither XDG_CACHE_HOME nor HOME is set}/.cache}/mooring/kubebin}"
+out="$cache/$key"
 bins=(etcd kube-apiserver kube-controller-manager kube-proxy)
 have=1
 for b in "${bins[@]}"; do [ -x "$out/$b" ] || have=0; done
 if [ "$have" = 0 ]; then
+  # One build at a time per cache: a second caller waits, then finds it done.
+  mkdir -p "$cache"
+  exec 9>"$cache/.lock"
+  flock 9
+  have=1
+  for b in "${bins[@]}"; do [ -x "$out/$b" ] || have=0; done
+fi
+if [ "$have" = 0 ]; then
+  rm -rf "$out.tmp"
   mkdir -p "$out.tmp"
   ver=v1.37.2
   ld="-s -w -X k8s.io/component-base/version.gitVersion=$ver -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
@@ -21,6 +34,6 @@ if [ "$have" = 0 ]; then
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-proxy" k8s.io/kubernetes/cmd/kube-proxy
   rm -rf "$out" && mv "$out.tmp" "$out"
-  ln -sfn "$key" "$(dirname "$out")/current"
 fi
+ln -sfn "$key" "$cache/current"
 echo "$out"

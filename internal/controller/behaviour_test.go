@@ -89,7 +89,7 @@ func TestBehaviours(t *testing.T) {
 	t.Run("Conflicting", func(t *testing.T) { conflictCases(t, env) })
 	t.Run("PoolAnnotation", func(t *testing.T) {
 		hi := nsPool("choose-hi", "choose", "100.64.6.0/24")
-		hi.Spec.Priority = 10
+		hi.Spec.Priority = ptr.To(int32(1))
 		create(t, c, hi)
 		create(t, c, nsPool("choose-lo", "choose", "100.64.7.0/24"))
 		create(t, c, lbService("choose", "default"))

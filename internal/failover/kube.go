@@ -121,16 +121,19 @@ func endpointsFromSlices(ss []*discoveryv1.EndpointSlice) []Endpoint {
 	for _, s := range ss {
 		for _, e := range s.Endpoints {
 			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-			node := ""
+			node, pod := "", ""
 			if e.NodeName != nil {
 				node = *e.NodeName
+			}
+			if r := e.TargetRef; r != nil && r.Kind == "Pod" {
+				pod = r.Namespace + "/" + r.Name
 			}
 			for _, a := range e.Addresses {
 				p, err := netip.ParseAddr(a)
 				if err != nil {
 					continue
 				}
-				out = append(out, Endpoint{Addr: p.Unmap(), Node: node, Ready: ready})
+				out = append(out, Endpoint{Addr: p.Unmap(), Node: node, Pod: pod, Ready: ready})
 			}
 		}
 	}

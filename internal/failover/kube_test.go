@@ -73,9 +73,11 @@ func TestKubeSpreadCheck(t *testing.T) {
 }
 
 func TestEndpointsFromSlices(t *testing.T) {
-	s := slice("echo-1", "echo", kep("10.1.0.2", "node-b", ptr(false)), kep("10.1.0.1", "node-a", nil), kep("bogus", "node-c", nil))
+	withPod := kep("10.1.0.3", "node-c", nil)
+	withPod.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "echo-3"}
+	s := slice("echo-1", "echo", kep("10.1.0.2", "node-b", ptr(false)), kep("10.1.0.1", "node-a", nil), kep("bogus", "node-c", nil), withPod)
 	got := endpointsFromSlices([]*discoveryv1.EndpointSlice{s})
-	want := []Endpoint{ep("10.1.0.1", "node-a", true), ep("10.1.0.2", "node-b", false)}
+	want := []Endpoint{ep("10.1.0.1", "node-a", true), ep("10.1.0.2", "node-b", false), podEP("10.1.0.3", "node-c", "demo/echo-3", true)}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

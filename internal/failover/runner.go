@@ -54,6 +54,9 @@ type Config struct {
 	// Soft says the kill leaves the node and its backends up (agent pod
 	// deleted): the run does not wait for endpoints to leave.
 	Soft bool
+	// NoFinalRestore leaves the node killed by the last run killed (with a
+	// Restorer, it is otherwise restored and the cluster awaited healthy).
+	NoFinalRestore bool
 }
 
 // DefaultConfig returns the defaults of `mooring failover` for target.
@@ -130,7 +133,7 @@ func Measure(ctx context.Context, cfg Config, env Env) ([]RunResult, error) {
 	var out []RunResult
 	for i := 1; i <= cfg.Runs; i++ {
 		if i > 1 {
-			if err := settle(ctx, cfg, env, i, out[len(out)-1].Node); err != nil {
+			if err := settle(ctx, cfg, env, i, out[len(out)-1].Node, cfg.Settle); err != nil {
 				return out, fmt.Errorf("before run %d: %w", i, err)
 			}
 		}
@@ -140,7 +143,40 @@ func Measure(ctx context.Context, cfg Config, env Env) ([]RunResult, error) {
 		}
 		out = append(out, r)
 	}
+	if err := finish(ctx, cfg, env, out[len(out)-1].Node); err != nil {
+		return out, fmt.Errorf("after the last run: %w", err)
+	}
 	return out, nil
+}
+
+// LeftKilled says why the node killed by the last run stays killed, or ""
+// when Measure restores it (a soft kill leaves the node up).
+func LeftKilled(cfg Config, haveRestorer bool) string {
+	switch {
+	case cfg.Soft:
+		return ""
+	case !haveRestorer:
+		return "no restore command was given (--restore-command)"
+	case cfg.NoFinalRestore:
+		return "--no-final-restore"
+	}
+	return ""
+}
+
+// finish brings the last killed node back and waits for a healthy
+// cluster, so that the next measurement can start, or says loudly why the
+// node stays killed.
+func finish(ctx context.Context, cfg Config, env Env, killed string) error {
+	if why := LeftKilled(cfg, env.Restorer != nil); why != "" {
+		env.Log.Warn("the last killed node stays killed", "node", killed, "why", why)
+		env.Progress(ProgressEvent{Run: cfg.Runs, Runs: cfg.Runs, SinceKill: -1,
+			Text: fmt.Sprintf("WARNING: %s stays killed: %s", killed, why)})
+		return nil
+	}
+	if cfg.Soft {
+		return nil
+	}
+	return settle(ctx, cfg, env, cfg.Runs, killed, 0)
 }
 
 func (e Env) withDefaults() Env {
@@ -443,8 +479,8 @@ func waitRunEnd(ctx context.Context, cfg Config, env Env, st *state, start time.
 
 // settle brings the killed node back (with a Restorer) and waits until the
 // cluster is healthy again — backends spread, the address answering — and
-// then cfg.Settle more.
-func settle(ctx context.Context, cfg Config, env Env, run int, killed string) error {
+// then pause more.
+func settle(ctx context.Context, cfg Config, env Env, run int, killed string, pause time.Duration) error {
 	say := func(format string, args ...any) {
 		env.Progress(ProgressEvent{Run: run, Runs: cfg.Runs, SinceKill: -1, Text: fmt.Sprintf(format, args...)})
 	}
@@ -460,7 +496,7 @@ func settle(ctx context.Context, cfg Config, env Env, run int, killed string) er
 	for env.Clock.Now().Before(deadline) {
 		why = healthy(ctx, cfg, env)
 		if why == nil {
-			return sleep(ctx, env.Clock, cfg.Settle)
+			return sleep(ctx, env.Clock, pause)
 		}
 		if err := sleep(ctx, env.Clock, 500*time.Millisecond); err != nil {
 			return err

@@ -80,6 +80,7 @@ type fakeL2 struct {
 	takeover time.Duration
 	stale    time.Duration
 	kills    atomic.Int32
+	restores atomic.Int32
 	timers   sync.WaitGroup
 }
 
@@ -116,6 +117,7 @@ func (f *fakeL2) Kill(_ context.Context, node string) error {
 }
 
 func (f *fakeL2) Restore(context.Context, string) error {
+	f.restores.Add(1)
 	f.cluster.set(ep("10.1.0.1", "node-a", true), ep("10.1.0.2", "node-b", true))
 	return nil
 }
@@ -182,10 +184,18 @@ func TestMeasureTwoRuns(t *testing.T) {
 	mu.Lock()
 	all := strings.Join(progress, "\n")
 	mu.Unlock()
-	for _, s := range []string{"killing node-a", "owner-change", "endpoints-gone", "the address answers again", "restoring node-a"} {
+	for _, s := range []string{"killing node-a", "owner-change", "endpoints-gone", "the address answers again", "restoring node-a", "restoring node-b"} {
 		if !strings.Contains(all, s) {
 			t.Errorf("progress lacks %q:\n%s", s, all)
 		}
+	}
+	// Issue 8 item 15: the node killed by the last run is restored too,
+	// and the cluster is healthy again when Measure returns.
+	if n := f.restores.Load(); n != 2 {
+		t.Errorf("%d restores after 2 runs, want 2 (one between the runs, one after the last)", n)
+	}
+	if err := CheckSpread(must(f.cluster.Endpoints(ctx))); err != nil {
+		t.Errorf("after Measure: %v", err)
 	}
 	var buf bytes.Buffer
 	if err := RenderSVG(&buf, runs[0], "loopback — run 1: killed "+runs[0].Node); err != nil {
@@ -194,6 +204,53 @@ func TestMeasureTwoRuns(t *testing.T) {
 	decodeSVG(t, buf.Bytes())
 	if dir := os.Getenv("FAILOVER_SVG_OUT"); dir != "" {
 		_ = os.WriteFile(filepath.Join(dir, "measure.svg"), buf.Bytes(), 0o644)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// Without a restore command, or with --no-final-restore, the last killed
+// node stays killed, and Measure says so loudly instead of silently.
+func TestMeasureSaysTheLastNodeStaysKilled(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		restorer  bool
+		noRestore bool
+		want      string
+	}{
+		{"no restorer", false, false, "WARNING: node-a stays killed: no restore command was given"},
+		{"--no-final-restore", true, true, "WARNING: node-a stays killed: --no-final-restore"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeL2(t)
+			f.stale, f.takeover = 100*time.Millisecond, 100*time.Millisecond
+			cfg := testConfig(f)
+			cfg.Runs, cfg.NoFinalRestore = 1, tc.noRestore
+			var mu sync.Mutex
+			var progress []string
+			env := Env{Dial: f.bh.dial, Killer: f, Owner: f, Cluster: f.cluster,
+				NodeMACs: NodeMACs{{Node: "node-a", MAC: macA}, {Node: "node-b", MAC: macB}},
+				Progress: func(e ProgressEvent) { mu.Lock(); progress = append(progress, e.Text); mu.Unlock() }}
+			if tc.restorer {
+				env.Restorer = f
+			}
+			if _, err := Measure(context.Background(), cfg, env); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if last := progress[len(progress)-1]; !strings.HasPrefix(last, tc.want) {
+				t.Errorf("last progress line %q, want %q", last, tc.want)
+			}
+			if n := f.restores.Load(); n != 0 {
+				t.Errorf("%d restores, want 0", n)
+			}
+		})
 	}
 }
 

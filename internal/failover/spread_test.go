@@ -14,6 +14,12 @@ func ep(addr, node string, ready bool) Endpoint {
 	return Endpoint{Addr: netip.MustParseAddr(addr), Node: node, Ready: ready}
 }
 
+func podEP(addr, node, pod string, ready bool) Endpoint {
+	e := ep(addr, node, ready)
+	e.Pod = pod
+	return e
+}
+
 func TestCheckSpread(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -22,10 +28,16 @@ func TestCheckSpread(t *testing.T) {
 	}{
 		{"two nodes", []Endpoint{ep("10.1.0.1", "a", true), ep("10.1.0.2", "b", true)}, ""},
 		{"three nodes, one not ready", []Endpoint{ep("10.1.0.1", "a", true), ep("10.1.0.2", "b", false), ep("10.1.0.3", "c", true)}, ""},
-		{"none", nil, "no ready endpoint"},
-		{"none ready", []Endpoint{ep("10.1.0.1", "a", false), ep("10.1.0.2", "b", false)}, "no ready endpoint (2 in"},
-		{"both on one node (seed 002, failure 4)", []Endpoint{ep("10.1.0.1", "a", true), ep("10.1.0.2", "a", true)}, "all 2 ready endpoints are on node a"},
-		{"second node not ready", []Endpoint{ep("10.1.0.1", "a", true), ep("10.1.0.2", "b", false)}, "all 1 ready endpoints are on node a"},
+		{"none", nil, "no ready backend"},
+		{"none ready", []Endpoint{ep("10.1.0.1", "a", false), ep("10.1.0.2", "b", false)}, "no ready backend (2 backends in"},
+		{"both on one node (seed 002, failure 4)", []Endpoint{ep("10.1.0.1", "a", true), ep("10.1.0.2", "a", true)}, "all 2 ready backends are on node a"},
+		{"second node not ready", []Endpoint{ep("10.1.0.1", "a", true), ep("10.1.0.2", "b", false)}, "the only ready backend is on node a"},
+		// Issue 8 item 15: a dual-stack pod has an endpoint per family
+		// and is one backend.
+		{"one dual-stack pod ready", []Endpoint{podEP("10.1.0.1", "a", "d/echo-1", true), podEP("fd00::1", "a", "d/echo-1", true),
+			podEP("10.1.0.2", "b", "d/echo-2", false), podEP("fd00::2", "b", "d/echo-2", false)}, "the only ready backend is on node a"},
+		{"two dual-stack pods on one node", []Endpoint{podEP("10.1.0.1", "a", "d/echo-1", true), podEP("fd00::1", "a", "d/echo-1", true),
+			podEP("10.1.0.2", "a", "d/echo-2", true), podEP("fd00::2", "a", "d/echo-2", true)}, "all 2 ready backends are on node a"},
 		{"no node names", []Endpoint{ep("10.1.0.1", "", true), ep("10.1.0.2", "a", true)}, "1 with no nodeName"},
 	}
 	for _, tt := range tests {

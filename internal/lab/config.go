@@ -130,17 +130,41 @@ func StateDirFromEnv() string {
 	return DefaultStateDir
 }
 
-// FindKubeBin returns $MOORING_KUBEBIN, else the first of
-// <repo>/.cache/kubebin/current found next to the executable (bin/mooring)
-// or below the working directory's ancestors; "" when none exists.
-func FindKubeBin(self string) string {
+// EnvKubeBinCache overrides the folder hack/kubebin/build.sh builds into.
+const EnvKubeBinCache = "MOORING_KUBEBIN_CACHE"
+
+// KubeBinCache is the folder hack/kubebin/build.sh builds into: one
+// subfolder per key and a `current` link to the newest. It is per user
+// ($MOORING_KUBEBIN_CACHE, else ${XDG_CACHE_HOME:-$HOME/.cache}/mooring/kubebin),
+// so every clone of the repository shares one build.
+func KubeBinCache() string {
+	if d := os.Getenv(EnvKubeBinCache); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "mooring", "kubebin")
+}
+
+// FindKubeBin returns $MOORING_KUBEBIN, else KubeBinCache()/current when it
+// holds kube-apiserver; "" when neither does.
+func FindKubeBin() string {
 	if d := os.Getenv(EnvKubeBin); d != "" {
 		return d
 	}
-	return findInRepo(self, filepath.Join(".cache", "kubebin", "current", "kube-apiserver"))
+	if c := KubeBinCache(); c != "" {
+		d := filepath.Join(c, "current")
+		if _, err := os.Stat(filepath.Join(d, "kube-apiserver")); err == nil {
+			return d
+		}
+	}
+	return ""
 }
 
-// FindCRDDir returns <repo>/config/crd, searched like FindKubeBin.
+// FindCRDDir returns <repo>/config/crd, looked for above the executable's
+// folder and above the working directory.
 func FindCRDDir(self string) string {
 	return findInRepo(self, filepath.Join("config", "crd"))
 }
@@ -159,9 +183,6 @@ func findInRepo(self, rel string) string {
 		for range 8 {
 			p := filepath.Join(dir, rel)
 			if _, err := os.Stat(p); err == nil {
-				if filepath.Base(rel) == "kube-apiserver" {
-					return filepath.Dir(p)
-				}
 				return p
 			}
 			parent := filepath.Dir(dir)

@@ -49,7 +49,7 @@ func runAsMooring() int {
 func requireLab(t *testing.T) (kubebin, crds string) {
 	t.Helper()
 	netlab.RequirePrivileges(t)
-	kubebin, crds = lab.FindKubeBin(""), lab.FindCRDDir("")
+	kubebin, crds = lab.FindKubeBin(), lab.FindCRDDir("")
 	var missing []string
 	if kubebin == "" {
 		missing = append(missing, "control-plane binaries (`make kubebin`, or set "+lab.EnvKubeBin+")")

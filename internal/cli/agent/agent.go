@@ -33,17 +33,20 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 			if cfg.NodeName == "" {
 				cfg.NodeName = os.Getenv(EnvNodeName)
 			}
+			if cfg.MetricsAddr == cliutil.MetricsDisabled {
+				cfg.MetricsAddr = "" // the shared wording: "0" disables it
+			}
 			cfg.Log = deps.Log.With("component", "agent")
 			return agent.Run(cmd.Context(), cfg)
 		},
 	}
+	cliutil.AddKubeconfigFlag(cmd, &cfg.Kubeconfig)
+	cliutil.AddMetricsAddrFlag(cmd, &cfg.MetricsAddr, cfg.MetricsAddr)
 	f := cmd.Flags()
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	f.StringVar(&cfg.NodeName, "node-name", "", "this node's Kubernetes name (default $"+EnvNodeName+")")
 	f.StringVar(&cfg.GossipBind, "gossip-bind", cfg.GossipBind, "address the gossip protocol listens on (UDP and TCP)")
 	f.IntVar(&cfg.GossipPort, "gossip-port", cfg.GossipPort, "gossip port; the same on every node, peers are dialled at <Node InternalIP>:<port>")
 	f.StringVar(&cfg.GossipAdvertise, "gossip-advertise", "", "address peers dial when it differs from --gossip-bind")
-	f.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port serving /metrics and /healthz; empty disables")
 	f.DurationVar(&cfg.SafetyInterval, "safety-interval", cfg.SafetyInterval, "how often to look for stale local copies of announced addresses")
 	f.DurationVar(&cfg.ProbeInterval, "probe-interval", cfg.ProbeInterval, "how often the owner probes its addresses for a second responder; 0 disables")
 	f.DurationVar(&cfg.ProbeWait, "probe-wait", cfg.ProbeWait, "how long a split-brain probe waits for answers")

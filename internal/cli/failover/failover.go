@@ -22,6 +22,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cliutil"
 	fo "github.com/mooringlb/mooring/internal/failover"
 	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/lab"
 )
 
 // options are the flags.
@@ -32,7 +33,7 @@ type options struct {
 	quiet, maxRun, warmup          time.Duration
 	runs                           int
 	killCommand, restoreCommand    string
-	soft                           bool
+	soft, noFinalRestore           bool
 	agentNamespace, agentSelector  string
 	output, svgDir                 string
 	nodeMACs                       []string
@@ -62,8 +63,14 @@ nodes: otherwise it would measure pod rescheduling, not failover.
 
 The client is this machine: requests leave from this network namespace (or
 from --client-netns), and the owner is read from its neighbour table. Which
-node owns a MAC comes from --node-mac, else from the Service's
-mooring.dev/announced-by annotation.`,
+node owns a MAC comes from --node-mac, else from the running lab's state when
+the cluster is that lab (` + "`mooring lab up`" + `), else from the Service's
+mooring.dev/announced-by annotation.
+
+With --restore-command the killed node is restored between runs and after the
+last one, and the cluster awaited healthy, so that the next measurement can
+start; --no-final-restore (or no --restore-command) leaves the last killed node
+killed, and the output says so.`,
 		Example: `  # hard failover: the user's command kills a node, 10 runs, pictures in ./failover
   mooring failover -n demo echo --kill-command 'docker kill {node}' \
       --restore-command 'docker start {node}' --runs 10 --svg-dir ./failover
@@ -71,8 +78,12 @@ mooring.dev/announced-by annotation.`,
   # soft failover: delete the announcing node's agent pod
   mooring failover -n demo echo --soft -o json
 
-  # the one-machine lab: the client namespace is the client, the lab kills
-  mooring lab exec client -- mooring failover -n demo echo --kill-command 'mooring lab kill {node}'`,
+  # the one-machine lab (` + "`make demo`" + ` running), from the repository as root: the lab's
+  # client namespace is the client, the lab kills and restores, node MACs come
+  # from the lab
+  export KUBECONFIG=/run/mooring-lab/kubeconfig
+  bin/mooring failover echo --client-netns "$(bin/mooring lab netns client)" \
+      --kill-command 'bin/mooring lab kill {node}' --restore-command 'bin/mooring lab restore {node}'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return run(cmd.Context(), deps, o, args[0])
@@ -84,13 +95,14 @@ mooring.dev/announced-by annotation.`,
 
 // bindFlags defines the flags into o.
 func bindFlags(f *pflag.FlagSet, o *options) {
-	f.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig file (default $KUBECONFIG, else in-cluster)")
+	f.StringVar(&o.kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "the Service's namespace")
 	f.Float64Var(&o.rate, "rate", 10, "requests per second, each on its own connection")
 	f.DurationVar(&o.timeout, "timeout", time.Second, "timeout of one request, connect to last byte")
 	f.IntVar(&o.runs, "runs", 1, "number of failovers to measure")
 	f.StringVar(&o.killCommand, "kill-command", "", "shell command that kills a node; {node} is replaced by its name (also in $MOORING_NODE)")
-	f.StringVar(&o.restoreCommand, "restore-command", "", "shell command that brings a killed node back between runs; {node} as for --kill-command")
+	f.StringVar(&o.restoreCommand, "restore-command", "", "shell command that brings a killed node back, between runs and after the last; {node} as for --kill-command")
+	f.BoolVar(&o.noFinalRestore, "no-final-restore", false, "leave the node killed by the last run killed (the output says so)")
 	f.BoolVar(&o.soft, "soft", false, "soft failover: delete the announcing node's agent pod instead of killing the node")
 	f.StringVar(&o.agentNamespace, "agent-namespace", "mooring-system", "namespace of the agent pods (--soft)")
 	f.StringVar(&o.agentSelector, "agent-selector", "app.kubernetes.io/name=mooring,app.kubernetes.io/component=agent", "label selector of the agent pods (--soft; config/agent/daemonset.yaml)")
@@ -101,7 +113,7 @@ func bindFlags(f *pflag.FlagSet, o *options) {
 	f.DurationVar(&o.quiet, "quiet", 5*time.Second, "a run ends once errors have stopped this long (and the dead node's endpoints are gone)")
 	f.DurationVar(&o.maxRun, "max-run", 3*time.Minute, "a run ends at the latest this long after the kill")
 	f.DurationVar(&o.warmup, "warmup", 15*time.Second, "how long to wait for the address to answer before the kill")
-	f.StringArrayVar(&o.nodeMACs, "node-mac", nil, "node=MAC: which node owns a MAC the client may see (repeatable)")
+	f.StringArrayVar(&o.nodeMACs, "node-mac", nil, "node=MAC: which node owns a MAC the client may see (repeatable; default: from the running lab's state when the cluster is the lab)")
 	f.StringVar(&o.address, "address", "", "the address to test (default: the Service's first LoadBalancer ingress IP)")
 	f.Uint16Var(&o.port, "port", 0, "the port to test (default: the Service's first TCP port)")
 	f.StringVar(&o.scheme, "scheme", "http", "request: http, https or tcp (connect only)")
@@ -136,13 +148,23 @@ func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error 
 		}
 		macs = append(macs, m)
 	}
-	rc, err := kube.RESTConfig(o.kubeconfig, 20, 40)
+	kubeconfig := o.kubeconfig
+	if kubeconfig == "" {
+		kubeconfig = os.Getenv("KUBECONFIG")
+	}
+	rc, err := kube.RESTConfig(kubeconfig, 20, 40)
 	if err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return fmt.Errorf("building a Kubernetes client: %w", err)
+	}
+	if len(macs) == 0 {
+		if m, dir := macsFromLab(ctx, client, lab.StateDirFromEnv()); len(m) > 0 {
+			fmt.Fprintf(deps.Streams.Err, "node MACs from the lab in %s\n", dir)
+			macs = m
+		}
 	}
 	return runWith(ctx, deps, o, name, client, macs)
 }
@@ -158,6 +180,7 @@ func runWith(ctx context.Context, deps *cliutil.Deps, o options, name string, cl
 	cfg := fo.DefaultConfig(target)
 	cfg.Rate, cfg.Timeout, cfg.Runs, cfg.Soft = o.rate, o.timeout, o.runs, o.soft
 	cfg.Settle, cfg.SettleTimeout, cfg.Quiet, cfg.MaxRun, cfg.Warmup = o.settle, o.settleTimeout, o.quiet, o.maxRun, o.warmup
+	cfg.NoFinalRestore = o.noFinalRestore
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -257,6 +280,9 @@ func Execute(ctx context.Context, out io.Writer, format, svgDir, service string,
 		werr = fo.WriteJSON(out, rep)
 	case len(runs) > 0:
 		werr = fo.WriteTable(out, runs, sum)
+		if why := fo.LeftKilled(cfg, env.Restorer != nil); why != "" && runErr == nil {
+			fmt.Fprintf(out, "WARNING: %s is left killed: %s\n", runs[len(runs)-1].Node, why)
+		}
 		for _, rr := range rep.Runs {
 			for _, w := range rr.Warnings {
 				fmt.Fprintf(out, "run %d: warning: %s\n", rr.Run, w)

@@ -171,7 +171,9 @@ func TestRunWithCommandKiller(t *testing.T) {
 			}
 			switch format {
 			case "table":
-				for _, s := range []string{"node-a", "≥", "did not leave the EndpointSlices", "timeline picture"} {
+				// No --restore-command: the output says the node stays killed.
+				for _, s := range []string{"node-a", "≥", "did not leave the EndpointSlices", "timeline picture",
+					"WARNING: node-a is left killed: no restore command was given"} {
 					if !strings.Contains(out.String(), s) {
 						t.Errorf("table lacks %q:\n%s", s, out.String())
 					}
@@ -210,7 +212,7 @@ func TestRunRefusesUnspreadBackends(t *testing.T) {
 	var out, errb bytes.Buffer
 	deps := &cliutil.Deps{Streams: cliutil.Streams{Out: &out, Err: &errb}, Log: slog.New(slog.DiscardHandler)}
 	err := runWith(context.Background(), deps, o, "echo", client, nil)
-	if err == nil || !strings.Contains(err.Error(), "all 2 ready endpoints are on node node-a") {
+	if err == nil || !strings.Contains(err.Error(), "all 2 ready backends are on node node-a") {
 		t.Fatalf("err = %v", err)
 	}
 	if _, err := os.Stat(mark); err == nil {

@@ -31,7 +31,7 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 			}
 			cfg.Self, cfg.Log, cfg.StateDir, cfg.Mooring = self, deps.Log, *stateDir, !noMooring
 			if cfg.KubeBin == "" {
-				cfg.KubeBin = lab.FindKubeBin(self)
+				cfg.KubeBin = lab.FindKubeBin()
 			}
 			if cfg.CRDDir == "" {
 				cfg.CRDDir = lab.FindCRDDir(self)
@@ -43,7 +43,7 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of node namespaces (2 or more)")
-	f.StringVar(&cfg.KubeBin, "kubebin", "", "folder with etcd, kube-apiserver, kube-controller-manager and kube-proxy (default: $"+lab.EnvKubeBin+", else .cache/kubebin/current of the repository)")
+	f.StringVar(&cfg.KubeBin, "kubebin", "", "folder with etcd, kube-apiserver, kube-controller-manager and kube-proxy (default: $"+lab.EnvKubeBin+", else the current build of `make kubebin` under ~/.cache/mooring/kubebin)")
 	f.StringVar(&cfg.CRDDir, "crds", "", "folder of Mooring's CRD manifests (default: config/crd of the repository)")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a silent node stays Ready (Kubernetes' default is 50s)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")

@@ -1,0 +1,87 @@
+package lab
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// runBuildScript runs hack/kubebin/build.sh with env and a stand-in `go`
+// on PATH that only creates the -o file and logs its call in calls.
+func runBuildScript(t *testing.T, env []string, calls string) string {
+	t.Helper()
+	fake := t.TempDir()
+	script := `#!/bin/sh
+echo "$@" >> ` + calls + `
+while [ $# -gt 0 ]; do
+  if [ "$1" = -o ]; then shift; printf '#!/bin/sh\n' > "$1"; chmod +x "$1"; fi
+  shift
+done
+`
+	if err := os.WriteFile(filepath.Join(fake, "go"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "../../hack/kubebin/build.sh")
+	cmd.Env = append([]string{"PATH=" + fake + ":/usr/bin:/bin"}, env...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("build.sh: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return lines[len(lines)-1]
+}
+
+// The control-plane binaries are cached per user, so that a second clone
+// of the repository finds them: under $XDG_CACHE_HOME, else $HOME/.cache,
+// else $MOORING_KUBEBIN_CACHE when set; a warm cache builds nothing, and
+// `current` names the newest build, where FindKubeBin looks.
+func TestKubeBinCacheIsPerUser(t *testing.T) {
+	key := regexp.MustCompile(`^[0-9a-f]{16}$`)
+	home, xdg, own := t.TempDir(), t.TempDir(), t.TempDir()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"HOME", []string{"HOME=" + home}, filepath.Join(home, ".cache", "mooring", "kubebin")},
+		{"XDG_CACHE_HOME", []string{"HOME=" + home, "XDG_CACHE_HOME=" + xdg}, filepath.Join(xdg, "mooring", "kubebin")},
+		{EnvKubeBinCache, []string{"HOME=" + home, "XDG_CACHE_HOME=" + xdg, EnvKubeBinCache + "=" + own}, own},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := filepath.Join(t.TempDir(), "calls")
+			out := runBuildScript(t, tc.env, calls)
+			if filepath.Dir(out) != tc.want || !key.MatchString(filepath.Base(out)) {
+				t.Fatalf("built into %s, want %s/<key>", out, tc.want)
+			}
+			for _, b := range kubeBinaries {
+				if _, err := os.Stat(filepath.Join(out, b)); err != nil {
+					t.Errorf("%s missing: %v", b, err)
+				}
+			}
+			if cur, err := os.Readlink(filepath.Join(tc.want, "current")); err != nil || cur != filepath.Base(out) {
+				t.Errorf("current -> %q (%v), want %s", cur, err, filepath.Base(out))
+			}
+			first, _ := os.ReadFile(calls)
+			// A second clone (or a second run) finds the cache warm.
+			if again := runBuildScript(t, tc.env, calls); again != out {
+				t.Errorf("second run: %s, want %s", again, out)
+			}
+			if second, _ := os.ReadFile(calls); string(second) != string(first) {
+				t.Errorf("a warm cache ran go build again:\n%s", second[len(first):])
+			}
+			t.Setenv("XDG_CACHE_HOME", "")
+			t.Setenv(EnvKubeBinCache, "")
+			for _, e := range tc.env {
+				k, v, _ := strings.Cut(e, "=")
+				t.Setenv(k, v)
+			}
+			t.Setenv(EnvKubeBin, "")
+			if got := FindKubeBin(); got != filepath.Join(tc.want, "current") {
+				t.Errorf("FindKubeBin() = %q, want %s/current", got, tc.want)
+			}
+		})
+	}
+}
