@@ -125,6 +125,7 @@ func TestBenchAPIWrites(t *testing.T) {
 	if total(w) != 0 {
 		t.Errorf("agent writes while Services were created: %v (want none)", w)
 	}
+	c.logAgentCost(names)
 
 	const window = 30 * time.Second
 	before = c.apiWrites()
@@ -155,6 +156,27 @@ func TestBenchAPIWrites(t *testing.T) {
 	time.Sleep(5 * time.Second) // let stragglers land
 	t.Logf("BENCH node loss: %s owned %d of %d addresses; sampled addresses moved within %v; agent writes %v",
 		victim, moved, len(addrs), time.Since(kill).Round(time.Millisecond), agentOnly(diffWrites(before, c.apiWrites())))
+}
+
+// logAgentCost logs each agent's memory, CPU time and decisions.
+func (c *cluster) logAgentCost(names []string) {
+	for _, n := range names {
+		var vals []string
+		for _, m := range []string{"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "process_cpu_seconds_total",
+			"mooring_agent_decision_seconds_count", "mooring_agent_decision_seconds_sum"} {
+			v, err := c.scrape(c.lab.Host(n), m)
+			if err != nil {
+				vals = append(vals, m+"=?")
+				continue
+			}
+			if strings.HasSuffix(m, "_bytes") {
+				vals = append(vals, fmt.Sprintf("%s=%.1fMiB", m, v/(1<<20)))
+			} else {
+				vals = append(vals, fmt.Sprintf("%s=%.3g", m, v))
+			}
+		}
+		c.t.Logf("BENCH agent %s: %s", n, strings.Join(vals, " "))
+	}
 }
 
 // waitAnnouncers waits until n agents have written their L2Announcer with

@@ -7,11 +7,13 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -92,8 +94,8 @@ func TestIncrementalDecisionsMatchFullRecompute(t *testing.T) {
 		if err := a.decide(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if want := fullDecision(t, a, c); !reflect.DeepEqual(a.prev, want) {
-			t.Fatalf("round %d: incremental\n%+v\nfull\n%+v", round, a.prev, want)
+		if want, got := fullDecision(t, a, c), a.state.Result(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: incremental\n%+v\nfull\n%+v", round, got, want)
 		}
 	}
 }
@@ -188,4 +190,60 @@ func TestAnnouncements(t *testing.T) {
 		t.Fatalf("after %s died: %+v, want %s", owner, got, want)
 	}
 	_ = a
+}
+
+// New addresses alone publish the decision at most every publishEvery; a
+// move publishes at once. The responder gets every change at once.
+func TestPublishThrottle(t *testing.T) {
+	a, c, mem, resp, owner := fixture(t)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	a.deps.Clock = clk
+	ctx := context.Background()
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	published := a.prev
+	// A Service this node will own.
+	var vip string
+	for i := range 50 {
+		if v := fmt.Sprintf("10.213.3.%d", i); announce.Rank([]string{"node-1", "node-2", "node-3"}, ip(v))[0] == owner {
+			vip = v
+			break
+		}
+	}
+	svc := lbService("default", "late", vip)
+	if err := c.Create(ctx, &svc); err != nil {
+		t.Fatal(err)
+	}
+	a.dirty.service(types.NamespacedName{Namespace: "default", Name: "late"})
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(resp.get()[2], ip(vip)) {
+		t.Fatalf("responder table %v lacks %s", resp.get(), vip)
+	}
+	if _, ok := a.prev.OwnerOf(ip(vip)); ok || !reflect.DeepEqual(a.prev, published) {
+		t.Fatal("published before publishEvery passed")
+	}
+	clk.Step(publishEvery)
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.prev.OwnerOf(ip(vip)); n != owner {
+		t.Fatalf("not published after publishEvery: owner %q", n)
+	}
+	// A member leaves: published at once.
+	var other string
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		if n != owner {
+			other = n
+		}
+	}
+	mem.set(owner, other)
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.prev.Owners[0].Eligible; got != 2 {
+		t.Fatalf("a member change was not published at once: eligible %d", got)
+	}
 }

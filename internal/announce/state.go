@@ -197,6 +197,9 @@ func (s *State) Input() Input {
 	return in
 }
 
+// Listen returns Result.Listen: the local interfaces any valid policy names.
+func (s *State) Listen() []Interface { return slices.Clone(s.listen) }
+
 // Members returns the live members, sorted.
 func (s *State) Members() []string { return slices.Clone(s.members) }
 
