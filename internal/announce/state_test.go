@@ -265,3 +265,13 @@ func TestOwnerInterfacesMatchDecide(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkStateResult materialises the whole decision (what the agent
+// publishes to its status writer and safety checks) at 10,000 Services.
+func BenchmarkStateResult(b *testing.B) {
+	st, _ := benchState(b, 10000, 3)
+	b.ResetTimer()
+	for b.Loop() {
+		st.Result()
+	}
+}
