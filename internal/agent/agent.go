@@ -236,7 +236,10 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.dirty.mark(func(c *changed) { c.merge(d) })
 		return err
 	}
-	if len(changes) > 0 || !a.applied {
+	// Most changes are other nodes' addresses: the local table is rebuilt
+	// only when one of this node's changed.
+	local := a.cfg.NodeName
+	if !a.applied || slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From == local || c.To == local }) {
 		a.deps.Responder.Apply(a.state.Desired())
 		a.applied = true
 	}

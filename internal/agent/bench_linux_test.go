@@ -28,6 +28,7 @@ var (
 	benchOn   = flag.Bool("agent.bench", false, "run the failover and API-write benchmarks")
 	benchRuns = flag.Int("agent.bench.runs", 10, "failover runs for TestBenchFailover")
 	benchSvcs = flag.Int("agent.bench.services", 1000, "Services for TestBenchAPIWrites")
+	benchMem  = flag.String("agent.bench.memlimit", "48MiB", "GOMEMLIMIT for the agents in TestBenchAPIWrites (the DaemonSet's); empty for none")
 )
 
 func requireBench(t *testing.T) {
@@ -101,6 +102,7 @@ func TestBenchAPIWrites(t *testing.T) {
 	names := []string{"node-1", "node-2", "node-3", "node-4", "node-5"}
 	c := newCluster(t, len(names), nil)
 	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
+	t.Setenv("GOMEMLIMIT", *benchMem) // read by the agents at start, not by this process
 	c.startAgents()
 	c.waitAnnouncers(len(names), 30*time.Second)
 
