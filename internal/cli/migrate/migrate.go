@@ -80,7 +80,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	}
 	for _, c := range []*cobra.Command{plan, run} {
 		f := c.Flags()
-		f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+		f.StringVar(&o.Kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 		f.StringVar(&o.Namespace, "metallb-namespace", o.Namespace, "MetalLB's namespace")
 		f.StringVar(&o.ImportFile, "import-file", o.ImportFile, "where the imported Mooring objects are written")
 		f.StringVar(&o.SaveDir, "save-dir", o.SaveDir, "where MetalLB's objects are saved before deletion (for rollback)")

@@ -63,7 +63,7 @@ func newPodCommand(deps *cliutil.Deps) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+	f.StringVar(&o.kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 	f.StringVarP(&o.namespace, "namespace", "n", o.namespace, "namespace for the probe pods")
 	f.StringSliceVar(&o.nodes, "nodes", nil, "the two nodes, e.g. --nodes=node-1,node-2 (default: the first two Ready nodes)")
 	f.IntVar(&o.pairs, "pairs", o.pairs, "pod pairs created together in each round")
