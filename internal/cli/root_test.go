@@ -102,6 +102,11 @@ func TestUsageErrorsPrintedOnce(t *testing.T) {
 		{[]string{"nosuchverb"}, []string{`unknown command "nosuchverb"`, "Run 'mooring --help'"}},
 		{[]string{"status", "extra"}, []string{`unknown command "extra" for "mooring status"`, "Run 'mooring status --help'"}},
 		{[]string{"audit", "arp"}, []string{"requires at least 1 arg", "Run 'mooring audit arp --help'"}},
+		// mistakes the commands find themselves (cliutil.UsageError)
+		{[]string{"status", "-o", "xml"}, []string{`-o "xml": use table, wide, json or yaml`, "Run 'mooring status --help'"}},
+		{[]string{"audit", "arp", "10.0.0.1"}, []string{"--interface is required", "Run 'mooring audit arp --help'"}},
+		{[]string{"audit", "arp", "-i", "lo", "nope"}, []string{`"nope" is not an IP address`}},
+		{[]string{"--log-level", "loud", "version"}, []string{`--log-level "loud"`, "Run 'mooring version --help'"}},
 		{[]string{"lab", "exec", "node-1", "ip", "-br", "addr"}, []string{"unknown shorthand flag: 'b' in -br",
 			"go after `--`: mooring lab exec <host> -- <command>", "Run 'mooring lab exec --help'"}},
 	} {

@@ -66,7 +66,8 @@ func run(ctx context.Context, plugin bool, args []string, s Streams) int {
 func report(w io.Writer, cmd *cobra.Command, err error) int {
 	fmt.Fprintln(w, "Error:", oncePrefixes(err.Error()))
 	var ue usageError
-	if !errors.As(err, &ue) && !isCobraUsage(err) {
+	var cu cliutil.UsageError
+	if !errors.As(err, &ue) && !errors.As(err, &cu) && !isCobraUsage(err) {
 		return ExitFailure
 	}
 	if ue.cmd != nil {

@@ -62,11 +62,11 @@ one, MACs stay bare). See docs/audit.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if iface == "" {
-				return errors.New("--interface is required: the interface on the Service addresses' segment, e.g. --interface eth0")
+				return cliutil.Usagef("--interface is required: the interface on the Service addresses' segment, e.g. --interface eth0")
 			}
 			addrs, err := parseAddrs(args)
 			if err != nil {
-				return err
+				return cliutil.UsageError{Err: err}
 			}
 			ifi, err := net.InterfaceByName(iface)
 			if err != nil {
