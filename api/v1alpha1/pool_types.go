@@ -6,6 +6,12 @@ import (
 
 // IPBlock is one block of addresses: a CIDR, or an inclusive start/stop range.
 //
+// Admission rejects an IPv4 range whose start is after its stop, but not an
+// IPv6 one: Kubernetes' CEL has no ordering of IP addresses, and a rule that
+// expands both IPv6 texts to compare them exceeds the CRD's CEL cost budget
+// by more than 100x. The controller reports such a block in the pool's
+// InvalidBlocks condition and READY shows False.
+//
 // +kubebuilder:validation:XValidation:rule="has(self.cidr) ? !has(self.start) && !has(self.stop) : has(self.start) && has(self.stop)",message="a block is either a cidr (e.g. 192.0.2.0/24) or a start and a stop address (e.g. start: 192.0.2.10, stop: 192.0.2.20): set exactly one form"
 // +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.stop) || !isIP(self.start) || !isIP(self.stop) || ip(self.start).family() == ip(self.stop).family()",message="start and stop must be of the same IP family: a range cannot mix IPv4 and IPv6; use one block per family"
 // +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.stop) || !isIP(self.start) || !isIP(self.stop) || ip(self.start).family() != 4 || ip(self.stop).family() != 4 || (int(self.start.split('.')[0]) * 16777216 + int(self.start.split('.')[1]) * 65536 + int(self.start.split('.')[2]) * 256 + int(self.start.split('.')[3])) <= (int(self.stop.split('.')[0]) * 16777216 + int(self.stop.split('.')[1]) * 65536 + int(self.stop.split('.')[2]) * 256 + int(self.stop.split('.')[3]))",message="start must not be greater than stop: swap them"
@@ -49,6 +55,7 @@ type LoadBalancerIPPoolSpec struct {
 	// already hold one of its addresses keep it.
 	//
 	// +optional
+	// +kubebuilder:default=false
 	Disabled bool `json:"disabled,omitempty"`
 
 	// AllowFirstLastIPs lets the first and last address of each CIDR block be
@@ -56,6 +63,23 @@ type LoadBalancerIPPoolSpec struct {
 	//
 	// +optional
 	AllowFirstLastIPs bool `json:"allowFirstLastIPs,omitempty"`
+
+	// AutoAssign false keeps the pool for Services that ask for it: only a
+	// Service that requests one of its addresses or names the pool (the
+	// mooring.dev/pool annotation) gets an address from it. Default true.
+	// Same meaning as MetalLB's IPAddressPool autoAssign.
+	//
+	// +optional
+	// +kubebuilder:default=true
+	AutoAssign *bool `json:"autoAssign,omitempty"`
+
+	// AvoidBuggyIPs never hands out an IPv4 address ending in .0 or .255:
+	// the first and last address of every /24 inside each block, whatever
+	// the block's own size (MetalLB's avoidBuggyIPs). It also refuses such
+	// an address when a Service requests it. No effect on IPv6.
+	//
+	// +optional
+	AvoidBuggyIPs bool `json:"avoidBuggyIPs,omitempty"`
 
 	// ServiceSelector picks the Services this pool serves. Besides a Service's
 	// own labels it can match mooring.dev/service-namespace and
@@ -70,12 +94,24 @@ type LoadBalancerIPPoolSpec struct {
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 
-	// Priority orders pools when several match a Service: higher first; among
-	// equals the older pool first, then by name.
+	// Namespaces restricts the pool to Services in these namespaces (on top
+	// of the selectors). Empty or absent: every namespace. MetalLB's
+	// serviceAllocation.namespaces.
 	//
 	// +optional
-	// +kubebuilder:default=0
-	Priority int32 `json:"priority,omitempty"`
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// Priority orders pools when several match a Service: the LOWER number
+	// is tried first (as MetalLB's serviceAllocation.priority); pools without
+	// a priority come after every pool with one. Among equals the older pool
+	// comes first, then by name.
+	//
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
 }
 
 // FamilyUsage counts a pool's addresses of one IP family. Counts are decimal
@@ -120,6 +156,8 @@ type LoadBalancerIPPoolStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=lbpool;lbpools,categories=mooring
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`
 // +kubebuilder:printcolumn:name="Disabled",type=boolean,JSONPath=`.spec.disabled`
 // +kubebuilder:printcolumn:name="Conflicting",type=string,JSONPath=`.status.conditions[?(@.type=="Conflicting")].status`
 // +kubebuilder:printcolumn:name="V4 Used",type=string,JSONPath=`.status.ipv4.used`

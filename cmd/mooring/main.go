@@ -1,5 +1,6 @@
 // Command mooring is Mooring's single binary: the LB-IPAM controller, the L2
 // announcement agent, the one-machine lab and the operator's tools.
+// Installed as kubectl-mooring, it is also a kubectl plugin.
 package main
 
 import (
@@ -13,7 +14,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Run(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+	code := cli.Main(ctx, os.Args, cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
 	stop()
 	os.Exit(code)
 }

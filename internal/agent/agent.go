@@ -7,12 +7,15 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -70,21 +73,34 @@ type Deps struct {
 // the way: only the informer caches and the live member set are read, so it
 // keeps announcing and failing over while the API server is away.
 type Agent struct {
-	cfg  Config
-	deps Deps
-	log  *slog.Logger
-	met  *metrics
-	rec  *recorder
+	cfg   Config
+	deps  Deps
+	log   *slog.Logger
+	met   *metrics
+	rec   *recorder
+	elig  *eligibility // eligibility.go
+	ready readiness    // health.go
 
-	trigger chan struct{}
+	dirty *dirty
 	// One mailbox per consumer of decisions, so each sees the latest.
-	toStatus, toSafety, toProbe *mailbox[announce.Result]
+	toStatus          *mailbox[decision]
+	toSafety, toProbe *mailbox[announce.Result]
+	events            *eventQueue
 
 	// Owned by the decision loop.
-	prev     announce.Result
-	peers    []string
-	ifaces   []announce.Interface
-	problems []announce.Problem
+	state   *announce.State // created by the first decision
+	applied bool            // the responder has had a first table
+	prev    announce.Result
+	pending []announce.Change // not yet published
+	// published is when the decision was last published; publishEvery
+	// bounds how often new addresses alone publish it.
+	published    time.Time
+	publishEvery time.Duration
+	peers        []string
+	problems     []announce.Problem
+	// missingSince is when the agent first saw no Node of its name.
+	missingSince time.Time
+	nodeFound    atomic.Bool
 }
 
 // New builds an agent; nothing runs until Run.
@@ -99,17 +115,23 @@ func New(cfg Config, deps Deps) *Agent {
 	met := newMetrics(deps.Registerer)
 	return &Agent{
 		cfg: cfg, deps: deps, log: log, met: met,
-		rec:      &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
-		trigger:  make(chan struct{}, 1),
-		toStatus: newMailbox[announce.Result](),
-		toSafety: newMailbox[announce.Result](),
-		toProbe:  newMailbox[announce.Result](),
+		rec:          &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
+		elig:         newEligibility(cfg.NodeName, log, deps.Registerer, deps.Members),
+		dirty:        newDirty(),
+		publishEvery: publishEvery,
+		toStatus:     newMailbox[decision](),
+		events:       &eventQueue{},
+		toSafety:     newMailbox[announce.Result](),
+		toProbe:      newMailbox[announce.Result](),
 	}
 }
 
-// Trigger asks for a recompute; informer handlers and link watches call it.
-// It never blocks: changes arriving during a recompute coalesce into one.
-func (a *Agent) Trigger() { poke(a.trigger) }
+// Trigger asks for the Nodes, policies and interfaces to be re-read (link
+// watches call it); Services are re-read by the informer handlers, one by
+// one. It never blocks: changes arriving during a decision coalesce.
+func (a *Agent) Trigger() {
+	a.dirty.mark(func(c *changed) { c.nodes, c.policies, c.links = true, true, true })
+}
 
 // Run waits for gossip to settle, then recomputes on every change until ctx
 // ends. It also runs the status writer and the safety checks, and returns
@@ -117,15 +139,24 @@ func (a *Agent) Trigger() { poke(a.trigger) }
 func (a *Agent) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	w := &statusWriter{reader: a.deps.Reader, c: a.deps.Client, rec: a.rec, clock: a.deps.Clock,
-		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, patched: map[string]string{}}
+		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, events: a.events, patched: map[string]string{}}
 	g.Go(func() error { return w.run(ctx) })
 	g.Go(func() error { return a.staleLoop(ctx) })
+	g.Go(func() error { return a.elig.eventLoop(ctx, a.deps.Client, a.deps.Clock) })
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
 	g.Go(func() error { return a.decideLoop(ctx) })
 	return g.Wait()
 }
+
+// coalesceWindow bounds how long an informer event waits for the rest of
+// its burst; a membership change (a takeover) never waits.
+const coalesceWindow = 25 * time.Millisecond
+
+// publishEvery bounds how often new addresses alone publish the decision
+// (see publish).
+const publishEvery = time.Second
 
 func (a *Agent) decideLoop(ctx context.Context) error {
 	if err := a.settle(ctx); err != nil {
@@ -136,11 +167,22 @@ func (a *Agent) decideLoop(ctx context.Context) error {
 		if err := a.decide(ctx); err != nil {
 			a.log.Warn("recomputing announcements", "err", err)
 		}
+		var publish <-chan time.Time
+		if len(a.pending) > 0 {
+			publish = a.deps.Clock.After(a.publishEvery - a.deps.Clock.Since(a.published))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-a.trigger:
+		case <-publish: // decide publishes what waited
 		case <-a.deps.Members.Changes():
+		case <-a.dirty.kick:
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-a.deps.Members.Changes():
+			case <-a.deps.Clock.After(coalesceWindow):
+			}
 		}
 	}
 }
@@ -179,62 +221,177 @@ func (a *Agent) setPeers(nodes []corev1.Node) {
 	slices.Sort(peers)
 	if !slices.Equal(peers, a.peers) {
 		a.peers = peers
-		a.deps.Members.SetPeers(peers)
+		a.setMemberPeers(nodes, peers) // gossip.go
 	}
 }
 
-// decide is one recompute: caches and gossip in, responder table out.
+// decide brings the decision up to date with what changed since the last
+// call (everything, the first time): caches and gossip in, responder table
+// out. A Service event re-decides that Service's addresses only.
 func (a *Agent) decide(ctx context.Context) error {
 	start := a.deps.Clock.Now()
-	snap, err := a.snapshot(ctx)
+	if a.state == nil {
+		a.state = announce.NewState(a.cfg.NodeName)
+	}
+	d := a.dirty.take()
+	members, listen := a.state.Members(), a.state.Listen()
+	changes, err := a.update(ctx, d)
 	if err != nil {
+		a.dirty.mark(func(c *changed) { c.merge(d) })
 		return err
 	}
-	a.setPeers(snap.nodes)
-	in := buildInput(snap)
-	in.Members = a.deps.Members.Members()
-	in.Local = a.cfg.NodeName
-	if ifaces, err := a.deps.Links.Interfaces(); err != nil {
-		a.log.Warn("listing interfaces; keeping the last list", "err", err)
-	} else {
-		a.ifaces = ifaces
+	// Most changes are other nodes' addresses: the local table is rebuilt
+	// only when one of this node's changed.
+	local := a.cfg.NodeName
+	if !a.applied || slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From == local || c.To == local }) {
+		a.deps.Responder.Apply(a.state.Desired())
+		a.applied = true
 	}
-	in.Interfaces = a.ifaces
-	res := announce.Decide(in)
-	a.deps.Responder.Apply(res.Desired())
 	a.met.decisions.Observe(a.deps.Clock.Since(start).Seconds())
-	a.report(res)
-	a.prev = res
-	a.toStatus.put(res)
-	a.toSafety.put(res)
-	a.toProbe.put(res)
+	a.pending = append(a.pending, changes...)
+	// What the L2Announcer shows (members, interfaces), moves and losses
+	// are published at once; new addresses may wait.
+	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
+		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
+	if len(a.pending) == 0 && !urgent {
+		return nil
+	}
+	if !urgent && a.deps.Clock.Since(a.published) < a.publishEvery {
+		return nil // new addresses only: published with the next batch
+	}
+	a.publish()
 	return nil
 }
 
-func (a *Agent) snapshot(ctx context.Context) (snapshot, error) {
-	var (
-		pols   mooringv1.L2AnnouncementPolicyList
-		svcs   corev1.ServiceList
-		slices discoveryv1.EndpointSliceList
-		nodes  corev1.NodeList
-	)
-	for _, l := range []client.ObjectList{&pols, &svcs, &slices, &nodes} {
-		// Read-only use of cached objects: copying thousands of Services on
-		// every recompute would cost more than the decision itself.
-		if err := a.deps.Reader.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-			return snapshot{}, fmt.Errorf("listing from the cache: %w", err)
-		}
-	}
-	return snapshot{policies: pols.Items, services: svcs.Items, slices: slices.Items, nodes: nodes.Items}, nil
+// publish hands the whole decision to the status writer and the safety
+// checks, and reports the changes since the last publish. At 10,000
+// Services materialising the decision costs milliseconds, so during a
+// burst of new Services it happens at most every publishEvery; a move, a
+// loss or a Node, policy or interface change publishes at once. The
+// responder never waits for it.
+func (a *Agent) publish() {
+	res := a.state.Result()
+	a.report(a.pending, res)
+	a.events.add(changeEvents(a.pending, res, a.cfg.NodeName)...)
+	a.pending = nil
+	a.published = a.deps.Clock.Now()
+	a.prev = res
+	a.toStatus.put(decision{res: res, members: a.state.Members()})
+	a.toSafety.put(res)
+	a.toProbe.put(res)
 }
 
-// report logs and counts what changed for this node.
-func (a *Agent) report(res announce.Result) {
-	for _, mv := range announce.Moves(a.prev.Owners, res.Owners) {
-		switch local := a.cfg.NodeName; {
+// update feeds the state what d names as changed and returns the changes.
+func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error) {
+	var changes []announce.Change
+	if d.nodes {
+		var nodes corev1.NodeList
+		if err := a.deps.Reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing Nodes from the cache: %w", err)
+		}
+		a.setPeers(nodes.Items)
+		a.nodeSeen(ctx, nodes.Items)
+		changes = append(changes, a.state.SetNodes(convertNodes(nodes.Items))...)
+	}
+	if d.policies {
+		var pols mooringv1.L2AnnouncementPolicyList
+		if err := a.deps.Reader.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
+		}
+		changes = append(changes, a.state.SetPolicies(convertPolicies(pols.Items))...)
+	}
+	if d.links {
+		if ifaces, err := a.deps.Links.Interfaces(); err != nil {
+			a.log.Warn("listing interfaces; keeping the last list", "err", err)
+		} else {
+			changes = append(changes, a.state.SetInterfaces(ifaces)...)
+		}
+	}
+	// What members can serve first, members second: a member that leaves
+	// keeps its capability, so its loss stays an incremental change.
+	caps, err := a.capabilities(ctx, d) // eligibility.go
+	if err != nil {
+		return nil, err
+	}
+	changes = append(changes, a.state.SetCapabilities(caps)...)
+	changes = append(changes, a.state.SetMembers(a.deps.Members.Members())...)
+	if d.all {
+		ch, err := a.syncAllServices(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return append(changes, ch...), nil
+	}
+	for k := range d.services {
+		ch, err := a.syncService(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		changes = append(changes, ch...)
+	}
+	return changes, nil
+}
+
+// syncService re-reads one Service and its EndpointSlices from the cache.
+func (a *Agent) syncService(ctx context.Context, k types.NamespacedName) ([]announce.Change, error) {
+	var svc corev1.Service
+	if err := a.deps.Reader.Get(ctx, k, &svc); apierrors.IsNotFound(err) {
+		return a.state.DeleteService(announce.ServiceKey{Namespace: k.Namespace, Name: k.Name}), nil
+	} else if err != nil {
+		return nil, fmt.Errorf("reading Service %s from the cache: %w", k, err)
+	}
+	var es discoveryv1.EndpointSliceList
+	if err := a.deps.Reader.List(ctx, &es, client.InNamespace(k.Namespace), client.MatchingFields{indexSliceService: k.Name},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing the EndpointSlices of %s from the cache: %w", k, err)
+	}
+	key := serviceKey(&svc)
+	return a.state.SetService(convertService(&svc, readyNodes(es.Items)[key])), nil
+}
+
+// syncAllServices reads every Service (start-up): the first decision must
+// see complete caches, or it would withdraw addresses for a moment.
+func (a *Agent) syncAllServices(ctx context.Context) ([]announce.Change, error) {
+	var (
+		svcs corev1.ServiceList
+		es   discoveryv1.EndpointSliceList
+	)
+	for _, l := range []client.ObjectList{&svcs, &es} {
+		if err := a.deps.Reader.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
+			return nil, fmt.Errorf("listing from the cache: %w", err)
+		}
+	}
+	ready := readyNodes(es.Items)
+	seen := make(map[announce.ServiceKey]bool, len(svcs.Items))
+	var changes []announce.Change
+	for i := range svcs.Items {
+		svc := &svcs.Items[i]
+		seen[serviceKey(svc)] = true
+		changes = append(changes, a.state.SetService(convertService(svc, ready[serviceKey(svc)]))...)
+	}
+	for _, k := range a.state.ServiceKeys() {
+		if !seen[k] {
+			changes = append(changes, a.state.DeleteService(k)...)
+		}
+	}
+	return changes, nil
+}
+
+// report logs and counts what changed for this node. A first
+// announcement is logged at debug level only: at start-up it is every
+// address this node owns.
+func (a *Agent) report(changes []announce.Change, res announce.Result) {
+	local := a.cfg.NodeName
+	for _, mv := range changes {
+		switch {
+		case mv.From == mv.To:
 		case mv.To == local:
 			a.met.ownershipChanges.WithLabelValues("gained").Inc()
-			a.log.Info("now announcing", "addr", mv.Addr, "was", mv.From)
+			if mv.From == "" {
+				a.log.Debug("now announcing", "addr", mv.Addr)
+			} else {
+				a.log.Info("now announcing", "addr", mv.Addr, "was", mv.From)
+			}
 		case mv.From == local:
 			a.met.ownershipChanges.WithLabelValues("lost").Inc()
 			a.log.Info("stopped announcing", "addr", mv.Addr, "now", mv.To)
@@ -242,7 +399,7 @@ func (a *Agent) report(res announce.Result) {
 	}
 	owned := 0
 	for _, o := range res.Owners {
-		if o.Node == a.cfg.NodeName {
+		if o.Node == local {
 			owned++
 		}
 	}

@@ -26,27 +26,47 @@ type snapshot struct {
 // Kubernetes spells what the core decides on.
 func buildInput(s snapshot) announce.Input {
 	var in announce.Input
-	for i := range s.policies {
-		in.Policies = append(in.Policies, convertPolicy(&s.policies[i]))
-	}
-	for i := range s.nodes {
-		n := &s.nodes[i]
-		in.Nodes = append(in.Nodes, announce.Node{Name: n.Name, Labels: n.Labels})
-	}
+	in.Policies = convertPolicies(s.policies)
+	in.Nodes = convertNodes(s.nodes)
 	ready := readyNodes(s.slices)
 	for i := range s.services {
 		svc := &s.services[i]
-		key := announce.ServiceKey{Namespace: svc.Namespace, Name: svc.Name}
-		in.Services = append(in.Services, announce.Service{
-			Key:          key,
-			Labels:       serviceLabels(svc),
-			IngressIPs:   ingressIPs(svc),
-			ExternalIPs:  parseAddrs(svc.Spec.ExternalIPs),
-			LocalTraffic: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
-			ReadyNodes:   ready[key],
-		})
+		in.Services = append(in.Services, convertService(svc, ready[serviceKey(svc)]))
 	}
 	return in
+}
+
+func convertNodes(nodes []corev1.Node) []announce.Node {
+	out := make([]announce.Node, 0, len(nodes))
+	for i := range nodes {
+		out = append(out, announce.Node{Name: nodes[i].Name, Labels: nodes[i].Labels})
+	}
+	return out
+}
+
+func convertPolicies(pols []mooringv1.L2AnnouncementPolicy) []announce.Policy {
+	var out []announce.Policy
+	for i := range pols {
+		out = append(out, convertPolicy(&pols[i]))
+	}
+	return out
+}
+
+func serviceKey(svc *corev1.Service) announce.ServiceKey {
+	return announce.ServiceKey{Namespace: svc.Namespace, Name: svc.Name}
+}
+
+// convertService turns one Service and the nodes with a ready endpoint of
+// it into the core's Service.
+func convertService(svc *corev1.Service, ready []string) announce.Service {
+	return announce.Service{
+		Key:          serviceKey(svc),
+		Labels:       serviceLabels(svc),
+		IngressIPs:   ingressIPs(svc),
+		ExternalIPs:  parseAddrs(svc.Spec.ExternalIPs),
+		LocalTraffic: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
+		ReadyNodes:   ready,
+	}
 }
 
 func convertPolicy(p *mooringv1.L2AnnouncementPolicy) announce.Policy {

@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, DefaultTransform: cache.TransformStripManagedFields()})
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: transforms()})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
@@ -55,19 +55,18 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mem, err := membership.New(membership.Config{
-		NodeName: cfg.NodeName, BindAddr: cfg.GossipBind, BindPort: cfg.GossipPort, AdvertiseAddr: cfg.GossipAdvertise,
-	}, log.With("component", "membership"), reg)
+	mem, err := membership.New(cfg.membershipConfig(), log.With("component", "membership"), reg)
 	if err != nil {
 		return err
 	}
-	resp := responder.New(responder.Config{}, log.With("component", "responder"), reg)
+	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
+		log.With("component", "responder"), reg)
 	a := New(cfg, Deps{
 		Reader: informers, Client: writer, Members: mem, Responder: resp,
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
 	})
-	if err := watch(ctx, informers, a.Trigger); err != nil {
+	if err := watch(ctx, informers, a.dirty); err != nil {
 		return err
 	}
 
@@ -75,8 +74,9 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return informers.Start(ctx) })
 	g.Go(func() error { return mem.Run(ctx) })
 	g.Go(func() error { return resp.Run(ctx) })
-	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, log) })
+	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
+	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })
 	g.Go(func() error {
 		// The first decision must see complete caches: a partial Service
 		// list would withdraw addresses for a moment.
@@ -89,21 +89,28 @@ func Run(ctx context.Context, cfg Config) error {
 	return g.Wait()
 }
 
-// watch registers the informers the decision reads, each change triggering
-// a recompute.
-func watch(ctx context.Context, c cache.Cache, trigger func()) error {
-	h := toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { trigger() },
-		UpdateFunc: func(any, any) { trigger() },
-		DeleteFunc: func(any) { trigger() },
+// watch registers the informers the decision reads: a Service or
+// EndpointSlice event marks that Service; Node and policy events mark the
+// (few) Nodes or policies for re-reading.
+func watch(ctx context.Context, c cache.Cache, d *dirty) error {
+	if err := c.IndexField(ctx, &discoveryv1.EndpointSlice{}, indexSliceService, sliceService); err != nil {
+		return fmt.Errorf("indexing EndpointSlices by Service: %w", err)
 	}
-	for _, obj := range []client.Object{&mooringv1.L2AnnouncementPolicy{}, &corev1.Service{}, &discoveryv1.EndpointSlice{}, &corev1.Node{}} {
-		inf, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+	for _, w := range []struct {
+		obj client.Object
+		h   toolscache.ResourceEventHandler
+	}{
+		{&mooringv1.L2AnnouncementPolicy{}, d.flagHandler(func(c *changed) { c.policies = true })},
+		{&corev1.Service{}, d.serviceHandler()},
+		{&discoveryv1.EndpointSlice{}, d.sliceHandler()},
+		{&corev1.Node{}, d.flagHandler(func(c *changed) { c.nodes = true })},
+	} {
+		inf, err := c.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
 		if err != nil {
-			return fmt.Errorf("watching %T: %w", obj, err)
+			return fmt.Errorf("watching %T: %w", w.obj, err)
 		}
-		if _, err := inf.AddEventHandler(h); err != nil {
-			return fmt.Errorf("watching %T: %w", obj, err)
+		if _, err := inf.AddEventHandler(w.h); err != nil {
+			return fmt.Errorf("watching %T: %w", w.obj, err)
 		}
 	}
 	return nil
@@ -125,13 +132,20 @@ func watchLinks(ctx context.Context, l Links, trigger func(), log *slog.Logger) 
 	}
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

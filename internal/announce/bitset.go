@@ -1,6 +1,9 @@
 package announce
 
-import "math/bits"
+import (
+	"iter"
+	"math/bits"
+)
 
 // nodeSet is a set of node indices (into the sorted node names of one
 // decision). Bitsets keep the per-Service work at a few words for clusters
@@ -37,6 +40,39 @@ func (s nodeSet) each(fn func(i int)) {
 			b := bits.TrailingZeros64(w)
 			fn(wi*64 + b)
 			w &^= 1 << b
+		}
+	}
+}
+
+func (s nodeSet) intersects(o nodeSet) bool {
+	for i := range s {
+		if s[i]&o[i] != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func (s nodeSet) andCount(o nodeSet) int {
+	n := 0
+	for i := range s {
+		n += bits.OnesCount64(s[i] & o[i])
+	}
+	return n
+}
+
+// andEach yields the members of s ∩ o in increasing order.
+func (s nodeSet) andEach(o nodeSet) iter.Seq[int] {
+	return func(yield func(int) bool) {
+		for wi := range s {
+			w := s[wi] & o[wi]
+			for w != 0 {
+				b := bits.TrailingZeros64(w)
+				if !yield(wi*64 + b) {
+					return
+				}
+				w &^= 1 << b
+			}
 		}
 	}
 }

@@ -4,8 +4,6 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,8 +14,12 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/agent"
 	"github.com/mooringlb/mooring/internal/cli/audit"
 	"github.com/mooringlb/mooring/internal/cli/controller"
+	"github.com/mooringlb/mooring/internal/cli/doctor"
 	"github.com/mooringlb/mooring/internal/cli/failover"
+	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cli/lab"
+	"github.com/mooringlb/mooring/internal/cli/migrate"
+	"github.com/mooringlb/mooring/internal/cli/probe"
 	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/cli/version"
 	"github.com/mooringlb/mooring/internal/cliutil"
@@ -26,27 +28,12 @@ import (
 // Streams are the command's standard streams.
 type Streams = cliutil.Streams
 
-// Run executes the command line and returns the process exit code.
-func Run(ctx context.Context, args []string, s Streams) int {
-	root := NewRootCommand(s)
-	root.SetArgs(args)
-	if err := root.ExecuteContext(ctx); err != nil {
-		var ee cliutil.ExitError
-		if errors.As(err, &ee) {
-			return ee.Code
-		}
-		fmt.Fprintln(s.Err, "Error:", err)
-		return 1
-	}
-	return 0
-}
-
 // NewRootCommand builds the whole tree.
 func NewRootCommand(s Streams) *cobra.Command {
 	var level, format string
 	deps := &cliutil.Deps{Streams: s}
 	root := &cobra.Command{
-		Use:           "mooring",
+		Use:           Name,
 		Short:         "Network services for bare-metal Kubernetes: LoadBalancer addresses, L2 announcement, and the tools to check them",
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -72,6 +59,10 @@ func NewRootCommand(s Streams) *cobra.Command {
 		lab.NewCommand(deps),
 		status.NewCommand(deps),
 		version.NewCommand(deps),
+		importcmd.NewCommand(deps),
+		doctor.NewCommand(deps),
+		probe.NewCommand(deps),
+		migrate.NewCommand(deps),
 	)
 	return root
 }

@@ -1,11 +1,14 @@
 // Package cliutil holds what every verb package under internal/cli shares:
-// the streams, the logger, and exit codes. It has no logic of its own.
+// the streams, the logger, exit codes and the wording of shared flags. It
+// has no logic of its own.
 package cliutil
 
 import (
 	"fmt"
 	"io"
 	"log/slog"
+
+	"github.com/spf13/cobra"
 )
 
 // Streams are a command's standard streams.
@@ -26,3 +29,27 @@ type Deps struct {
 type ExitError struct{ Code int }
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+// Shared flags: every command that has one of these flags uses this name
+// and exactly this help text, so `--help` reads the same everywhere (a test
+// in internal/cli walks the whole tree to check it).
+const (
+	KubeconfigFlag  = "kubeconfig"
+	KubeconfigUsage = "path to a kubeconfig file; when empty, $KUBECONFIG, then the in-cluster configuration"
+
+	MetricsAddrFlag  = "metrics-addr"
+	MetricsAddrUsage = "address to serve Prometheus metrics on (host:port); \"0\" disables it"
+	// MetricsDisabled is the --metrics-addr value that turns metrics off.
+	MetricsDisabled = "0"
+)
+
+// AddKubeconfigFlag defines --kubeconfig into p. Load it with
+// kube.RESTConfig(*p, ...), which applies the rule the help text states.
+func AddKubeconfigFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, KubeconfigFlag, "", KubeconfigUsage)
+}
+
+// AddMetricsAddrFlag defines --metrics-addr into p with default def.
+func AddMetricsAddrFlag(cmd *cobra.Command, p *string, def string) {
+	cmd.Flags().StringVar(p, MetricsAddrFlag, def, MetricsAddrUsage)
+}

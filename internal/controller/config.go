@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+
+	"github.com/mooringlb/mooring/internal/podipamctl"
 )
 
 // Defaults for the flags of `mooring controller`.
@@ -40,6 +42,15 @@ type Config struct {
 
 	// DefaultClass makes Services without spec.loadBalancerClass ours.
 	DefaultClass bool
+	// AdoptOnly (with DefaultClass) is the migration mode: Services without
+	// a class are only adopted — the addresses they hold and request are
+	// recorded, so nothing else is ever given them — but Mooring writes
+	// nothing to them and allocates nothing for them, because another
+	// controller (MetalLB, Cilium) still serves them. Services of class
+	// mooring.dev/lb are served as usual. Turn it off once the other
+	// controller is gone; mooring_lbipam_adopt_only_services says whether
+	// every adopted address lies in a pool.
+	AdoptOnly bool
 
 	// LeaseNamespace and LeaseName name the single Lease that elects the
 	// one active replica.
@@ -66,6 +77,10 @@ type Config struct {
 
 	// Clock stamps condition transition times; nil means the real clock.
 	Clock clock.PassiveClock
+
+	// PodIPAM configures pod IPAM (internal/podipamctl); its zero value is
+	// mode off. Namespace and Log are taken from this Config.
+	PodIPAM podipamctl.Config
 }
 
 // Validate reports the first unusable setting, naming the fix.
@@ -77,6 +92,8 @@ func (c *Config) Validate() error {
 		return errors.New("controller: no logger")
 	case c.LeaseNamespace == "" || c.LeaseName == "":
 		return errors.New("controller: --lease-namespace and --lease-name must not be empty")
+	case c.AdoptOnly && !c.DefaultClass:
+		return errors.New("controller: --adopt-only concerns Services without a loadBalancerClass, which --default-class=false leaves alone already: drop one of the two flags")
 	case c.Workers < 1:
 		return fmt.Errorf("controller: --workers %d: use 1 or more", c.Workers)
 	case c.PoolStatusInterval < 0:
@@ -85,6 +102,10 @@ func (c *Config) Validate() error {
 		return errors.New("controller: --kube-api-qps and --kube-api-burst must not be negative")
 	}
 	return nil
+}
+
+func (c *Config) classes() classes {
+	return classes{defaultClass: c.DefaultClass, adoptOnly: c.AdoptOnly}
 }
 
 func (c *Config) clock() clock.PassiveClock {

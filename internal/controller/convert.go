@@ -5,6 +5,7 @@ package controller
 // Nothing here talks to the API server.
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -28,10 +29,14 @@ type classification int
 const (
 	notLoadBalancer classification = iota // release whatever it held
 	foreignClass                          // someone else's (or being deleted): reserve its addresses, never write
+	adopted                               // class-less under AdoptOnly: record what it holds and requests, never write
 	ours                                  // allocate and write status
 )
 
-func classify(svc *corev1.Service, defaultClass bool) classification {
+// classes is how the controller decides which Services are its own.
+type classes struct{ defaultClass, adoptOnly bool }
+
+func classify(svc *corev1.Service, cl classes) classification {
 	switch {
 	case svc.Spec.Type != corev1.ServiceTypeLoadBalancer:
 		return notLoadBalancer
@@ -41,7 +46,9 @@ func classify(svc *corev1.Service, defaultClass bool) classification {
 		return foreignClass
 	}
 	switch {
-	case svc.Spec.LoadBalancerClass == nil && defaultClass:
+	case svc.Spec.LoadBalancerClass == nil && cl.defaultClass && cl.adoptOnly:
+		return adopted
+	case svc.Spec.LoadBalancerClass == nil && cl.defaultClass:
 		return ours
 	case svc.Spec.LoadBalancerClass != nil && *svc.Spec.LoadBalancerClass == mooringv1.LoadBalancerClass:
 		return ours
@@ -76,15 +83,17 @@ func toService(svc *corev1.Service, nsLabels map[string]string) (lbipam.Service,
 	for _, p := range svc.Spec.Ports {
 		s.Ports = append(s.Ports, lbipam.Port{Protocol: string(p.Protocol), Port: p.Port})
 	}
-	ann := svc.Annotations
-	s.SharingKey = strings.TrimSpace(ann[mooringv1.AnnotationSharingKey])
-	s.SharingCrossNamespace = strings.EqualFold(strings.TrimSpace(ann[mooringv1.AnnotationSharingCrossNamespace]), "true")
-	s.Pools = lbipam.ParsePoolsAnnotation(ann[mooringv1.AnnotationPool])
-	req, err := requested(svc)
-	if err != nil {
+	s.SharingBackend = sharingBackend(svc)
+	key, nss, errShare := sharing(svc.Annotations)
+	pools, errPools := poolsAnnotation(svc.Annotations)
+	req, errReq := requested(svc)
+	if err := errors.Join(errReq, errPools, errShare); err != nil {
+		// Keep the sharing key when it parsed: held addresses are imported
+		// with it, so the Services sharing them stay compatible.
+		s.SharingKey, s.SharingNamespaces = key, nss
 		return s, err
 	}
-	s.Requested = req
+	s.SharingKey, s.SharingNamespaces, s.Pools, s.Requested = key, nss, pools, req
 	return s, nil
 }
 
@@ -110,13 +119,12 @@ func families(svc *corev1.Service) ([]lbipam.Family, bool) {
 	return fams, policy != corev1.IPFamilyPolicyPreferDualStack
 }
 
-// requested merges the mooring.dev/ips annotation with spec.loadBalancerIP
-// (deprecated upstream, still what many charts set).
+// requested merges the requested-addresses annotation (annotations.go)
+// with spec.loadBalancerIP (deprecated upstream, still what many charts set).
 func requested(svc *corev1.Service) ([]netip.Addr, error) {
-	raw := svc.Annotations[mooringv1.AnnotationIPs]
-	out, err := lbipam.ParseIPsAnnotation(raw)
+	out, err := requestedAnnotation(svc.Annotations)
 	if err != nil {
-		return nil, fmt.Errorf("annotation %s=%q: %w", mooringv1.AnnotationIPs, raw, err)
+		return nil, err
 	}
 	if lbip := strings.TrimSpace(svc.Spec.LoadBalancerIP); lbip != "" {
 		a, err := netip.ParseAddr(lbip)
@@ -152,6 +160,9 @@ func toPool(p *mooringv1.LoadBalancerIPPool) poolInput {
 		Priority:          p.Spec.Priority,
 		Disabled:          p.Spec.Disabled,
 		AllowFirstLastIPs: p.Spec.AllowFirstLastIPs,
+		ManualOnly:        p.Spec.AutoAssign != nil && !*p.Spec.AutoAssign,
+		AvoidBuggyIPs:     p.Spec.AvoidBuggyIPs,
+		Namespaces:        p.Spec.Namespaces,
 	}}
 	for i, b := range p.Spec.Blocks {
 		var blk lbipam.Block
@@ -162,9 +173,10 @@ func toPool(p *mooringv1.LoadBalancerIPPool) poolInput {
 			blk, err = lbipam.ParseRangeBlock(b.Start, b.Stop)
 		}
 		if err != nil {
-			in.invalidBlocks = append(in.invalidBlocks, fmt.Sprintf("block %d: %v", i+1, err))
+			in.invalidBlocks = append(in.invalidBlocks, fmt.Sprintf("spec.blocks[%d]: %v", i, err))
 			continue
 		}
+		blk.Index = i
 		in.pool.Blocks = append(in.pool.Blocks, blk)
 	}
 	var errs []string

@@ -56,8 +56,8 @@ func TestToServiceRequest(t *testing.T) {
 	if !slices.Equal(got.Requested, want) {
 		t.Errorf("Requested %v, want %v (spec.loadBalancerIP merged, not repeated)", got.Requested, want)
 	}
-	if !slices.Equal(got.Pools, []string{"a", "b"}) || got.SharingKey != "k" || !got.SharingCrossNamespace {
-		t.Errorf("pools %v key %q cross %v", got.Pools, got.SharingKey, got.SharingCrossNamespace)
+	if !slices.Equal(got.Pools, []string{"a", "b"}) || got.SharingKey != "k" || !slices.Equal(got.SharingNamespaces, []string{"*"}) {
+		t.Errorf("pools %v key %q cross %v", got.Pools, got.SharingKey, got.SharingNamespaces)
 	}
 	if !slices.Equal(got.Held, want[:1]) || len(got.Ports) != 2 || got.NamespaceLabels["team"] != "a" {
 		t.Errorf("held %v ports %v ns %v", got.Held, got.Ports, got.NamespaceLabels)
@@ -92,16 +92,80 @@ func TestClassify(t *testing.T) {
 	mine := lbService("ns", "m", func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To(mooringv1.LoadBalancerClass) })
 	plain := lbService("ns", "p")
 	cip := lbService("ns", "c", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP })
+	serve, adopt := classes{defaultClass: true}, classes{defaultClass: true, adoptOnly: true}
 	for _, c := range []struct {
-		svc          *corev1.Service
-		defaultClass bool
-		want         classification
+		svc  *corev1.Service
+		cl   classes
+		want classification
 	}{
-		{other, true, foreignClass}, {mine, false, ours}, {plain, true, ours}, {plain, false, foreignClass}, {cip, true, notLoadBalancer},
+		{other, serve, foreignClass}, {mine, classes{}, ours}, {plain, serve, ours}, {plain, classes{}, foreignClass}, {cip, serve, notLoadBalancer},
+		{plain, adopt, adopted}, {mine, adopt, ours}, {other, adopt, foreignClass},
 	} {
-		if got := classify(c.svc, c.defaultClass); got != c.want {
-			t.Errorf("%s default=%v: %v, want %v", c.svc.Name, c.defaultClass, got, c.want)
+		if got := classify(c.svc, c.cl); got != c.want {
+			t.Errorf("%s %+v: %v, want %v", c.svc.Name, c.cl, got, c.want)
 		}
+	}
+}
+
+// Other systems' request annotations: used when no mooring.dev/ one of the
+// same kind is set; contradictions are invalid requests.
+func TestForeignAnnotations(t *testing.T) {
+	local := func(s *corev1.Service) {
+		s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		s.Spec.Selector = map[string]string{"app": "web"}
+	}
+	for _, c := range []struct {
+		name    string
+		mut     []func(*corev1.Service)
+		ips     string
+		pools   string
+		key     string
+		nss     string
+		backend string
+		err     string
+	}{
+		{name: "metallb", mut: []func(*corev1.Service){withAnn(annMetalLBIPs, "192.0.2.5"), withAnn(annMetalLBPool, "lan"), withAnn(annMetalLBShared, "k")},
+			ips: "192.0.2.5", pools: "lan", key: "k", nss: "*"},
+		{name: "metallb twins", mut: []func(*corev1.Service){withAnn(annMetalLBIPsOld, "192.0.2.5"), withAnn(annMetalLBPoolOld, "lan"), withAnn(annMetalLBSharedOld, "k")},
+			ips: "192.0.2.5", pools: "lan", key: "k", nss: "*"},
+		{name: "cilium", mut: []func(*corev1.Service){withAnn(annCiliumIPs, "192.0.2.5,2001:db8::5"), withAnn(annCiliumSharing, "k"), withAnn(annCiliumCrossNS, "b, a")},
+			ips: "192.0.2.5,2001:db8::5", key: "k", nss: "a,b"},
+		{name: "cilium twins, same namespace only", mut: []func(*corev1.Service){withAnn(annCiliumIPsOld, "192.0.2.5"), withAnn(annCiliumSharingOld, "k")},
+			ips: "192.0.2.5", key: "k"},
+		{name: "mooring wins", mut: []func(*corev1.Service){withAnn(mooringv1.AnnotationIPs, "192.0.2.9"), withAnn(annMetalLBIPs, "192.0.2.5"), withAnn(annCiliumIPs, "192.0.2.6"),
+			withAnn(mooringv1.AnnotationSharingKey, "m"), withAnn(annMetalLBShared, "k")}, ips: "192.0.2.9", key: "m"},
+		{name: "agreeing systems", mut: []func(*corev1.Service){withAnn(annMetalLBIPs, "192.0.2.5"), withAnn(annCiliumIPs, " 192.0.2.5 "), withAnn(annMetalLBShared, "k"), withAnn(annCiliumSharing, "k")},
+			ips: "192.0.2.5", key: "k"},
+		{name: "contradicting addresses", mut: []func(*corev1.Service){withAnn(annMetalLBIPs, "192.0.2.5"), withAnn(annCiliumIPs, "192.0.2.6")}, err: "contradict"},
+		{name: "contradicting twins", mut: []func(*corev1.Service){withAnn(annMetalLBPool, "a"), withAnn(annMetalLBPoolOld, "b")}, err: annMetalLBPoolOld},
+		{name: "contradicting keys", mut: []func(*corev1.Service){withAnn(annMetalLBShared, "a"), withAnn(annCiliumSharingOld, "b")}, err: "contradict"},
+		{name: "malformed foreign", mut: []func(*corev1.Service){withAnn(annMetalLBIPs, "nope")}, err: annMetalLBIPs},
+		{name: "eTP Local backend", mut: []func(*corev1.Service){local}, backend: "local:app=web"},
+		{name: "mooring cross-namespace list", mut: []func(*corev1.Service){withAnn(mooringv1.AnnotationSharingKey, "k"), withAnn(mooringv1.AnnotationSharingCrossNamespace, "x,y")}, key: "k", nss: "x,y"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := toService(lbService("ns", "s", c.mut...), nil)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err %v, want one containing %q", err, c.err)
+				}
+				if len(got.Requested) != 0 {
+					t.Fatalf("invalid request must request nothing: %v", got.Requested)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ips []string
+			for _, a := range got.Requested {
+				ips = append(ips, a.String())
+			}
+			if strings.Join(ips, ",") != c.ips || strings.Join(got.Pools, ",") != c.pools || got.SharingKey != c.key ||
+				strings.Join(got.SharingNamespaces, ",") != c.nss || got.SharingBackend != c.backend {
+				t.Fatalf("got ips %v pools %v key %q nss %v backend %q", ips, got.Pools, got.SharingKey, got.SharingNamespaces, got.SharingBackend)
+			}
+		})
 	}
 }
 
@@ -112,7 +176,7 @@ func TestToPool(t *testing.T) {
 			Blocks: []mooringv1.IPBlock{{CIDR: "192.0.2.0/24"}, {Start: "2001:db8::9", Stop: "2001:db8::1"}},
 			ServiceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "app", Operator: "Bogus", Values: []string{"x"}}}},
-			Priority: 3,
+			Priority: ptr.To(int32(3)),
 		},
 	}
 	in := toPool(p)
@@ -122,7 +186,7 @@ func TestToPool(t *testing.T) {
 	if in.selectorError == "" || in.pool.ServiceSelector == nil || in.pool.ServiceSelector.Matches(map[string]string{"app": "x"}) {
 		t.Errorf("an invalid selector must match nothing and be reported: %q", in.selectorError)
 	}
-	if in.pool.NamespaceSelector != nil || in.pool.Priority != 3 || !in.pool.Created.Equal(time.Unix(100, 0)) {
+	if in.pool.NamespaceSelector != nil || *in.pool.Priority != 3 || !in.pool.Created.Equal(time.Unix(100, 0)) {
 		t.Errorf("pool %+v", in.pool)
 	}
 }

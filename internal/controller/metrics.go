@@ -17,6 +17,7 @@ type metrics struct {
 	conflicting prometheus.Gauge
 	allocations prometheus.Counter
 	outside     prometheus.Gauge
+	adoptOnly   *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -41,8 +42,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "mooring_lbipam_services_held_outside_pools",
 			Help: "LoadBalancer Services keeping an address that lies outside every pool (or held twice); each also carries a warning condition.",
 		}),
+		adoptOnly: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "mooring_lbipam_adopt_only_services",
+			Help: "Services without a loadBalancerClass that --adopt-only leaves to another controller, by state: in_pools (every held address lies in a pool), outside_pools, no_address. Switch --adopt-only off when outside_pools is 0.",
+		}, []string{"state"}),
 	}
-	for _, c := range []prometheus.Collector{m.poolAddrs, m.pending, m.conflicting, m.allocations, m.outside} {
+	for _, c := range []prometheus.Collector{m.poolAddrs, m.pending, m.conflicting, m.allocations, m.outside, m.adoptOnly} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -73,6 +78,13 @@ func (m *metrics) observe(reports []lbipam.PoolReport, pending map[lbipam.Reason
 		m.pending.WithLabelValues(string(reason)).Set(float64(n))
 	}
 	m.outside.Set(float64(warned))
+}
+
+// observeAdopted replaces the adopt-only gauge.
+func (m *metrics) observeAdopted(byState map[string]int) {
+	for st, n := range byState {
+		m.adoptOnly.WithLabelValues(st).Set(float64(n))
+	}
 }
 
 func toFloat(x *big.Int) float64 {

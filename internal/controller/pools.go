@@ -138,7 +138,12 @@ func (w *poolStatusWriter) snapshot() ([]lbipam.PoolReport, map[string]poolInput
 			outside++
 		}
 	}
+	adopted := map[string]int{adoptedInPools: 0, adoptedOutsidePools: 0, adoptedNoAddress: 0}
+	for _, st := range s.adopted {
+		adopted[st]++
+	}
 	s.m.observe(reports, pending, outside)
+	s.m.observeAdopted(adopted)
 	return reports, inputs
 }
 
@@ -193,6 +198,10 @@ func poolReadiness(p *mooringv1.LoadBalancerIPPool, rep lbipam.PoolReport, in po
 	switch {
 	case in.selectorError != "":
 		return false, "InvalidSelector", in.selectorError
+	case len(in.invalidBlocks)+len(rep.Invalid) > 0:
+		// Not ready although valid blocks still hand out addresses: a block
+		// the operator wrote is being ignored, and READY is where they look.
+		return false, mooringv1.ConditionInvalidBlocks, "some blocks cannot be used (see the InvalidBlocks condition); the other blocks still hand out addresses: fix or remove the invalid ones"
 	case p.Spec.Disabled:
 		return false, "Disabled", "the pool is disabled: Services keep the addresses they hold, nothing new is handed out; set spec.disabled=false to use it"
 	case isZero(rep.IPv4) && isZero(rep.IPv6):

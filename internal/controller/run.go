@@ -44,6 +44,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := lockPodIPAMMode(ctx, &cfg); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg.REST, managerOptions(&cfg))
 	if err != nil {
 		return fmt.Errorf("controller: build manager: %w", err)
@@ -59,8 +62,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := wire(mgr, &cfg, newState(m)); err != nil {
 		return err
 	}
+	if err := setupPodIPAM(mgr, &cfg); err != nil {
+		return err
+	}
 	cfg.Log.Info("starting LB-IPAM controller", "lease", cfg.LeaseNamespace+"/"+cfg.LeaseName,
-		"defaultClass", cfg.DefaultClass, "workers", cfg.Workers)
+		"defaultClass", cfg.DefaultClass, "adoptOnly", cfg.AdoptOnly, "workers", cfg.Workers)
 	return mgr.Start(ctx)
 }
 
@@ -97,14 +103,14 @@ func wire(mgr manager.Manager, cfg *Config, st *state) error {
 	c := mgr.GetClient()
 	steps := []func() error{
 		func() error {
-			return mgr.Add(&startup{cache: mgr.GetCache(), c: c, st: st, log: log, defaultClass: cfg.DefaultClass})
+			return mgr.Add(&startup{cache: mgr.GetCache(), c: c, st: st, log: log, classes: cfg.classes()})
 		},
 		func() error {
 			return mgr.Add(&poolStatusWriter{c: c, st: st, clock: cfg.clock(), log: log, interval: cfg.PoolStatusInterval})
 		},
 		func() error { return (&poolReconciler{c: c, st: st}).setup(mgr) },
 		func() error {
-			r := &serviceReconciler{c: c, st: st, rec: mgr.GetEventRecorder(EventReporter), clock: cfg.clock(), log: log, defaultClass: cfg.DefaultClass}
+			r := &serviceReconciler{c: c, st: st, rec: mgr.GetEventRecorder(EventReporter), clock: cfg.clock(), log: log, classes: cfg.classes()}
 			return r.setup(mgr, cfg.Workers)
 		},
 		func() error { return mgr.AddHealthzCheck("ping", healthz.Ping) },

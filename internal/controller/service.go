@@ -30,12 +30,12 @@ const cacheLagRetry = 50 * time.Millisecond
 // serviceReconciler converges one Service: fetch, run the core, write the
 // status once if it differs, emit an Event when the reason changed.
 type serviceReconciler struct {
-	c            client.Client
-	st           *state
-	rec          events.EventRecorder
-	clock        clock.PassiveClock
-	log          *slog.Logger
-	defaultClass bool
+	c       client.Client
+	st      *state
+	rec     events.EventRecorder
+	clock   clock.PassiveClock
+	log     *slog.Logger
+	classes classes
 }
 
 func (r *serviceReconciler) setup(mgr manager.Manager, workers int) error {
@@ -79,7 +79,8 @@ func (r *serviceReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		}
 		return reconcile.Result{}, err
 	}
-	switch classify(&svc, r.defaultClass) {
+	cl := classify(&svc, r.classes)
+	switch cl {
 	case notLoadBalancer:
 		r.st.release(key)
 		return reconcile.Result{}, nil
@@ -95,6 +96,10 @@ func (r *serviceReconciler) Reconcile(ctx context.Context, req reconcile.Request
 		return reconcile.Result{}, err
 	}
 	in, invalid := toService(&svc, ns.Labels)
+	if cl == adopted {
+		r.st.adopt(in)
+		return reconcile.Result{}, nil
+	}
 	res := r.st.assign(in, invalid != nil)
 	err := r.write(ctx, &svc, res, invalid)
 	if apierrors.IsConflict(err) {

@@ -17,11 +17,11 @@ import (
 // every existing assignment imported (whoever wrote it, MetalLB included),
 // and only then the gate opens for the reconcilers.
 type startup struct {
-	cache        cache.Cache
-	c            client.Reader
-	st           *state
-	log          *slog.Logger
-	defaultClass bool
+	cache   cache.Cache
+	c       client.Reader
+	st      *state
+	log     *slog.Logger
+	classes classes
 }
 
 func (s *startup) Start(ctx context.Context) error {
@@ -57,6 +57,8 @@ func (s *startup) Start(ctx context.Context) error {
 
 // importAll adopts every held address as it is: ours with their full
 // request (so sharing checks know their ports), others' as reservations.
+// Ours that hold nothing but request an address are imported too, so no
+// Service looked at before them is given that address.
 func (s *startup) importAll(svcs []corev1.Service, nsLabels map[string]map[string]string) (services, addrs int) {
 	st := s.st
 	st.mu.Lock()
@@ -67,17 +69,17 @@ func (s *startup) importAll(svcs []corev1.Service, nsLabels map[string]map[strin
 	for i := range svcs {
 		svc := &svcs[i]
 		held := heldAddrs(svc)
-		if len(held) == 0 {
-			continue
-		}
 		var in lbipam.Service
-		switch classify(svc, s.defaultClass) {
+		switch classify(svc, s.classes) {
 		case notLoadBalancer:
 			continue
 		case foreignClass:
 			in = lbipam.Service{Key: serviceKey(svc), Held: held}
-		case ours:
+		case ours, adopted:
 			in, _ = toService(svc, nsLabels[svc.Namespace])
+		}
+		if len(in.Held) == 0 && len(in.Requested) == 0 {
+			continue
 		}
 		res := st.alloc.Import(in)
 		st.held[in.Key] = len(res.Addrs)

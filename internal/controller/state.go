@@ -29,6 +29,7 @@ type state struct {
 	pending map[lbipam.ServiceKey]lbipam.Reason // ours, with a family pending
 	warned  map[lbipam.ServiceKey]lbipam.Reason // ours, holding an address with a warning
 	written map[lbipam.ServiceKey]uint64        // resourceVersion of our last status write, until the cache shows it
+	adopted map[lbipam.ServiceKey]string        // class-less under AdoptOnly, by adoption state
 	// freed says an address was released since pending Services were last
 	// re-enqueued; poolsChanged says every tracked Service needs a look
 	// (its address may have left every pool, or a pending one may fit now).
@@ -48,6 +49,7 @@ func newState(m *metrics) *state {
 		pending: map[lbipam.ServiceKey]lbipam.Reason{},
 		warned:  map[lbipam.ServiceKey]lbipam.Reason{},
 		written: map[lbipam.ServiceKey]uint64{},
+		adopted: map[lbipam.ServiceKey]string{},
 		gate:    make(chan struct{}),
 		dirty:   make(chan struct{}, 1),
 		requeue: make(chan event.GenericEvent, 1024),
@@ -104,6 +106,7 @@ func (s *state) setPools(in []poolInput) {
 func (s *state) assign(in lbipam.Service, invalid bool) lbipam.Result {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.adopted, in.Key)
 	var res lbipam.Result
 	if invalid {
 		res = s.alloc.Import(in)
@@ -163,8 +166,40 @@ func (s *state) reserve(svc *corev1.Service) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	delete(s.adopted, serviceKey(svc))
 	res := s.alloc.Import(lbipam.Service{Key: serviceKey(svc), Held: held})
 	if s.track(serviceKey(svc), held, res.Addrs) {
+		s.kick()
+	}
+}
+
+// Adoption states of class-less Services under AdoptOnly (metric label).
+const (
+	adoptedInPools      = "in_pools"      // every held address lies in a pool: safe to switch
+	adoptedOutsidePools = "outside_pools" // some held address lies in no pool: add a pool first
+	adoptedNoAddress    = "no_address"    // holds nothing yet
+)
+
+// adopt records a class-less Service under AdoptOnly: what it holds and
+// requests is imported (never handed to anyone else); nothing is allocated
+// and nothing is written to it.
+func (s *state) adopt(in lbipam.Service) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := s.alloc.Import(in)
+	changed := s.track(in.Key, in.Held, res.Addrs)
+	st := adoptedInPools
+	switch {
+	case len(res.Addrs) == 0:
+		st = adoptedNoAddress
+	case slices.ContainsFunc(res.Warnings, func(p lbipam.Problem) bool { return p.Reason == lbipam.ReasonHeldOutsidePools }):
+		st = adoptedOutsidePools
+	}
+	if s.adopted[in.Key] != st {
+		s.adopted[in.Key] = st
+		changed = true
+	}
+	if changed {
 		s.kick()
 	}
 }
@@ -177,7 +212,9 @@ func (s *state) release(key lbipam.ServiceKey) {
 	n, tracked := s.held[key]
 	_, p := s.pending[key]
 	_, w := s.warned[key]
-	if !tracked && !p && !w {
+	_, ad := s.adopted[key]
+	delete(s.adopted, key)
+	if !tracked && !p && !w && !ad {
 		return
 	}
 	s.alloc.Release(key)

@@ -55,6 +55,13 @@ func (s *Set) bounds(r Range) (int, int) {
 	return lo, hi
 }
 
+// In returns the members that lie in r, sorted; the slice aliases the set
+// and is valid until the next Insert or Remove. Cost: O(log n).
+func (s *Set) In(r Range) []netip.Addr {
+	lo, hi := s.bounds(r)
+	return s.addrs[lo:hi:hi]
+}
+
 // CountIn returns how many members lie in r. Cost: O(log n).
 func (s *Set) CountIn(r Range) int {
 	lo, hi := s.bounds(r)

@@ -23,6 +23,10 @@ type Allocator struct {
 	holders map[netip.Addr][]ServiceKey // sorted keys; only used addresses
 	svcs    map[ServiceKey]*svcState
 	shares  map[string]map[ServiceKey]struct{} // sharing key -> Services
+	// requests indexes the addresses Services ask for, so automatic
+	// allocation never takes an address a known Service requested, whatever
+	// order the Services are looked at in.
+	requests map[netip.Addr][]ServiceKey
 }
 
 // svcState is the last input seen for a Service and what it holds.
@@ -37,6 +41,8 @@ func NewAllocator() *Allocator {
 		holders: map[netip.Addr][]ServiceKey{},
 		svcs:    map[ServiceKey]*svcState{},
 		shares:  map[string]map[ServiceKey]struct{}{},
+
+		requests: map[netip.Addr][]ServiceKey{},
 	}
 }
 
@@ -65,6 +71,7 @@ func (a *Allocator) Release(key ServiceKey) {
 		a.drop(key, addr)
 	}
 	a.setShare(key, st.in.SharingKey, "")
+	a.setRequests(key, st.in.Requested, nil)
 	delete(a.svcs, key)
 }
 
@@ -153,6 +160,7 @@ func (a *Allocator) adopt(svc Service) {
 		}
 	}
 	a.setShare(svc.Key, st.in.SharingKey, svc.SharingKey)
+	a.setRequests(svc.Key, st.in.Requested, svc.Requested)
 	st.in = svc
 	st.held = slices.Clone(svc.Held)
 }
@@ -173,6 +181,31 @@ func (a *Allocator) setShare(key ServiceKey, old, new string) {
 		}
 		a.shares[new][key] = struct{}{}
 	}
+}
+
+// setRequests moves key's entries in the request index from old to new.
+func (a *Allocator) setRequests(key ServiceKey, old, new []netip.Addr) {
+	for _, addr := range old {
+		if slices.Contains(new, addr) {
+			continue
+		}
+		ks := slices.DeleteFunc(a.requests[addr], func(k ServiceKey) bool { return k == key })
+		if len(ks) == 0 {
+			delete(a.requests, addr)
+		} else {
+			a.requests[addr] = ks
+		}
+	}
+	for _, addr := range new {
+		if !slices.Contains(old, addr) && !slices.Contains(a.requests[addr], key) {
+			a.requests[addr] = append(a.requests[addr], key)
+		}
+	}
+}
+
+// requestedByOther reports whether a Service other than key asks for addr.
+func (a *Allocator) requestedByOther(addr netip.Addr, key ServiceKey) bool {
+	return slices.ContainsFunc(a.requests[addr], func(k ServiceKey) bool { return k != key })
 }
 
 // hold and drop update the holder index only; callers keep st.held.

@@ -46,18 +46,28 @@ type Block struct {
 	// shorter than /31 or /127).
 	FromCIDR bool
 	Bits     int // prefix length when FromCIDR
+	// Index is the block's position in the pool's spec.blocks, for messages.
+	Index int
 }
 
 // Pool is one LoadBalancerIPPool as the core sees it.
 type Pool struct {
-	Name              string
-	Created           time.Time // older pools win overlaps and priority ties
-	Priority          int32     // higher first
+	Name    string
+	Created time.Time // older pools win overlaps and priority ties
+	// Priority: lower first; nil after every pool with one (MetalLB's
+	// serviceAllocation.priority).
+	Priority          *int32
 	Blocks            []Block
 	Disabled          bool
 	AllowFirstLastIPs bool
+	// ManualOnly is autoAssign: false: the pool serves only Services that
+	// request one of its addresses or name it.
+	ManualOnly bool
+	// AvoidBuggyIPs skips IPv4 addresses ending in .0 or .255.
+	AvoidBuggyIPs     bool
 	ServiceSelector   Selector // nil: every Service
 	NamespaceSelector Selector // nil: every namespace
+	Namespaces        []string // empty: every namespace
 }
 
 // ServiceKey names a Service.
@@ -88,9 +98,17 @@ type Service struct {
 	Requested []netip.Addr
 	Pools     []string
 
-	SharingKey            string
-	SharingCrossNamespace bool
-	Ports                 []Port
+	// SharingKey lets Services hold one address when their ports do not
+	// collide and their SharingBackend is equal. SharingNamespaces lists the
+	// other namespaces whose Services may share with this one ("*": any);
+	// both sides must list each other's namespace.
+	SharingKey        string
+	SharingNamespaces []string
+	// SharingBackend must be equal between sharers: "" for
+	// externalTrafficPolicy Cluster, else the pod selector (MetalLB's and
+	// Cilium's rule: eTP Local Services share only with the same endpoints).
+	SharingBackend string
+	Ports          []Port
 
 	// Held are the addresses the Service holds now (status.loadBalancer.ingress),
 	// whoever wrote them. The core never changes or drops a held address
@@ -113,7 +131,7 @@ const (
 	ReasonRequestedNotAllowed  Reason = "RequestedNotAllowedByPool" // selector or first/last rule excludes it
 	ReasonSharingConflict      Reason = "SharingConflict"
 	ReasonFamilyUnavailable    Reason = "FamilyUnavailable"
-	ReasonInvalidRequest       Reason = "InvalidRequest" // e.g. two requested addresses of one family
+	ReasonInvalidRequest       Reason = "InvalidRequest" // e.g. two requested addresses of one family; nothing new is assigned
 	ReasonHeldOutsidePools     Reason = "HeldOutsidePools"
 	ReasonHeldDuplicate        Reason = "HeldDuplicate" // held by another Service too (imported that way)
 )

@@ -3,6 +3,9 @@ package lbipam
 import (
 	"net/netip"
 	"slices"
+	"strings"
+
+	"github.com/mooringlb/mooring/internal/ipalloc"
 )
 
 // matcher answers "does this pool select this Service" for one call.
@@ -33,21 +36,33 @@ func (m *matcher) matches(p *pool) bool {
 		return false
 	case p.NamespaceSelector != nil && !p.NamespaceSelector.Matches(m.svc.NamespaceLabels):
 		return false
+	case len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, m.svc.Key.Namespace):
+		return false
 	}
 	return true
 }
 
-// candidates are the enabled pools selecting the Service, in allocation
-// order, or the problem explaining why there are none.
+// automatic reports whether p may hand the Service an address it did not
+// request: autoAssign pools always, manual-only ones when the Service names
+// them.
+func (m *matcher) automatic(p *pool) bool {
+	return !p.ManualOnly || slices.Contains(m.svc.Pools, p.Name)
+}
+
+// candidates are the enabled pools that may hand the Service an address it
+// did not request, in allocation order, or the problem explaining why there
+// are none.
 func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
-	var cands, disabled []*pool
+	var cands, disabled, manual []*pool
 	for _, p := range a.pools {
-		if m.matches(p) {
-			if p.Disabled {
-				disabled = append(disabled, p)
-			} else {
-				cands = append(cands, p)
-			}
+		switch {
+		case !m.matches(p):
+		case p.Disabled:
+			disabled = append(disabled, p)
+		case !m.automatic(p):
+			manual = append(manual, p)
+		default:
+			cands = append(cands, p)
 		}
 	}
 	if len(cands) > 0 {
@@ -64,7 +79,7 @@ func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
 			return nil, poolNotFoundProblem(m.svc, unknown)
 		}
 	}
-	return nil, noPoolProblem(m.svc, names(disabled))
+	return nil, noPoolProblem(m.svc, names(disabled), names(manual))
 }
 
 // decision is the plan for one family before anything is committed, so a
@@ -92,9 +107,16 @@ type decision struct {
 // is handed out for the others (held ones stay). Otherwise only the first
 // family is required; the others are best effort and still listed in
 // Pending when missing.
+//
+// An invalid request (two addresses of one family, an address of a family
+// the Service does not ask for) gets nothing new: held addresses stay and
+// every family is Pending as InvalidRequest.
 func (a *Allocator) Assign(svc Service) Result {
 	svc = normalize(svc)
 	a.adopt(svc)
+	if msg := invalidRequest(svc); msg != "" {
+		return a.commit(svc, keepOnly(svc, msg))
+	}
 	m := newMatcher(svc)
 	ds, failed := a.plan(svc, m)
 	if failed != nil {
@@ -106,6 +128,36 @@ func (a *Allocator) Assign(svc Service) Result {
 		}
 	}
 	return a.commit(svc, ds)
+}
+
+// invalidRequest says what is wrong with the Service's request, or "".
+func invalidRequest(svc Service) string {
+	var msgs []string
+	for _, f := range []Family{IPv4, IPv6} {
+		if reqs := ofFamily(svc.Requested, f); len(reqs) > 1 {
+			msgs = append(msgs, twoRequestsMessage(svc, f, reqs))
+		}
+	}
+	for _, addr := range svc.Requested {
+		switch {
+		case addr.Zone() != "":
+			msgs = append(msgs, zonedRequestMessage(svc, addr))
+		case !slices.Contains(svc.Families, FamilyOf(addr)):
+			msgs = append(msgs, familyNotAskedMessage(svc, addr))
+		}
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// keepOnly is the plan for an invalid request: keep what is held, take
+// nothing, every family Pending with the message.
+func keepOnly(svc Service, msg string) []decision {
+	ds := make([]decision, 0, len(svc.Families))
+	for _, f := range svc.Families {
+		ds = append(ds, decision{fam: f, keep: ofFamily(svc.Held, f),
+			prob: &Problem{Family: f, Reason: ReasonInvalidRequest, Message: msg}})
+	}
+	return ds
 }
 
 // plan decides every family; failed is the problem of the first required
@@ -126,10 +178,8 @@ func (a *Allocator) plan(svc Service, m *matcher) ([]decision, *Problem) {
 
 func (a *Allocator) decide(svc Service, m *matcher, f Family) decision {
 	d := decision{fam: f, keep: ofFamily(svc.Held, f)}
-	reqs := ofFamily(svc.Requested, f)
+	reqs := ofFamily(svc.Requested, f) // at most one: Assign checked
 	switch {
-	case len(reqs) > 1:
-		d.prob = twoRequestsProblem(svc, f, reqs)
 	case len(reqs) == 1 && slices.Contains(d.keep, reqs[0]):
 		for _, addr := range d.keep {
 			if addr != reqs[0] {
@@ -176,19 +226,11 @@ func (a *Allocator) commit(svc Service, ds []decision) Result {
 		}
 	}
 	st.held = final
-	for _, addr := range svc.Requested {
-		if !slices.Contains(svc.Families, FamilyOf(addr)) {
-			res.Pending = append(res.Pending, *familyNotAskedProblem(svc, addr))
-		}
-	}
 	return res
 }
 
 // checkRequested returns why the requested addr cannot be taken, or nil.
 func (a *Allocator) checkRequested(svc Service, m *matcher, addr netip.Addr) *Problem {
-	if addr.Zone() != "" {
-		return zonedRequestProblem(svc, addr)
-	}
 	cov := a.covering(addr)
 	if len(cov) == 0 {
 		return requestedOutsideProblem(svc, addr)
@@ -197,6 +239,9 @@ func (a *Allocator) checkRequested(svc Service, m *matcher, addr netip.Addr) *Pr
 	if own != nil && m.matches(own) {
 		if own.Disabled {
 			return requestedDisabledProblem(svc, addr, own.Name)
+		}
+		if own.avoids(addr) {
+			return requestedBuggyProblem(svc, addr, own.Name)
 		}
 		return a.sharingProblem(svc, addr)
 	}
@@ -233,8 +278,11 @@ func compatible(s, h Service) (bool, Reason, string) {
 	if s.SharingKey == "" || s.SharingKey != h.SharingKey {
 		return false, ReasonRequestedInUse, "the two Services do not have the same sharing key"
 	}
-	if s.Key.Namespace != h.Key.Namespace && !(s.SharingCrossNamespace && h.SharingCrossNamespace) {
-		return false, ReasonSharingConflict, "they are in different namespaces and both must allow cross-namespace sharing"
+	if s.Key.Namespace != h.Key.Namespace && !(sharesWith(s, h.Key.Namespace) && sharesWith(h, s.Key.Namespace)) {
+		return false, ReasonSharingConflict, "they are in different namespaces and each must allow sharing with the other's namespace"
+	}
+	if s.SharingBackend != h.SharingBackend {
+		return false, ReasonSharingConflict, "their externalTrafficPolicy differs, or it is Local and their pod selectors differ (one node must reach both)"
 	}
 	for _, p := range s.Ports {
 		if slices.Contains(h.Ports, p) {
@@ -242,6 +290,10 @@ func compatible(s, h Service) (bool, Reason, string) {
 		}
 	}
 	return true, "", ""
+}
+
+func sharesWith(s Service, ns string) bool {
+	return slices.Contains(s.SharingNamespaces, "*") || slices.Contains(s.SharingNamespaces, ns)
 }
 
 // pick finds a new address of family f: first an address already used by
@@ -265,17 +317,70 @@ func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Proble
 	if addr := a.joinShared(svc, withF, f); addr.IsValid() {
 		return addr, nil
 	}
+	if prob := a.sharingKeyConflict(svc, withF, f); prob != nil {
+		return netip.Addr{}, prob
+	}
 	for _, p := range withF {
 		for _, r := range p.eff {
 			if FamilyOf(r.First) != f {
 				continue
 			}
-			if addr, err := a.used.FirstFree(r); err == nil {
+			if addr, ok := a.firstFree(p, r, svc.Key); ok {
 				return addr, nil
 			}
 		}
 	}
 	return netip.Addr{}, a.exhaustedProblem(svc, f, withF)
+}
+
+// firstFree returns the first address of r that is free, that p does not
+// avoid, and that no other Service requests. Cost: O(log n) per address
+// skipped; skips are bounded by the requests and .0/.255 addresses in r.
+func (a *Allocator) firstFree(p *pool, r ipalloc.Range, key ServiceKey) (netip.Addr, bool) {
+	for {
+		addr, err := a.used.FirstFree(r)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		if !p.avoids(addr) && !a.requestedByOther(addr, key) {
+			return addr, true
+		}
+		if addr == r.Last {
+			return netip.Addr{}, false
+		}
+		r.First = addr.Next()
+	}
+}
+
+// sharingKeyConflict: the Service has a sharing key, other Services hold
+// addresses of family f under that key in pools it may use, and it may
+// join none of them (joinShared found none). It then stays pending with
+// SharingConflict instead of silently getting an address of its own: a
+// sharing key says "put me with the others".
+func (a *Allocator) sharingKeyConflict(svc Service, pools []*pool, f Family) *Problem {
+	if svc.SharingKey == "" {
+		return nil
+	}
+	keys := make([]ServiceKey, 0, len(a.shares[svc.SharingKey]))
+	for k := range a.shares[svc.SharingKey] {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, compareKeys)
+	for _, k := range keys {
+		if k == svc.Key {
+			continue
+		}
+		for _, addr := range ofFamily(a.svcs[k].held, f) {
+			if own := a.owner(addr); own != nil && slices.Contains(pools, own) && !own.avoids(addr) {
+				_, _, why := compatible(svc, a.svcs[k].in)
+				if why == "" { // another holder of addr is the obstacle
+					why = "another Service holding that address does not allow sharing"
+				}
+				return sharingKeyConflictProblem(svc, f, addr, k, why)
+			}
+		}
+	}
+	return nil
 }
 
 // joinShared returns the best address already held under svc's sharing
@@ -293,7 +398,7 @@ func (a *Allocator) joinShared(svc Service, pools []*pool, f Family) netip.Addr 
 		for _, addr := range ofFamily(a.svcs[key].held, f) {
 			own := a.owner(addr)
 			rank := slices.Index(pools, own)
-			if own == nil || rank < 0 || rank > bestRank || (rank == bestRank && !addr.Less(best)) {
+			if own == nil || rank < 0 || rank > bestRank || (rank == bestRank && !addr.Less(best)) || own.avoids(addr) {
 				continue
 			}
 			if a.sharingProblem(svc, addr) == nil {

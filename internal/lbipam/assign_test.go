@@ -104,7 +104,8 @@ func TestReasons(t *testing.T) {
 			pending: "SharingConflict", msg: "TCP port 80"},
 		{name: "family unavailable", pools: blue, svc: with(s, func(s *Service) { s.Families = []Family{IPv6} }), pending: "FamilyUnavailable"},
 		{name: "two requests one family", pools: blue, svc: with(s, func(s *Service) { s.Requested = ips("192.0.2.1", "192.0.2.2") }), pending: "InvalidRequest"},
-		{name: "request of a family not asked", pools: blue, svc: with(s, func(s *Service) { s.Requested = ips("2001:db8::1") }), addrs: "192.0.2.1", pending: "InvalidRequest"},
+		{name: "request of a family not asked", pools: blue, svc: with(s, func(s *Service) { s.Requested = ips("2001:db8::1") }), pending: "InvalidRequest", msg: "nothing new is assigned"},
+		{name: "invalid request keeps held", pools: blue, svc: with(s, func(s *Service) { s.Held, s.Requested = ips("192.0.2.2"), ips("2001:db8::1") }), addrs: "192.0.2.2", pending: "InvalidRequest"},
 		{name: "held outside pools", pools: blue, svc: with(s, func(s *Service) { s.Held = ips("203.0.113.9") }),
 			addrs: "203.0.113.9", warnings: "HeldOutsidePools", msg: "203.0.113.9"},
 		{name: "held duplicate", pools: blue, before: []Service{with(v4svc("x", "other"), func(s *Service) { s.Held = ips("192.0.2.2") })},
@@ -158,7 +159,7 @@ func TestPoolOrder(t *testing.T) {
 	young := mkPool("young", 10, cidr(t, "10.0.2.0/24"))
 	zz := mkPool("zz", 0, cidr(t, "10.0.4.0/24"))
 	high := mkPool("high", 20, cidr(t, "10.0.3.0/24"))
-	high.Priority = 5
+	high.Priority = ptr(int32(5))
 	a := NewAllocator()
 	a.SetPools([]Pool{young, zz, old, high})
 	if got := addrsString(a.Assign(v4svc("ns", "a"))); got != "10.0.3.1" {

@@ -79,7 +79,7 @@ func BenchmarkSetPools100(b *testing.B) {
 		}
 		v6 := netip.PrefixFrom(netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, byte(i)}), 64)
 		p := mkPool(fmt.Sprintf("pool-%03d", i), i, cidr(b, v4.Masked().String()), cidr(b, v6.String()))
-		p.Priority = int32(i % 3)
+		p.Priority = ptr(int32(i % 3))
 		pools = append(pools, p)
 	}
 	a := NewAllocator()

@@ -41,6 +41,9 @@ func rng(t testing.TB, a, b string) Block {
 
 // pool builds a Pool created `age` minutes after epoch.
 func mkPool(name string, age int, blocks ...Block) Pool {
+	for i := range blocks {
+		blocks[i].Index = i
+	}
 	return Pool{Name: name, Created: epoch.Add(time.Duration(age) * time.Minute), Blocks: blocks}
 }
 
@@ -91,3 +94,5 @@ func checkMessages(t testing.TB, svc Service, r Result) {
 		}
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -3,6 +3,7 @@ package lbipam
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -32,7 +33,12 @@ func poolNotFoundProblem(svc Service, unknown []string) *Problem {
 		svcRef(svc), quoteList(unknown))
 }
 
-func noPoolProblem(svc Service, disabled []string) *Problem {
+func noPoolProblem(svc Service, disabled, manual []string) *Problem {
+	if len(manual) > 0 {
+		return problem(0, ReasonNoPoolMatches,
+			"the pool(s) selecting %s, %s, hand out addresses only on request (autoAssign: false): request one of their addresses, name the pool in the Service's pools annotation, or add a pool that assigns automatically",
+			svcRef(svc), quoteList(manual))
+	}
 	if len(disabled) > 0 {
 		return problem(0, ReasonNoPoolMatches,
 			"the only pool(s) selecting %s, %s, are disabled: enable one or add a pool that selects it",
@@ -61,8 +67,8 @@ func (a *Allocator) exhaustedProblem(svc Service, f Family, pools []*pool) *Prob
 		parts = append(parts, fmt.Sprintf("%q (%s of %s used)", p.Name, u.Used, u.Total))
 	}
 	extra := ""
-	if svc.SharingKey != "" {
-		extra = fmt.Sprintf(", and no address of sharing key %q can take its ports", svc.SharingKey)
+	if n := a.requestedFree(svc.Key, pools, f); n > 0 {
+		extra = fmt.Sprintf(" (%d free address(es) are kept for the Services that request them)", n)
 	}
 	what := "pool " + parts[0] + " has"
 	if len(parts) > 1 {
@@ -73,23 +79,35 @@ func (a *Allocator) exhaustedProblem(svc Service, f Family, pools []*pool) *Prob
 		svcRef(svc), what, f, extra)
 }
 
-func twoRequestsProblem(svc Service, f Family, reqs []netip.Addr) *Problem {
-	return problem(f, ReasonInvalidRequest,
-		"%s requests several IPv%d addresses (%s, %s): request at most one address per family",
-		svcRef(svc), f, reqs[0], reqs[1])
+// invalidSuffix ends every InvalidRequest message: what happens meanwhile.
+const invalidSuffix = " (the Service keeps the addresses it holds; nothing new is assigned until this is fixed)"
+
+func twoRequestsMessage(svc Service, f Family, reqs []netip.Addr) string {
+	return fmt.Sprintf("%s requests several IPv%d addresses (%s, %s): request at most one address per family%s",
+		svcRef(svc), f, reqs[0], reqs[1], invalidSuffix)
 }
 
-func familyNotAskedProblem(svc Service, addr netip.Addr) *Problem {
+func familyNotAskedMessage(svc Service, addr netip.Addr) string {
 	f := FamilyOf(addr)
-	return problem(f, ReasonInvalidRequest,
-		"%s requests %s but spec.ipFamilies does not include IPv%d: add the family or remove the address from the request",
-		svcRef(svc), addr, f)
+	return fmt.Sprintf("%s requests %s but spec.ipFamilies does not include IPv%d: add the family (ipFamilyPolicy PreferDualStack or RequireDualStack) or request an address of the Service's family%s",
+		svcRef(svc), addr, f, invalidSuffix)
 }
 
-func zonedRequestProblem(svc Service, addr netip.Addr) *Problem {
-	return problem(FamilyOf(addr), ReasonInvalidRequest,
-		"%s requests %s, which carries an IPv6 zone: request the address without %%%s",
-		svcRef(svc), addr, addr.Zone())
+func zonedRequestMessage(svc Service, addr netip.Addr) string {
+	return fmt.Sprintf("%s requests %s, which carries an IPv6 zone: request the address without %%%s%s",
+		svcRef(svc), addr, addr.Zone(), invalidSuffix)
+}
+
+func requestedBuggyProblem(svc Service, addr netip.Addr, pool string) *Problem {
+	return problem(FamilyOf(addr), ReasonRequestedNotAllowed,
+		"%s requests %s, which ends in .0 or .255, and pool %q sets avoidBuggyIPs: request another address or unset avoidBuggyIPs",
+		svcRef(svc), addr, pool)
+}
+
+func sharingKeyConflictProblem(svc Service, f Family, addr netip.Addr, holder ServiceKey, why string) *Problem {
+	return problem(f, ReasonSharingConflict,
+		"%s has sharing key %q, but Service %q holds the key's IPv%d address %s and %s: give the Services compatible ports (or namespaces, externalTrafficPolicy), use another sharing key, or remove the key to get an address of its own",
+		svcRef(svc), svc.SharingKey, holder.String(), f, addr, why)
 }
 
 func requestedOutsideProblem(svc Service, addr netip.Addr) *Problem {
@@ -144,4 +162,19 @@ func heldDuplicateProblem(svc Service, addr netip.Addr, other ServiceKey, why st
 	return *problem(FamilyOf(addr), ReasonHeldDuplicate,
 		"%s and Service %q both hold %s although %s: request another address for one of them",
 		svcRef(svc), other.String(), addr, why)
+}
+
+// requestedFree counts the free addresses of pools that other Services
+// request: automatic allocation leaves them alone.
+func (a *Allocator) requestedFree(key ServiceKey, pools []*pool, f Family) int {
+	n := 0
+	for addr, ks := range a.requests {
+		if FamilyOf(addr) != f || a.used.Contains(addr) || !slices.ContainsFunc(ks, func(k ServiceKey) bool { return k != key }) {
+			continue
+		}
+		if own := a.owner(addr); own != nil && slices.Contains(pools, own) && !own.avoids(addr) {
+			n++
+		}
+	}
+	return n
 }

@@ -33,6 +33,21 @@ func oValidBlocks(p Pool) []Block {
 	return out
 }
 
+// oSpace is every address a pool of the property test can hold: the CIDR
+// blocks it draws (/26 and longer around base4 and base6) cover
+// 10.0.0.192-10.0.1.63 and 2001:db8::-2001:db8::3f.
+func oSpace(f Family) []netip.Addr {
+	first, n := netip.MustParseAddr("10.0.0.192"), 128
+	if f == IPv6 {
+		first, n = base6, 64
+	}
+	out := make([]netip.Addr, 0, n)
+	for x := first; len(out) < n; x = x.Next() {
+		out = append(out, x)
+	}
+	return out
+}
+
 func oInBlock(b Block, x netip.Addr) bool {
 	return x.Is4() == b.First.Is4() && !x.Less(b.First) && !b.Last.Less(x)
 }
@@ -76,11 +91,153 @@ func oMatches(p Pool, s Service) bool {
 	if len(s.Pools) > 0 && !slices.Contains(s.Pools, p.Name) {
 		return false
 	}
+	if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, s.Key.Namespace) {
+		return false
+	}
 	labels := map[string]string{LabelServiceNamespace: s.Key.Namespace, LabelServiceName: s.Key.Name}
 	for k, v := range s.Labels {
 		labels[k] = v
 	}
 	return p.ServiceSelector == nil || p.ServiceSelector.Matches(labels)
+}
+
+// oAuto: p may hand s an address s did not request: it selects s, is
+// enabled, and assigns automatically or is named by s.
+func oAuto(p Pool, s Service) bool {
+	return oMatches(p, s) && !p.Disabled && (!p.ManualOnly || slices.Contains(s.Pools, p.Name))
+}
+
+// oAvoids: avoidBuggyIPs and x ends in .0 or .255.
+func oAvoids(p Pool, x netip.Addr) bool {
+	if !p.AvoidBuggyIPs || !x.Is4() {
+		return false
+	}
+	b := x.As4()
+	return b[3] == 0 || b[3] == 255
+}
+
+// oBefore: p is tried before q. Pools with a priority come first, lower
+// number first; then older first; then by name.
+func oBefore(p, q Pool) bool {
+	switch {
+	case p.Priority != nil && q.Priority == nil:
+		return true
+	case p.Priority == nil && q.Priority != nil:
+		return false
+	case p.Priority != nil && *p.Priority != *q.Priority:
+		return *p.Priority < *q.Priority
+	}
+	return oOlder(p, q)
+}
+
+// oInvalid: the request names two addresses of one family, or an address
+// of a family the Service does not ask for.
+func oInvalid(s Service) bool {
+	for _, f := range []Family{IPv4, IPv6} {
+		reqs := slices.Compact(ofFamily(s.Requested, f))
+		if len(reqs) > 1 || len(reqs) == 1 && !slices.Contains(s.Families, f) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *world) requestedByOther(s Service, x netip.Addr) bool {
+	for k, o := range w.svcs {
+		if k != s.Key && slices.Contains(o.Requested, x) {
+			return true
+		}
+	}
+	return false
+}
+
+// freeFor: x is an address s could be given fresh: its owner may hand it
+// to s automatically, nobody holds it, it is not avoided and no other
+// Service requests it.
+func (w *world) freeFor(s Service, ps []Pool, x netip.Addr) (Pool, bool) {
+	owner, ok := oOwner(ps, x)
+	if !ok || !oAuto(owner, s) || oAvoids(owner, x) || len(w.othersHolding(s, x)) > 0 || w.requestedByOther(s, x) {
+		return Pool{}, false
+	}
+	return owner, true
+}
+
+// keyAddrs lists the addresses of family f that Services with s's sharing
+// key hold in pools that may hand s an address, and whether s may join
+// each (every holder agrees).
+func (w *world) keyAddrs(s Service, ps []Pool, f Family) (joinable, blocked []netip.Addr) {
+	if s.SharingKey == "" {
+		return nil, nil
+	}
+	for _, x := range oSpace(f) {
+		owner, ok := oOwner(ps, x)
+		others := w.othersHolding(s, x)
+		if !ok || !oAuto(owner, s) || oAvoids(owner, x) || !slices.ContainsFunc(others, func(o Service) bool { return o.SharingKey == s.SharingKey }) {
+			continue
+		}
+		if slices.ContainsFunc(others, func(o Service) bool { return !mayShare(s, o) }) {
+			blocked = append(blocked, x)
+		} else {
+			joinable = append(joinable, x)
+		}
+	}
+	return joinable, blocked
+}
+
+// grantProblem says why giving x to s (which did not hold it) breaks a
+// rule, or "": the request is valid; x's owner (the oldest pool covering
+// it, where it is usable) is enabled, selects s and does not avoid x; a
+// requested address may come from a manual-only pool, any other only from
+// an automatic one; an address held by others is shared by agreement; a
+// fresh address is no other Service's request, comes only when no address
+// of s's sharing key exists, and from no pool that ranks after one that
+// still had a free address for s.
+func (w *world) grantProblem(s Service, x netip.Addr) string {
+	if oInvalid(s) {
+		return "the request is invalid: nothing new may be assigned"
+	}
+	ps := w.poolList()
+	owner, ok := oOwner(ps, x)
+	switch {
+	case !ok:
+		return "no pool hands it out (outside every pool, a first/last address, or in a newer pool's lost overlap)"
+	case owner.Disabled:
+		return "its pool " + owner.Name + " is disabled"
+	case !oMatches(owner, s):
+		return "its pool " + owner.Name + " does not select the Service"
+	case oAvoids(owner, x):
+		return "its pool " + owner.Name + " avoids .0 and .255"
+	}
+	others := w.othersHolding(s, x)
+	for _, o := range others {
+		if !mayShare(s, o) {
+			return o.Key.String() + " holds it without a sharing agreement"
+		}
+	}
+	if slices.Contains(s.Requested, x) {
+		return ""
+	}
+	if !oAuto(owner, s) {
+		return "pool " + owner.Name + " hands out addresses only on request"
+	}
+	if len(others) > 0 {
+		return "" // joined under the sharing key
+	}
+	f := FamilyOf(x)
+	if w.requestedByOther(s, x) {
+		return "another Service requests it"
+	}
+	if joinable, blocked := w.keyAddrs(s, ps, f); len(joinable) > 0 {
+		return "it should have joined " + joinable[0].String() + " under its sharing key"
+	} else if len(blocked) > 0 {
+		return "its sharing key's address " + blocked[0].String() + " cannot take it: SharingConflict expected"
+	}
+	for _, y := range oSpace(f) {
+		if q, ok := w.freeFor(s, ps, y); ok && q.Name != owner.Name && oBefore(q, owner) {
+			return "pool " + q.Name + " ranks before " + owner.Name + " and has " + y.String() + " free"
+		}
+	}
+	return ""
 }
 
 func (w *world) othersHolding(in Service, x netip.Addr) []Service {
@@ -121,9 +278,9 @@ func (w *world) checkPending(in Service, res Result) {
 // falseReason returns why p is not true for in, or "".
 func (w *world) falseReason(in Service, p Problem) string {
 	ps := w.poolList()
-	var enabled []Pool
+	var enabled []Pool // pools that may assign automatically
 	for _, q := range ps {
-		if oMatches(q, in) && !q.Disabled {
+		if oAuto(q, in) {
 			enabled = append(enabled, q)
 		}
 	}
@@ -163,15 +320,25 @@ func (w *world) falseReason(in Service, p Problem) string {
 			return "not in a matching pool's lost overlap"
 		}
 	case ReasonRequestedNotAllowed:
-		if owned && oMatches(owner, in) || !slices.ContainsFunc(ps, func(q Pool) bool { return oCovers(q, r) }) {
+		if owned && oMatches(owner, in) && !oAvoids(owner, r) || !slices.ContainsFunc(ps, func(q Pool) bool { return oCovers(q, r) }) {
 			return "a matching pool owns it, or no pool covers it"
 		}
-	case ReasonRequestedInUse, ReasonSharingConflict:
+	case ReasonSharingConflict:
+		if !r.IsValid() {
+			if _, blocked := w.keyAddrs(in, ps, p.Family); len(blocked) == 0 {
+				return "no address of its sharing key blocks it"
+			}
+			break
+		}
+		if !slices.ContainsFunc(w.othersHolding(in, r), func(o Service) bool { return !mayShare(in, o) }) {
+			return "no incompatible holder"
+		}
+	case ReasonRequestedInUse:
 		if !slices.ContainsFunc(w.othersHolding(in, r), func(o Service) bool { return !mayShare(in, o) }) {
 			return "no incompatible holder"
 		}
 	case ReasonInvalidRequest:
-		if len(reqs) < 2 && slices.Contains(in.Families, p.Family) {
+		if !oInvalid(in) {
 			return "the request is fine"
 		}
 	default:
@@ -183,17 +350,19 @@ func (w *world) falseReason(in Service, p Problem) string {
 // exhaustedIsFalse: every address of the family in an enabled matching
 // pool is held, and (with a sharing key) none may be joined.
 func (w *world) exhaustedIsFalse(in Service, f Family, ps, enabled []Pool) string {
-	for i := 0; i < 64; i++ {
-		x := nth(f, i)
+	if joinable, blocked := w.keyAddrs(in, ps, f); len(joinable)+len(blocked) > 0 {
+		return "its sharing key holds addresses: joined or SharingConflict expected"
+	}
+	for _, x := range oSpace(f) {
 		owner, ok := oOwner(ps, x)
 		if !ok || !slices.ContainsFunc(enabled, func(q Pool) bool { return q.Name == owner.Name }) {
 			continue
 		}
 		others := w.othersHolding(in, x)
-		if len(others) == 0 {
+		if len(others) == 0 && !oAvoids(owner, x) && !w.requestedByOther(in, x) {
 			return x.String() + " is free in pool " + owner.Name
 		}
-		if in.SharingKey != "" && !slices.ContainsFunc(others, func(o Service) bool { return !mayShare(in, o) }) {
+		if len(others) > 0 && in.SharingKey != "" && !slices.ContainsFunc(others, func(o Service) bool { return !mayShare(in, o) }) {
 			return x.String() + " could be shared"
 		}
 	}

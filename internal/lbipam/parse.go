@@ -1,6 +1,7 @@
 package lbipam
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -38,8 +39,8 @@ func ParseRangeBlock(start, stop string) (Block, error) {
 	if err != nil {
 		return Block{}, err
 	}
-	if err := (ipalloc.Range{First: first, Last: last}).Validate(); err != nil {
-		return Block{}, fmt.Errorf("range %s-%s: %w: write start and stop in one family, start first", first, last, err)
+	if msg := RangeProblem(first, last); msg != "" {
+		return Block{}, errors.New(msg)
 	}
 	return Block{First: first, Last: last}, nil
 }

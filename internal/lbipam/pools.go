@@ -34,17 +34,34 @@ func usableRange(b Block, allowFirstLast bool) ipalloc.Range {
 	return ipalloc.Range{First: r.First.Next(), Last: r.Last.Prev()}
 }
 
-// validateBlock returns why b cannot be used, or "".
-func validateBlock(i int, b Block) string {
+// validateBlock returns why b cannot be used, or "". Messages name the
+// block as the API does (spec.blocks[i], 0-based).
+func validateBlock(b Block) string {
 	r := ipalloc.Range{First: b.First, Last: b.Last}
-	if err := r.Validate(); err != nil {
-		return fmt.Sprintf("block %d: %v: fix or remove the block", i+1, err)
+	if msg := RangeProblem(b.First, b.Last); msg != "" {
+		return fmt.Sprintf("spec.blocks[%d]: %s", b.Index, msg)
 	}
 	if b.FromCIDR {
 		p, err := b.First.Prefix(b.Bits)
 		if err != nil || p.Addr() != b.First || ipalloc.PrefixRange(p) != r {
-			return fmt.Sprintf("block %d: %s-%s is not the CIDR /%d it claims to be: write the network address, e.g. %s", i+1, b.First, b.Last, b.Bits, p)
+			return fmt.Sprintf("spec.blocks[%d]: %s-%s is not the CIDR /%d it claims to be: write the network address, e.g. %s", b.Index, b.First, b.Last, b.Bits, p)
 		}
+	}
+	return ""
+}
+
+// RangeProblem says, in the API's terms, why first-last is not a usable
+// range, or "".
+func RangeProblem(first, last netip.Addr) string {
+	switch {
+	case !first.IsValid() || !last.IsValid():
+		return "start or stop is missing: set both"
+	case first.Zone() != "" || last.Zone() != "":
+		return fmt.Sprintf("%s-%s carries an IPv6 zone: remove the %%zone", first, last)
+	case first.Is4() != last.Is4() || first.Is4In6() || last.Is4In6():
+		return fmt.Sprintf("start %s and stop %s are of different IP families: use one block per family", first, last)
+	case last.Less(first):
+		return fmt.Sprintf("start %s is after stop %s: swap them", first, last)
 	}
 	return ""
 }
@@ -53,14 +70,14 @@ func validateBlock(i int, b Block) string {
 // earlier ones of the same pool are invalid (admission cannot see that).
 func compilePool(p Pool) *pool {
 	c := &pool{Pool: p}
-	for i, b := range p.Blocks {
-		if msg := validateBlock(i, b); msg != "" {
+	for _, b := range p.Blocks {
+		if msg := validateBlock(b); msg != "" {
 			c.invalid = append(c.invalid, msg)
 			continue
 		}
 		r := ipalloc.Range{First: b.First, Last: b.Last}
 		if j := slices.IndexFunc(c.valid, r.Overlaps); j >= 0 {
-			c.invalid = append(c.invalid, fmt.Sprintf("block %d (%s) overlaps %s, another block of the same pool: remove or shrink one of them", i+1, r, c.valid[j]))
+			c.invalid = append(c.invalid, fmt.Sprintf("spec.blocks[%d] (%s) overlaps %s, another block of the same pool: remove or shrink one of them", b.Index, r, c.valid[j]))
 			continue
 		}
 		c.valid = append(c.valid, r)
@@ -76,10 +93,16 @@ func olderFirst(a, b *pool) int {
 	return cmp.Compare(a.Name, b.Name)
 }
 
-// allocationOrder: Priority desc, then Created asc, then Name.
+// allocationOrder: pools with a Priority first, lower number first; then
+// Created asc, then Name.
 func allocationOrder(a, b *pool) int {
-	if a.Priority != b.Priority {
-		return cmp.Compare(b.Priority, a.Priority)
+	switch {
+	case a.Priority != nil && b.Priority == nil:
+		return -1
+	case a.Priority == nil && b.Priority != nil:
+		return 1
+	case a.Priority != nil && *a.Priority != *b.Priority:
+		return cmp.Compare(*a.Priority, *b.Priority)
 	}
 	return olderFirst(a, b)
 }
@@ -147,6 +170,15 @@ func (p *pool) usage(used *ipalloc.Set, f Family) Usage {
 		}
 		u.Total.Add(u.Total, r.Size())
 		u.Used.Add(u.Used, big.NewInt(int64(used.CountIn(r))))
+		if p.AvoidBuggyIPs {
+			// .0 and .255 are not handed out, nor counted (unless held).
+			u.Total.Sub(u.Total, buggyCount(r))
+			for _, a := range used.In(r) {
+				if buggyIP(a) {
+					u.Used.Sub(u.Used, big.NewInt(1))
+				}
+			}
+		}
 	}
 	u.Free.Sub(u.Total, u.Used)
 	return u

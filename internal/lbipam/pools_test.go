@@ -1,6 +1,7 @@
 package lbipam
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,44 +11,68 @@ func TestSharing(t *testing.T) {
 	pools := []Pool{mkPool("p", 0, cidr(t, "192.0.2.0/29"))}
 	shared := func(ns, name string, cross bool, ports ...int32) Service {
 		s := v4svc(ns, name)
-		s.SharingKey, s.SharingCrossNamespace, s.Ports = "k", cross, tcp(ports...)
+		s.SharingKey, s.Ports = "k", tcp(ports...)
+		if cross {
+			s.SharingNamespaces = []string{"*"}
+		}
 		return s
 	}
+	local := func(s Service, sel string) Service { s.SharingBackend = sel; return s }
+	onlyNS := func(s Service, ns ...string) Service { s.SharingNamespaces = ns; return s }
+	// want: "shared" (one address), "own" (separate addresses) or
+	// "conflict" (same key, cannot share: the second stays pending).
 	for _, tt := range []struct {
 		name   string
 		first  Service
 		second Service
-		same   bool
+		want   string
 	}{
-		{"ports differ", shared("a", "x", false, 80), shared("a", "y", false, 443), true},
-		{"ports collide", shared("a", "x", false, 80), shared("a", "y", false, 80), false},
-		{"udp and tcp on one port", shared("a", "x", false, 53), with(shared("a", "y", false), func(s *Service) { s.Ports = []Port{{"UDP", 53}} }), true},
-		{"cross namespace, one side opts in", shared("a", "x", true, 80), shared("b", "y", false, 443), false},
-		{"cross namespace, both opt in", shared("a", "x", true, 80), shared("b", "y", true, 443), true},
-		{"different keys", shared("a", "x", false, 80), with(shared("a", "y", false, 443), func(s *Service) { s.SharingKey = "other" }), false},
+		{"ports differ", shared("a", "x", false, 80), shared("a", "y", false, 443), "shared"},
+		{"ports collide", shared("a", "x", false, 80), shared("a", "y", false, 80), "conflict"},
+		{"udp and tcp on one port", shared("a", "x", false, 53), with(shared("a", "y", false), func(s *Service) { s.Ports = []Port{{"UDP", 53}} }), "shared"},
+		{"cross namespace, one side opts in", shared("a", "x", true, 80), shared("b", "y", false, 443), "conflict"},
+		{"cross namespace, both opt in", shared("a", "x", true, 80), shared("b", "y", true, 443), "shared"},
+		{"cross namespace, listed by name", onlyNS(shared("a", "x", false, 80), "b"), onlyNS(shared("b", "y", false, 443), "a"), "shared"},
+		{"cross namespace, other namespace listed", onlyNS(shared("a", "x", false, 80), "c"), onlyNS(shared("b", "y", false, 443), "a"), "conflict"},
+		{"eTP Local, same selector", local(shared("a", "x", false, 80), "app=web"), local(shared("a", "y", false, 443), "app=web"), "shared"},
+		{"eTP Local and Cluster", local(shared("a", "x", false, 80), "app=web"), shared("a", "y", false, 443), "conflict"},
+		{"different keys", shared("a", "x", false, 80), with(shared("a", "y", false, 443), func(s *Service) { s.SharingKey = "other" }), "own"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := NewAllocator()
 			a.SetPools(pools)
 			r1, r2 := a.Assign(tt.first), a.Assign(tt.second)
-			if got := r1.Addrs[0] == r2.Addrs[0]; got != tt.same {
-				t.Fatalf("same address = %v, want %v (%v, %v)", got, tt.same, r1.Addrs, r2.Addrs)
+			got := "own"
+			switch {
+			case len(r2.Addrs) == 0 && len(r2.Pending) == 1 && r2.Pending[0].Reason == ReasonSharingConflict:
+				got = "conflict"
+				if !strings.Contains(r2.Pending[0].Message, `"`+tt.first.Key.String()+`"`) {
+					t.Errorf("message does not name the holder: %s", r2.Pending[0].Message)
+				}
+			case len(r2.Addrs) == 1 && r1.Addrs[0] == r2.Addrs[0]:
+				got = "shared"
+			case len(r2.Addrs) != 1:
+				t.Fatalf("second: %+v", r2)
 			}
+			if got != tt.want {
+				t.Fatalf("got %s, want %s (%v, %+v)", got, tt.want, r1.Addrs, r2)
+			}
+			same := tt.want == "shared"
 			// Requesting the first one's address explicitly gives the matching verdict.
 			req := with(tt.second, func(s *Service) {
 				s.Key.Name, s.Requested, s.Ports = "z", r1.Addrs, nil
 				for _, p := range tt.second.Ports {
-					if tt.same { // stay compatible with both holders
+					if same { // stay compatible with both holders
 						p.Port += 1000
 					}
 					s.Ports = append(s.Ports, p)
 				}
 			})
 			r3 := a.Assign(req)
-			if (len(r3.Pending) == 0) != tt.same {
+			if (len(r3.Pending) == 0) != same {
 				t.Fatalf("explicit request: %+v", r3)
 			}
-			if !tt.same && r3.Pending[0].Reason != ReasonSharingConflict && r3.Pending[0].Reason != ReasonRequestedInUse {
+			if !same && r3.Pending[0].Reason != ReasonSharingConflict && r3.Pending[0].Reason != ReasonRequestedInUse {
 				t.Fatalf("reason %s", r3.Pending[0].Reason)
 			}
 		})
@@ -120,7 +145,7 @@ func TestPoolEdits(t *testing.T) {
 func TestConflictsAndInvalid(t *testing.T) {
 	old := mkPool("old", 0, cidr(t, "10.0.0.0/24"))
 	newer := mkPool("newer", 5, cidr(t, "10.0.0.128/25"), cidr(t, "10.0.1.0/30"))
-	newer.Priority = 10 // priority does not let a newer pool win an overlap
+	newer.Priority = ptr(int32(1)) // priority does not let a newer pool win an overlap
 	bad := mkPool("bad", 1,
 		cidr(t, "10.9.0.0/30"),
 		rng(t, "10.9.0.2", "10.9.0.9"), // overlaps block 1
@@ -137,8 +162,8 @@ func TestConflictsAndInvalid(t *testing.T) {
 	if len(reps[0].Invalid) != 3 {
 		t.Fatalf("invalid %q", reps[0].Invalid)
 	}
-	for _, msg := range reps[0].Invalid {
-		if !strings.Contains(msg, "block ") || !strings.Contains(msg, ": ") {
+	for i, msg := range reps[0].Invalid {
+		if !strings.HasPrefix(msg, fmt.Sprintf("spec.blocks[%d]", i+1)) || strings.Contains(msg, "ipalloc") {
 			t.Errorf("invalid message %q", msg)
 		}
 	}

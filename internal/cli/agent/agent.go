@@ -33,22 +33,34 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 			if cfg.NodeName == "" {
 				cfg.NodeName = os.Getenv(EnvNodeName)
 			}
+			if cfg.MetricsAddr == cliutil.MetricsDisabled {
+				cfg.MetricsAddr = "" // the shared wording: "0" disables it
+			}
 			cfg.Log = deps.Log.With("component", "agent")
 			return agent.Run(cmd.Context(), cfg)
 		},
 	}
+	cliutil.AddKubeconfigFlag(cmd, &cfg.Kubeconfig)
+	cliutil.AddMetricsAddrFlag(cmd, &cfg.MetricsAddr, cfg.MetricsAddr)
 	f := cmd.Flags()
-	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster configuration when empty")
 	f.StringVar(&cfg.NodeName, "node-name", "", "this node's Kubernetes name (default $"+EnvNodeName+")")
-	f.StringVar(&cfg.GossipBind, "gossip-bind", cfg.GossipBind, "address the gossip protocol listens on (UDP and TCP)")
+	f.StringVar(&cfg.GossipBind, "gossip-bind-address", cfg.GossipBind, "address the gossip protocol listens on (UDP and TCP) and peers dial: the node's own (the DaemonSet passes status.hostIP)")
+	f.StringVar(&cfg.GossipBind, "gossip-bind", cfg.GossipBind, "")
+	_ = f.MarkDeprecated("gossip-bind", "use --gossip-bind-address")
 	f.IntVar(&cfg.GossipPort, "gossip-port", cfg.GossipPort, "gossip port; the same on every node, peers are dialled at <Node InternalIP>:<port>")
 	f.StringVar(&cfg.GossipAdvertise, "gossip-advertise", "", "address peers dial when it differs from --gossip-bind")
-	f.StringVar(&cfg.MetricsAddr, "metrics-addr", cfg.MetricsAddr, "host:port serving /metrics and /healthz; empty disables")
+	f.StringVar(&cfg.GossipKeyFile, "gossip-key-file", "", "file of gossip encryption keys, one base64 16/24/32-byte key per line, the first sent with (a Secret; re-read every 10 s for rotation); empty: unencrypted")
+	f.IntVar(&cfg.GossipSuspicionMult, "gossip-suspicion-mult", cfg.GossipSuspicionMult, "how many probe intervals gossip suspects a silent member before declaring it failed")
+	f.DurationVar(&cfg.NodeCheckWait, "node-check-wait", cfg.NodeCheckWait, "how long to wait for a failed member's node to answer ARP/NDP before its addresses move (a live kernel means a stalled agent: nothing moves); 0 disables the check")
+	f.DurationVar(&cfg.AgentLossTimeout, "agent-loss-timeout", cfg.AgentLossTimeout, "how long a member whose node still answers ARP/NDP keeps its addresses after its agent went silent")
+	f.IntVar(&cfg.GratuitousCount, "gratuitous-count", cfg.GratuitousCount, "gratuitous ARP / unsolicited NA rounds after a takeover (the first at once)")
+	f.DurationVar(&cfg.GratuitousInterval, "gratuitous-interval", cfg.GratuitousInterval, "gap before the second gratuitous round; each later gap doubles")
 	f.DurationVar(&cfg.SafetyInterval, "safety-interval", cfg.SafetyInterval, "how often to look for stale local copies of announced addresses")
 	f.DurationVar(&cfg.ProbeInterval, "probe-interval", cfg.ProbeInterval, "how often the owner probes its addresses for a second responder; 0 disables")
 	f.DurationVar(&cfg.ProbeWait, "probe-wait", cfg.ProbeWait, "how long a split-brain probe waits for answers")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", cfg.SettleTimeout, "how long to wait at start for gossip to reach a peer before announcing")
 	f.Float32Var(&cfg.QPS, "kube-api-qps", cfg.QPS, "client-side limit of API requests per second")
 	f.IntVar(&cfg.Burst, "kube-api-burst", cfg.Burst, "client-side burst of API requests")
+	addPodIPAMFlags(f, &cfg.PodIPAM)
 	return cmd
 }

@@ -16,6 +16,7 @@ type flags struct {
 	qps        float32
 	burst      int
 	cfg        controller.Config
+	podIPAM    podIPAMFlags
 }
 
 // NewCommand builds `mooring controller`.
@@ -45,17 +46,21 @@ addresses to LoadBalancer Services with no loadBalancerClass (unless
 			}
 			cfg := f.cfg
 			cfg.REST, cfg.Log = rest, deps.Log
+			if cfg.PodIPAM, err = f.podIPAM.config(); err != nil {
+				return err
+			}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
 			return controller.Run(cmd.Context(), cfg)
 		},
 	}
+	cliutil.AddKubeconfigFlag(cmd, &f.kubeconfig)
 	fl := cmd.Flags()
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file; in-cluster config when absent")
 	fl.Float32Var(&f.qps, "kube-api-qps", controller.DefaultQPS, "client-side limit of API requests per second")
 	fl.IntVar(&f.burst, "kube-api-burst", controller.DefaultBurst, "client-side burst of API requests")
 	fl.BoolVar(&f.cfg.DefaultClass, "default-class", f.cfg.DefaultClass, "serve Services that set no spec.loadBalancerClass")
+	fl.BoolVar(&f.cfg.AdoptOnly, "adopt-only", false, "migration mode: record the addresses of Services without a class but write and allocate nothing for them (another controller still serves them)")
 	fl.StringVar(&f.cfg.LeaseNamespace, "lease-namespace", f.cfg.LeaseNamespace, "namespace of the leader-election Lease")
 	fl.StringVar(&f.cfg.LeaseName, "lease-name", f.cfg.LeaseName, "name of the leader-election Lease")
 	fl.DurationVar(&f.cfg.LeaseDuration, "lease-duration", 0, "leader-election lease duration (0: 15s)")
@@ -63,7 +68,8 @@ addresses to LoadBalancer Services with no loadBalancerClass (unless
 	fl.DurationVar(&f.cfg.RetryPeriod, "lease-retry-period", 0, "leader-election retry period (0: 2s)")
 	fl.IntVar(&f.cfg.Workers, "workers", f.cfg.Workers, "Services reconciled concurrently")
 	fl.DurationVar(&f.cfg.PoolStatusInterval, "pool-status-interval", f.cfg.PoolStatusInterval, "minimum time between two pool status recomputations")
-	fl.StringVar(&f.cfg.MetricsAddr, "metrics-addr", f.cfg.MetricsAddr, "listen address of /metrics (\"0\" disables)")
-	fl.StringVar(&f.cfg.HealthAddr, "health-addr", f.cfg.HealthAddr, "listen address of /healthz and /readyz (\"0\" disables)")
+	cliutil.AddMetricsAddrFlag(cmd, &f.cfg.MetricsAddr, f.cfg.MetricsAddr)
+	fl.StringVar(&f.cfg.HealthAddr, "health-addr", f.cfg.HealthAddr, "address to serve /healthz and /readyz on (host:port); \"0\" disables it")
+	f.podIPAM.bind(fl)
 	return cmd
 }

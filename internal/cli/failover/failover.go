@@ -95,7 +95,7 @@ killed, and the output says so.`,
 
 // bindFlags defines the flags into o.
 func bindFlags(f *pflag.FlagSet, o *options) {
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "path to a kubeconfig file; when empty, $KUBECONFIG, then the in-cluster configuration")
+	f.StringVar(&o.kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 	f.StringVarP(&o.namespace, "namespace", "n", "default", "the Service's namespace")
 	f.Float64Var(&o.rate, "rate", 10, "requests per second, each on its own connection")
 	f.DurationVar(&o.timeout, "timeout", time.Second, "timeout of one request, connect to last byte")

@@ -51,7 +51,7 @@ func newKubeletCommand(deps *cliutil.Deps) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the lab's apiserver")
+	f.StringVar(&kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 	f.StringVar(&cfg.NodeName, "node-name", "", "name of the Node to register")
 	f.StringVar(&nodeIPs, "node-ips", "", "the node's addresses, comma-separated, IPv4 first")
 	f.StringVar(&podCIDRs, "pod-cidrs", "", "the node's pod CIDRs, comma-separated, IPv4 first")

@@ -1,35 +1,64 @@
 // Package status is the `mooring status` verb: one table that says, for
 // every LoadBalancer Service, which addresses it holds, why any is pending,
-// and which node announces each address — the truth an operator otherwise
-// assembles from three kubectl commands.
+// which node announces each address, and what the agents recently saw go
+// wrong (split brain, stale local copies) — the truth an operator otherwise
+// assembles from four kubectl commands.
 package status
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
-	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/kube"
 )
 
+// DefaultSince is how far back PROBLEMS looks: the apiserver's default
+// Event time to live, so by default every Event still stored counts.
+const DefaultSince = time.Hour
+
+// Options are what `mooring status` shows.
+type Options struct {
+	Namespace string // empty: all namespaces
+	Output    string // table, wide, json or yaml
+	// Since bounds the age of the Events shown as problems.
+	Since time.Duration
+	// Now is the reference for ages; the zero value means time.Now().
+	Now time.Time
+}
+
 // NewCommand builds `mooring status`.
 func NewCommand(deps *cliutil.Deps) *cobra.Command {
-	var kubeconfig, namespace string
+	var kubeconfig string
+	o := Options{Output: OutputTable, Since: DefaultSince}
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "List LoadBalancer Services: addresses, pending reasons, announcing node",
-		Args:  cobra.NoArgs,
+		Short: "List LoadBalancer Services: addresses, pending reasons, announcing node, recent problems",
+		Long: `status lists every Service of type LoadBalancer: the addresses it holds (or
+<pending>, or <other class> when another implementation's loadBalancerClass
+serves it), the controller's AddressAssigned condition, the node and interface
+announcing each address, and PROBLEMS: the Warning Events Mooring's agents
+recorded on the Service within --since (split brain, a stale local copy of the
+address, an address nobody announces). An Event says a problem was seen then;
+` + "`mooring audit arp`" + ` checks the segment now. See docs/status.md.`,
+		Example: `  mooring status
+  mooring status -n demo -o wide
+  mooring status -o json | jq '.services[] | select(.problems)'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch o.Output {
+			case OutputTable, OutputWide, OutputJSON, OutputYAML:
+			default:
+				return fmt.Errorf("-o %q: use table, wide, json or yaml", o.Output)
+			}
 			cfg, err := kube.RESTConfig(kubeconfig, 20, 40)
 			if err != nil {
 				return err
@@ -38,77 +67,35 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return Run(cmd.Context(), cs, namespace, deps.Streams.Out)
+			return Run(cmd.Context(), cs, o, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (in-cluster config when empty)")
-	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace (default: all)")
+	cliutil.AddKubeconfigFlag(cmd, &kubeconfig)
+	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "only this namespace (default: all)")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table, wide (whole messages, every problem), json or yaml")
+	cmd.Flags().DurationVar(&o.Since, "since", o.Since, "show problems (agents' Warning Events) seen within this long")
 	return cmd
 }
 
-// Run lists the Services and prints the table.
-func Run(ctx context.Context, cs kubernetes.Interface, namespace string, w io.Writer) error {
-	list, err := cs.CoreV1().Services(namespace).List(ctx, metav1.ListOptions{})
+// Run lists the Services and their Events and prints them. Without
+// permission to list Events it says so on errw and prints the rest.
+func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Writer) error {
+	now := o.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	svcs, err := cs.CoreV1().Services(o.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("list Services: %w", err)
+		return fmt.Errorf("listing Services: %w", err)
 	}
-	rows := Rows(list.Items)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tADDRESSES\tASSIGNED\tANNOUNCED BY\tMESSAGE")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Namespace, r.Name, r.Addresses, r.Assigned, r.AnnouncedBy, r.Message)
-	}
-	return tw.Flush()
-}
-
-// Row is one Service's line.
-type Row struct {
-	Namespace, Name, Addresses, Assigned, AnnouncedBy, Message string
-}
-
-// Rows turns LoadBalancer Services into sorted rows; other Services are
-// skipped.
-func Rows(svcs []corev1.Service) []Row {
-	var rows []Row
-	for _, s := range svcs {
-		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
-			continue
-		}
-		r := Row{Namespace: s.Namespace, Name: s.Name, Addresses: "<pending>", Assigned: "-", AnnouncedBy: "-"}
-		var ips []string
-		for _, in := range s.Status.LoadBalancer.Ingress {
-			if in.IP != "" {
-				ips = append(ips, in.IP)
-			}
-		}
-		if len(ips) > 0 {
-			r.Addresses = strings.Join(ips, ",")
-		}
-		var msgs []string
-		for _, c := range s.Status.Conditions {
-			switch c.Type {
-			case mooringv1.ConditionAddressAssigned:
-				r.Assigned = string(c.Status) + "/" + c.Reason
-				if c.Status != metav1.ConditionTrue && c.Message != "" {
-					msgs = append(msgs, c.Message)
-				}
-			case mooringv1.ConditionAddressOutsidePools:
-				if c.Status == metav1.ConditionTrue {
-					msgs = append(msgs, c.Message)
-				}
-			}
-		}
-		if v := s.Annotations[mooringv1.AnnotationAnnouncedBy]; v != "" {
-			r.AnnouncedBy = v
-		}
-		r.Message = strings.Join(msgs, " ")
-		rows = append(rows, r)
-	}
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].Namespace != rows[j].Namespace {
-			return rows[i].Namespace < rows[j].Namespace
-		}
-		return rows[i].Name < rows[j].Name
+	var events []corev1.Event
+	evs, err := cs.CoreV1().Events(o.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("involvedObject.kind", "Service").String(),
 	})
-	return rows
+	if err != nil {
+		fmt.Fprintf(errw, "warning: listing Events failed, so PROBLEMS is empty: %v\n", err)
+	} else {
+		events = evs.Items
+	}
+	return Print(w, o.Output, Rows(svcs.Items, events, now.Add(-o.Since)), now)
 }

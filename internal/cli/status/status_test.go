@@ -3,47 +3,173 @@ package status
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 )
 
-func TestStatusTable(t *testing.T) {
-	held := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo",
-			Annotations: map[string]string{mooringv1.AnnotationAnnouncedBy: "10.213.0.100=node-2/eth0"}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
-		Status: corev1.ServiceStatus{
-			LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "10.213.0.100"}}},
-			Conditions:   []metav1.Condition{{Type: mooringv1.ConditionAddressAssigned, Status: metav1.ConditionTrue, Reason: "Assigned"}},
-		},
-	}
-	pending := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "api"},
+var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func lb(ns, name string, mut func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer},
-		Status: corev1.ServiceStatus{Conditions: []metav1.Condition{{
-			Type: mooringv1.ConditionAddressAssigned, Status: metav1.ConditionFalse, Reason: "PoolExhausted",
-			Message: "pool \"blue\" has no free IPv4 address"}}},
 	}
-	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "internal"}}
-	var b bytes.Buffer
-	if err := Run(context.Background(), fake.NewClientset(held, pending, other), "", &b); err != nil {
+	if mut != nil {
+		mut(s)
+	}
+	return s
+}
+
+func agentEvent(ns, svc, typ, reason, msg, node string, age time.Duration) *corev1.Event {
+	t := metav1.NewTime(now.Add(-age))
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Namespace: ns, Name: svc + "." + reason + node + age.String()},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", Namespace: ns, Name: svc},
+		Type:           typ, Reason: reason, Message: msg, Count: 1,
+		Source:         corev1.EventSource{Component: "mooring-agent", Host: node},
+		FirstTimestamp: t, LastTimestamp: t,
+	}
+}
+
+const longMessage = "pool \"blue\" has no free IPv4 address: add a block to spec.blocks or free an address held by another Service"
+
+func fixture() *fake.Clientset {
+	held := lb("demo", "echo", func(s *corev1.Service) {
+		s.Annotations = map[string]string{mooringv1.AnnotationAnnouncedBy: "10.213.0.100=node-2/eth0,fd00:213::100=node-1/eth0"}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "fd00:213::100"}, {IP: "10.213.0.100"}}
+		s.Status.Conditions = []metav1.Condition{{Type: mooringv1.ConditionAddressAssigned, Status: metav1.ConditionTrue, Reason: "Assigned"}}
+	})
+	pending := lb("demo", "api", func(s *corev1.Service) {
+		s.Status.Conditions = []metav1.Condition{{Type: mooringv1.ConditionAddressAssigned, Status: metav1.ConditionFalse,
+			Reason: "PoolExhausted", Message: longMessage}}
+	})
+	other := lb("demo", "metallb", func(s *corev1.Service) {
+		c := "metallb.io/metallb"
+		s.Spec.LoadBalancerClass = &c
+	})
+	unseen := lb("web", "new", nil)
+	clusterIP := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "internal"}}
+	return fake.NewClientset(held, pending, other, unseen, clusterIP,
+		agentEvent("demo", "echo", corev1.EventTypeWarning, mooringv1.EventReasonSplitBrain, "split brain: 10.213.0.100 is announced by node-2 on eth0, but 02:00:00:00:00:09 also answered", "node-2", 2*time.Minute),
+		agentEvent("demo", "echo", corev1.EventTypeWarning, mooringv1.EventReasonStaleLocalAddress, "node node-3 has 10.213.0.100 configured on kube-ipvs0", "node-3", 5*time.Minute),
+		agentEvent("demo", "echo", corev1.EventTypeWarning, mooringv1.EventReasonStaleLocalAddress, "too old", "node-3", 3*time.Hour),
+		// answered by a later L2Announced: not a problem any more
+		agentEvent("demo", "echo", corev1.EventTypeWarning, mooringv1.EventReasonUnannounced, "no node may announce", "node-1", 10*time.Minute),
+		agentEvent("demo", "echo", corev1.EventTypeNormal, mooringv1.EventReasonAnnounced, "node-2 announces", "node-2", 9*time.Minute),
+		// still unanswered
+		agentEvent("demo", "api", corev1.EventTypeWarning, mooringv1.EventReasonUnannounced, "no node may announce 10.213.0.101: every endpoint is on node-3, which the policy excludes", "node-1", time.Minute),
+	)
+}
+
+func run(t *testing.T, output string) string {
+	t.Helper()
+	var out, errw bytes.Buffer
+	if err := Run(context.Background(), fixture(), Options{Output: output, Since: DefaultSince, Now: now}, &out, &errw); err != nil {
 		t.Fatal(err)
 	}
-	out := b.String()
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("want header + 2 LoadBalancer rows, got:\n%s", out)
+	if errw.Len() > 0 {
+		t.Errorf("stderr: %s", errw.String())
 	}
-	if !strings.Contains(lines[1], "api") || !strings.Contains(lines[1], "<pending>") || !strings.Contains(lines[1], "False/PoolExhausted") || !strings.Contains(lines[1], "no free IPv4") {
-		t.Errorf("pending row wrong: %q", lines[1])
+	return out.String()
+}
+
+func lines(s string) map[string]string {
+	out := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		f := strings.Fields(l)
+		if len(f) > 1 {
+			out[f[1]] = l
+		}
 	}
-	if !strings.Contains(lines[2], "10.213.0.100") || !strings.Contains(lines[2], "node-2/eth0") || !strings.Contains(lines[2], "True/Assigned") {
-		t.Errorf("assigned row wrong: %q", lines[2])
+	return out
+}
+
+func TestTable(t *testing.T) {
+	out := run(t, OutputTable)
+	rows := lines(out)
+	if len(rows) != 5 {
+		t.Fatalf("want header + 4 LoadBalancer rows:\n%s", out)
+	}
+	for name, want := range map[string][]string{
+		"NAME":    {"ADDRESSES", "ASSIGNED", "ANNOUNCED BY", "PROBLEMS", "MESSAGE"},
+		"echo":    {"fd00:213::100,10.213.0.100", "True/Assigned", "node-1/eth0,node-2/eth0", "L2SplitBrain (2m ago), StaleLocalAddress (5m ago)"},
+		"api":     {"<pending>", "False/PoolExhausted", "L2Unannounced (60s ago)", longMessage[:57] + "..."},
+		"metallb": {"<other class>", "not Mooring's: loadBalancerClass metallb.io/metallb"},
+		"new":     {"<pending>", "no AddressAssigned condition"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[name], w) {
+				t.Errorf("row %s lacks %q:\n%s", name, w, rows[name])
+			}
+		}
+	}
+	if strings.Contains(out, "too old") || strings.Contains(rows["echo"], "L2Unannounced") || strings.Contains(out, longMessage) {
+		t.Errorf("old, answered or whole messages in the default table:\n%s", out)
+	}
+	if strings.Contains(rows["metallb"], "<pending>") {
+		t.Errorf("another class's Service shown as pending: %s", rows["metallb"])
+	}
+}
+
+func TestWide(t *testing.T) {
+	rows := lines(run(t, OutputWide))
+	for name, want := range map[string][]string{
+		"NAME":    {"CLASS"},
+		"echo":    {"fd00:213::100=node-1/eth0,10.213.0.100=node-2/eth0", "L2SplitBrain (2m ago, node-2)", "StaleLocalAddress: node node-3 has 10.213.0.100 configured on kube-ipvs0"},
+		"api":     {longMessage, "L2Unannounced: no node may announce 10.213.0.101"},
+		"metallb": {"metallb.io/metallb"},
+	} {
+		for _, w := range want {
+			if !strings.Contains(rows[name], w) {
+				t.Errorf("wide row %s lacks %q:\n%s", name, w, rows[name])
+			}
+		}
+	}
+}
+
+func TestJSONAndYAML(t *testing.T) {
+	for _, format := range []string{OutputJSON, OutputYAML} {
+		out := run(t, format)
+		var l List
+		var err error
+		if format == OutputJSON {
+			err = json.Unmarshal([]byte(out), &l)
+		} else {
+			err = yaml.Unmarshal([]byte(out), &l)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", format, err, out)
+		}
+		if len(l.Services) != 4 {
+			t.Fatalf("%s: want 4 services, got %d", format, len(l.Services))
+		}
+		echo := l.Services[1]
+		if echo.Name != "echo" || len(echo.Problems) != 2 || echo.Problems[0].Reason != mooringv1.EventReasonSplitBrain ||
+			!echo.Problems[0].LastSeen.Equal(now.Add(-2*time.Minute)) || echo.Problems[0].Node != "node-2" {
+			t.Errorf("%s: echo = %+v", format, echo)
+		}
+		if m := l.Services[2]; m.Name != "metallb" || !m.OtherClass || m.Class != "metallb.io/metallb" {
+			t.Errorf("%s: metallb = %+v", format, m)
+		}
+		if a := l.Services[0]; a.Name != "api" || a.Assigned == nil || a.Assigned.Message != longMessage {
+			t.Errorf("%s: api = %+v", format, a)
+		}
+	}
+}
+
+func TestBadOutput(t *testing.T) {
+	var out bytes.Buffer
+	err := Run(context.Background(), fixture(), Options{Output: "xml"}, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "table, wide, json or yaml") {
+		t.Errorf("-o xml: %v", err)
 	}
 }

@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// indexSliceService indexes EndpointSlices by the Service they belong to,
+// so a Service event reads that Service's slices and not every slice of
+// its namespace.
+const indexSliceService = "mooring.endpointslice.service"
+
+func sliceService(o client.Object) []string {
+	if n := o.GetLabels()[discoveryv1.LabelServiceName]; n != "" {
+		return []string{n}
+	}
+	return nil
+}
+
+// dirty is what changed since the last decision: informer handlers mark
+// it, the decision loop takes it. Services are named one by one; Nodes,
+// policies and interfaces are few, so they are re-read whole.
+type dirty struct {
+	mu sync.Mutex
+	changed
+	kick chan struct{}
+}
+
+// changed names what to re-read.
+type changed struct {
+	services map[types.NamespacedName]struct{}
+	all      bool // every Service (start-up)
+	nodes    bool
+	policies bool
+	links    bool
+}
+
+func newDirty() *dirty {
+	return &dirty{changed: changed{services: map[types.NamespacedName]struct{}{}, all: true, nodes: true, policies: true, links: true},
+		kick: make(chan struct{}, 1)}
+}
+
+func (d *dirty) mark(fn func(c *changed)) {
+	d.mu.Lock()
+	fn(&d.changed)
+	d.mu.Unlock()
+	poke(d.kick)
+}
+
+func (d *dirty) service(k types.NamespacedName) {
+	d.mark(func(c *changed) { c.services[k] = struct{}{} })
+}
+
+// take returns what is dirty and resets it.
+func (d *dirty) take() changed {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := d.changed
+	d.changed = changed{services: map[types.NamespacedName]struct{}{}}
+	return out
+}
+
+// merge adds o's marks to d (a failed decision gives them back).
+func (d *changed) merge(o changed) {
+	for k := range o.services {
+		d.services[k] = struct{}{}
+	}
+	d.all, d.nodes, d.policies, d.links = d.all || o.all, d.nodes || o.nodes, d.policies || o.policies, d.links || o.links
+}
+
+// handlers returns the informer handlers that mark d.
+func (d *dirty) serviceHandler() toolscache.ResourceEventHandlerFuncs {
+	mark := func(obj any) {
+		if o, ok := tombstone(obj).(*corev1.Service); ok {
+			d.service(types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, n any) { mark(n) }, DeleteFunc: mark}
+}
+
+func (d *dirty) sliceHandler() toolscache.ResourceEventHandlerFuncs {
+	mark := func(obj any) {
+		if o, ok := tombstone(obj).(*discoveryv1.EndpointSlice); ok {
+			for _, n := range sliceService(o) {
+				d.service(types.NamespacedName{Namespace: o.Namespace, Name: n})
+			}
+		}
+	}
+	return toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    mark,
+		UpdateFunc: func(o, n any) { mark(o); mark(n) }, // the label may change
+		DeleteFunc: mark,
+	}
+}
+
+func (d *dirty) flagHandler(flag func(c *changed)) toolscache.ResourceEventHandlerFuncs {
+	mark := func(any) { d.mark(flag) }
+	return toolscache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, n any) { mark(n) }, DeleteFunc: mark}
+}
+
+func tombstone(obj any) any {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}

@@ -1,0 +1,165 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+)
+
+// realisticService is a LoadBalancer Service as `kubectl apply` and the
+// controller leave it (last-applied annotation, managedFields, ports).
+func realisticService(i int) *corev1.Service {
+	name := fmt.Sprintf("svc-%05d", i)
+	ip := fmt.Sprintf("10.%d.%d.%d", 100+i/65536, i/256%256, i%256)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bulk", UID: "6f1c2d3e-0000-4000-8000-00000000abcd",
+			ResourceVersion: fmt.Sprint(100000 + i), Labels: map[string]string{"app": name, "team": "payments"},
+			Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","kind":"Service","metadata":{"annotations":{},"labels":{"app":"` + name + `","team":"payments"},"name":"` + name + `","namespace":"bulk"},"spec":{"ports":[{"name":"http","port":80,"targetPort":8080}],"selector":{"app":"` + name + `"},"type":"LoadBalancer"}}`},
+			ManagedFields: []metav1.ManagedFieldsEntry{
+				{Manager: "kubectl-client-side-apply", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1",
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},"f:labels":{".":{},"f:app":{},"f:team":{}}},"f:spec":{"f:allocateLoadBalancerNodePorts":{},"f:externalTrafficPolicy":{},"f:internalTrafficPolicy":{},"f:ports":{".":{},"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:name":{},"f:port":{},"f:protocol":{},"f:targetPort":{}}},"f:selector":{},"f:sessionAffinity":{},"f:type":{}}}`)}},
+				{Manager: "mooring-controller", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", FieldsType: "FieldsV1", Subresource: "status",
+					FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{".":{},"k:{\"type\":\"mooring.dev/AddressAssigned\"}":{}},"f:loadBalancer":{"f:ingress":{}}}}`)}},
+			}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name},
+			Ports:     []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: int32(30000 + i%2000)}},
+			ClusterIP: fmt.Sprintf("10.96.%d.%d", i/256%256, i%256), ClusterIPs: []string{fmt.Sprintf("10.96.%d.%d", i/256%256, i%256)},
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack),
+			ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster, InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyCluster),
+			SessionAffinity: corev1.ServiceAffinityNone, AllocateLoadBalancerNodePorts: ptr.To(true)},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: ip, IPMode: ptr.To(corev1.LoadBalancerIPModeVIP)}}},
+			Conditions: []metav1.Condition{{Type: "mooring.dev/AddressAssigned", Status: metav1.ConditionTrue, Reason: "Assigned", Message: "assigned " + ip + " from pool default"}}},
+	}
+	return decoded(svc)
+}
+
+func realisticSlice(i int) *discoveryv1.EndpointSlice {
+	name := fmt.Sprintf("svc-%05d", i)
+	es := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-x7k2p", GenerateName: name + "-", Namespace: "bulk", UID: "7a1c2d3e-0000-4000-8000-00000000abcd",
+			ResourceVersion: fmt.Sprint(200000 + i),
+			Labels: map[string]string{discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+				"app": name, "team": "payments"},
+			Annotations:     map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": "2026-11-30T13:00:00Z"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: "6f1c2d3e-0000-4000-8000-00000000abcd", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "discovery.k8s.io/v1", FieldsType: "FieldsV1",
+				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:addressType":{},"f:endpoints":{},"f:metadata":{"f:annotations":{".":{},"f:endpoints.kubernetes.io/last-change-trigger-time":{}},"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:endpointslice.kubernetes.io/managed-by":{},"f:kubernetes.io/service-name":{},"f:team":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"6f1c2d3e\"}":{}}},"f:ports":{}}`)}}}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(int32(8080))}},
+	}
+	for j := range 2 {
+		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{fmt.Sprintf("10.244.%d.%d", j, i%250)},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true), Terminating: ptr.To(false)},
+			NodeName:   ptr.To(fmt.Sprintf("node-%d", 1+(i+j)%3)), Zone: ptr.To("zone-a"),
+			TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "bulk", Name: fmt.Sprintf("%s-5d8f7c9b6-%05d", name, j), UID: "8b1c2d3e-0000-4000-8000-00000000abcd"},
+		})
+	}
+	return decoded(es)
+}
+
+// decoded round-trips obj through JSON, as the informer's decoder leaves
+// it: every string its own allocation.
+func decoded[T any](obj *T) *T {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		panic(err)
+	}
+	out := new(T)
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkCacheFootprint reports the heap the informer stores hold for
+// 10,000 Services and their EndpointSlices, with the previous transform
+// (managedFields stripped) and with the agent's transforms.
+func BenchmarkCacheFootprint(b *testing.B) {
+	const n = 10000
+	for _, tc := range []struct {
+		name       string
+		svc, slice toolscache.TransformFunc
+	}{
+		{"strip-managed-fields", cache.TransformStripManagedFields(), cache.TransformStripManagedFields()},
+		{"agent-transforms", slimService, slimSlice},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				before := heapInUse()
+				svcs := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+				slices := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+				for i := range n {
+					s, err := tc.svc(realisticService(i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					e, err := tc.slice(realisticSlice(i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := svcs.Add(s); err != nil {
+						b.Fatal(err)
+					}
+					if err := slices.Add(e); err != nil {
+						b.Fatal(err)
+					}
+				}
+				after := heapInUse()
+				b.ReportMetric(float64(after-before)/(1<<20), "MiB")
+				runtime.KeepAlive(svcs)
+				runtime.KeepAlive(slices)
+			}
+		})
+	}
+}
+
+// The transforms keep every field the decision reads: converting a slim
+// object gives what converting the full one gives.
+func TestTransformsKeepWhatTheDecisionReads(t *testing.T) {
+	for i := range 50 {
+		svc := realisticService(i)
+		svc.Spec.ExternalIPs = []string{"192.0.2.7"}
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+		es := realisticSlice(i)
+		slim, err := slimService(svc.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		slimES, err := slimSlice(es.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		full := convertService(svc, readyNodes([]discoveryv1.EndpointSlice{*es})[serviceKey(svc)])
+		got := convertService(slim.(*corev1.Service), readyNodes([]discoveryv1.EndpointSlice{*slimES.(*discoveryv1.EndpointSlice)})[serviceKey(svc)])
+		if fmt.Sprint(full) != fmt.Sprint(got) {
+			t.Fatalf("slim Service converts to\n%+v\nfull to\n%+v", got, full)
+		}
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1", Labels: map[string]string{"zone": "a"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "192.0.2.1"}, {Type: corev1.NodeHostName, Address: "node-1"}},
+			Images: []corev1.ContainerImage{{Names: []string{"registry.example/big:1"}, SizeBytes: 1 << 30}}}}
+	slim, _ := slimNode(node.DeepCopy())
+	sn := *slim.(*corev1.Node)
+	if fmt.Sprint(peersOf([]corev1.Node{sn}, "x", 7946)) != fmt.Sprint(peersOf([]corev1.Node{*node}, "x", 7946)) ||
+		fmt.Sprint(convertNodes([]corev1.Node{sn})) != fmt.Sprint(convertNodes([]corev1.Node{*node})) || len(sn.Status.Images) != 0 {
+		t.Fatalf("slim node %+v", sn)
+	}
+}

@@ -1,0 +1,155 @@
+// Package doctor is the `mooring doctor` verb: it gathers a read-only
+// snapshot (internal/doctor/gather), runs the checks (internal/doctor) and
+// prints a table or JSON. Exit code 1 when any finding is a problem.
+package doctor
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mooringlb/mooring/internal/cliutil"
+	core "github.com/mooringlb/mooring/internal/doctor"
+	"github.com/mooringlb/mooring/internal/doctor/gather"
+	"github.com/mooringlb/mooring/internal/kube"
+)
+
+// Options are the verb's flags.
+type Options struct {
+	Kubeconfig  string
+	Output      string
+	NodeSubnets []string
+	MetricsPort int
+	All         bool
+}
+
+// NewCommand builds `mooring doctor`.
+func NewCommand(deps *cliutil.Deps) *cobra.Command {
+	o := Options{Output: "table", MetricsPort: 9473}
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the cluster for what breaks LoadBalancer addresses: pools off-subnet, stale ARP responders, kube-proxy strictARP, other load balancers, split brain, agent error counters",
+		Long: "doctor reads the cluster (read-only) and each node's agent metrics (when reachable) and reports problems with their fix.\n" +
+			"It exits 1 when it finds a problem, 0 otherwise.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			path := o.Kubeconfig
+			if path == "" {
+				path = os.Getenv("KUBECONFIG")
+			}
+			cfg, err := kube.RESTConfig(path, 20, 40)
+			if err != nil {
+				return err
+			}
+			cs, err := kubernetes.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			dc, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
+			return Run(cmd.Context(), o, cs, dc, deps.Streams.Out)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
+	f.StringArrayVar(&o.NodeSubnets, "node-subnet", nil, "the nodes' L2 network, CIDR (every node) or NODE=CIDR; repeatable (default: the /24 or /64 around each InternalIP, marked as assumed)")
+	f.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "agent metrics port on each node's InternalIP; 0 skips node metrics")
+	f.BoolVar(&o.All, "all", false, "also print informational findings")
+	return cmd
+}
+
+// ParseSubnets reads --node-subnet values.
+func ParseSubnets(vals []string) (map[string][]netip.Prefix, error) {
+	out := map[string][]netip.Prefix{}
+	for _, v := range vals {
+		node, cidr, ok := strings.Cut(v, "=")
+		if !ok {
+			node, cidr = "", v
+		}
+		p, err := netip.ParsePrefix(strings.TrimSpace(cidr))
+		if err != nil {
+			return nil, fmt.Errorf("--node-subnet %q: want CIDR or NODE=CIDR: %w", v, err)
+		}
+		out[node] = append(out[node], p.Masked())
+	}
+	return out, nil
+}
+
+// Run gathers, checks and prints; it returns cliutil.ExitError{Code: 1}
+// when any finding is a problem.
+func Run(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Interface, w io.Writer) error {
+	if o.Output != "table" && o.Output != "json" {
+		return fmt.Errorf("-o %q: use table or json", o.Output)
+	}
+	subnets, err := ParseSubnets(o.NodeSubnets)
+	if err != nil {
+		return err
+	}
+	opt := gather.Options{NodeSubnets: subnets}
+	if o.MetricsPort > 0 {
+		opt.Metrics = gather.HTTPMetrics(o.MetricsPort, 2*time.Second)
+	}
+	in, err := gather.Gather(ctx, cs, dc, opt)
+	if err != nil {
+		return err
+	}
+	findings := core.Run(in)
+	if err := Print(w, o.Output, findings, o.All); err != nil {
+		return err
+	}
+	if core.HasProblem(findings) {
+		return cliutil.ExitError{Code: 1}
+	}
+	return nil
+}
+
+// Print writes the findings; info findings only with all.
+func Print(w io.Writer, format string, fs []core.Finding, all bool) error {
+	var shown []core.Finding
+	for _, f := range fs {
+		if all || f.Severity != core.Info {
+			shown = append(shown, f)
+		}
+	}
+	if format == "json" {
+		if shown == nil {
+			shown = []core.Finding{}
+		}
+		b, err := json.MarshalIndent(map[string]any{"findings": shown, "problem": core.HasProblem(fs)}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return err
+	}
+	if len(shown) == 0 {
+		_, err := fmt.Fprintln(w, "no problems found")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEVERITY\tCHECK\tOBJECT\tNODE\tMESSAGE\tFIX")
+	for _, f := range shown {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Check, dash(f.Object), dash(f.Node), f.Message, dash(f.Fix))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

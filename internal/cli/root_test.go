@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/mooringlb/mooring/internal/cliutil"
+)
+
+func runCLI(t *testing.T, argv ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = Main(context.Background(), argv, Streams{In: strings.NewReader(""), Out: &out, Err: &errb})
+	return code, out.String(), errb.String()
+}
+
+func allCommands() []*cobra.Command {
+	var cmds []*cobra.Command
+	walk(NewRootCommand(Streams{}), func(c *cobra.Command) { cmds = append(cmds, c) })
+	return cmds
+}
+
+// Every command, hidden ones included, states the shared flags in the
+// same words, and names them alike.
+func TestSharedFlagWording(t *testing.T) {
+	want := map[string]string{
+		cliutil.KubeconfigFlag:  cliutil.KubeconfigUsage,
+		cliutil.MetricsAddrFlag: cliutil.MetricsAddrUsage,
+	}
+	seen := map[string]int{}
+	for _, c := range allCommands() {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if usage, ok := want[f.Name]; ok {
+				seen[f.Name]++
+				if f.Usage != usage {
+					t.Errorf("%s --%s: usage %q, want %q", c.CommandPath(), f.Name, f.Usage, usage)
+				}
+				return
+			}
+			if strings.Contains(f.Name, "kubeconfig") || strings.HasPrefix(f.Name, "metrics") {
+				t.Errorf("%s --%s: name the flag --%s or --%s", c.CommandPath(), f.Name, cliutil.KubeconfigFlag, cliutil.MetricsAddrFlag)
+			}
+		})
+	}
+	// status, controller, agent at least; a rename must not empty the test.
+	if seen[cliutil.KubeconfigFlag] < 3 || seen[cliutil.MetricsAddrFlag] < 2 {
+		t.Errorf("too few shared flags found: %v", seen)
+	}
+}
+
+// doubled reports an error line that repeats a segment: "lab: lab: ...".
+func doubled(s string) bool {
+	for _, line := range strings.Split(s, "\n") {
+		parts := strings.Split(strings.TrimPrefix(line, "Error: "), ": ")
+		for i := 1; i < len(parts); i++ {
+			if parts[i] == parts[i-1] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A usage error on any command is printed once, with one prefix, says
+// where the usage is, and exits 2; nothing goes to stdout.
+func TestUsageErrorsPrintedOnce(t *testing.T) {
+	for _, c := range allCommands() {
+		if !c.Runnable() {
+			continue
+		}
+		path := strings.Fields(c.CommandPath())[1:]
+		code, stdout, stderr := runCLI(t, append(append([]string{Name}, path...), "--no-such-flag")...)
+		checkUsageError(t, c.CommandPath(), code, stdout, stderr)
+		if !strings.Contains(stderr, "unknown flag: --no-such-flag") {
+			t.Errorf("%s: stderr lacks the flag error:\n%s", c.CommandPath(), stderr)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"nosuchverb"}, []string{`unknown command "nosuchverb"`, "Run 'mooring --help'"}},
+		{[]string{"status", "extra"}, []string{`unknown command "extra" for "mooring status"`, "Run 'mooring status --help'"}},
+		{[]string{"audit", "arp"}, []string{"requires at least 1 arg", "Run 'mooring audit arp --help'"}},
+		{[]string{"lab", "exec", "node-1", "ip", "-br", "addr"}, []string{"unknown shorthand flag: 'b' in -br",
+			"go after `--`: mooring lab exec <host> -- <command>", "Run 'mooring lab exec --help'"}},
+	} {
+		code, stdout, stderr := runCLI(t, append([]string{Name}, tc.args...)...)
+		checkUsageError(t, strings.Join(tc.args, " "), code, stdout, stderr)
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%v: stderr lacks %q:\n%s", tc.args, w, stderr)
+			}
+		}
+	}
+}
+
+func checkUsageError(t *testing.T, what string, code int, stdout, stderr string) {
+	t.Helper()
+	if code != ExitUsage {
+		t.Errorf("%s: exit %d, want %d", what, code, ExitUsage)
+	}
+	if stdout != "" {
+		t.Errorf("%s: usage error wrote to stdout:\n%s", what, stdout)
+	}
+	if n := strings.Count(stderr, "Error:"); n != 1 {
+		t.Errorf("%s: %d error lines, want 1:\n%s", what, n, stderr)
+	}
+	if doubled(stderr) {
+		t.Errorf("%s: doubled prefix:\n%s", what, stderr)
+	}
+	if !strings.Contains(stderr, "--help' for usage.") {
+		t.Errorf("%s: no pointer to --help:\n%s", what, stderr)
+	}
+}
+
+func TestOncePrefixes(t *testing.T) {
+	for in, want := range map[string]string{
+		"lab: lab: no lab is running (start one)": "lab: no lab is running (start one)",
+		"exec: exec: \"ip\": not found":           "exec: \"ip\": not found",
+		"probe fd00::1: timeout":                  "probe fd00::1: timeout",
+		"a: b: a: c":                              "a: b: a: c",
+	} {
+		if got := oncePrefixes(in); got != want {
+			t.Errorf("oncePrefixes(%q) = %q, want %q", in, got, want)
+		}
+	}
+	// A command's own error goes through the same printer.
+	var b bytes.Buffer
+	if code := report(&b, NewRootCommand(Streams{}), errString("lab: lab: no lab is running")); code != ExitFailure || b.String() != "Error: lab: no lab is running\n" {
+		t.Errorf("report: code %d, %q", code, b.String())
+	}
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+// Named kubectl-mooring, the binary is the same program and its help
+// speaks as `kubectl mooring`.
+func TestPluginName(t *testing.T) {
+	code, stdout, _ := runCLI(t, "/usr/local/bin/"+PluginName, "--help")
+	if code != 0 || !strings.Contains(stdout, "kubectl mooring [command]") {
+		t.Errorf("plugin --help: exit %d:\n%s", code, stdout)
+	}
+	code, stdout, _ = runCLI(t, PluginName, "failover", "--help")
+	if code != 0 || !strings.Contains(stdout, "\n  kubectl mooring failover -n demo echo") || !strings.Contains(stdout, "kubectl mooring failover SERVICE [flags]") {
+		t.Errorf("plugin failover --help: exit %d:\n%s", code, stdout)
+	}
+	code, _, stderr := runCLI(t, PluginName, "status", "extra")
+	if code != ExitUsage || !strings.Contains(stderr, "Run 'kubectl mooring status --help'") {
+		t.Errorf("plugin usage error: exit %d:\n%s", code, stderr)
+	}
+	code, stdout, _ = runCLI(t, PluginName, "version")
+	if code != 0 || !strings.HasPrefix(stdout, "mooring ") {
+		t.Errorf("plugin version: exit %d: %q", code, stdout)
+	}
+}

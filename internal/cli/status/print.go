@@ -1,0 +1,159 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// Output formats of -o.
+const (
+	OutputTable = "table"
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
+)
+
+// messageWidth is where the default table cuts MESSAGE; -o wide prints it whole.
+const messageWidth = 60
+
+// List is the document -o json and -o yaml print.
+type List struct {
+	Services []Row `json:"services"`
+}
+
+// Print writes rows in format; now dates the problems' ages.
+func Print(w io.Writer, format string, rows []Row, now time.Time) error {
+	switch format {
+	case OutputJSON:
+		b, err := json.MarshalIndent(List{Services: nonNil(rows)}, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return err
+	case OutputYAML:
+		b, err := yaml.Marshal(List{Services: nonNil(rows)})
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	case OutputTable, "":
+		return printTable(w, rows, now, false)
+	case OutputWide:
+		return printTable(w, rows, now, true)
+	}
+	return fmt.Errorf("-o %q: use table, wide, json or yaml", format)
+}
+
+func nonNil(rows []Row) []Row {
+	if rows == nil {
+		return []Row{}
+	}
+	return rows
+}
+
+func printTable(w io.Writer, rows []Row, now time.Time, wide bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if wide {
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tCLASS\tADDRESSES\tASSIGNED\tANNOUNCED BY\tPROBLEMS\tMESSAGE")
+	} else {
+		fmt.Fprintln(tw, "NAMESPACE\tNAME\tADDRESSES\tASSIGNED\tANNOUNCED BY\tPROBLEMS\tMESSAGE")
+	}
+	for _, r := range rows {
+		cells := []string{r.Namespace, r.Name}
+		if wide {
+			cells = append(cells, orDash(r.Class))
+		}
+		cells = append(cells, addresses(r), assigned(r), announcedBy(r, wide), problems(r, now, wide), message(r, wide))
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func addresses(r Row) string {
+	switch {
+	case len(r.Addresses) > 0:
+		return strings.Join(r.Addresses, ",")
+	case r.OtherClass:
+		return "<other class>"
+	}
+	return "<pending>"
+}
+
+func assigned(r Row) string {
+	if r.Assigned == nil {
+		return "-"
+	}
+	return r.Assigned.Status + "/" + r.Assigned.Reason
+}
+
+// announcedBy is "node/if" per address in the default table (in the order
+// of ADDRESSES) and "addr=node/if" in the wide one.
+func announcedBy(r Row, wide bool) string {
+	var parts []string
+	for _, a := range r.AnnouncedBy {
+		if wide {
+			parts = append(parts, a.Address+"="+a.By)
+		} else {
+			parts = append(parts, a.By)
+		}
+	}
+	return orDash(strings.Join(parts, ","))
+}
+
+// problems is "Reason (age)" per reason in the default table and
+// "Reason (age, node, xN)" per reason and node in the wide one.
+func problems(r Row, now time.Time, wide bool) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, p := range r.Problems { // newest first
+		age := duration.HumanDuration(now.Sub(p.LastSeen)) + " ago"
+		switch {
+		case wide:
+			s := p.Reason + " (" + age
+			if p.Node != "" {
+				s += ", " + p.Node
+			}
+			if p.Count > 1 {
+				s += fmt.Sprintf(", x%d", p.Count)
+			}
+			parts = append(parts, s+")")
+		case !seen[p.Reason]:
+			seen[p.Reason] = true
+			parts = append(parts, p.Reason+" ("+age+")")
+		}
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+// message joins the row's messages; the default table cuts it at
+// messageWidth, the wide one adds each problem's message.
+func message(r Row, wide bool) string {
+	msgs := r.Messages
+	if wide {
+		msgs = append([]string(nil), msgs...)
+		for _, p := range r.Problems {
+			msgs = append(msgs, p.Reason+": "+p.Message)
+		}
+	}
+	m := strings.Join(msgs, "; ")
+	if !wide && len([]rune(m)) > messageWidth {
+		m = string([]rune(m)[:messageWidth-3]) + "..."
+	}
+	return m
+}

@@ -1,0 +1,197 @@
+package cni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/mooringlb/mooring/internal/ipamd"
+)
+
+// Funcs returns the plugin's commands for skel.PluginMainFuncs.
+func Funcs() skel.CNIFuncs {
+	return skel.CNIFuncs{Add: cmdAdd, Del: cmdDel, Check: cmdCheck, GC: cmdGC, Status: cmdStatus}
+}
+
+// Versions are the CNI versions the plugin speaks.
+var Versions = version.All
+
+func setup(args *skel.CmdArgs) (*Config, *ipamd.Client, context.Context, context.CancelFunc, error) {
+	c, err := ParseConfig(args.StdinData)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	return c, ipamd.NewClient(c.IPAM.Socket), ctx, cancel, nil
+}
+
+func cmdAdd(args *skel.CmdArgs) error {
+	c, cl, ctx, cancel, err := setup(args)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if c.Chained {
+		return passThrough(c)
+	}
+	ns, pod := podArgs(args.Args)
+	al, err := cl.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{ContainerID: args.ContainerID, IfName: args.IfName}, Namespace: ns, Pod: pod})
+	if err != nil {
+		return cniError("ADD", err)
+	}
+	return types.PrintResult(result(c, al), c.CNIVersion)
+}
+
+// result turns an allocation into a CNI result: one IP per family with the
+// block's gateway, and a default route per family unless routes are set.
+func result(c *Config, al ipamd.Allocation) *current.Result {
+	r := &current.Result{CNIVersion: current.ImplementedSpecVersion}
+	gws := map[bool]net.IP{}
+	for _, ip := range al.IPs {
+		addr := net.IP(ip.Address.Addr().AsSlice())
+		gw := net.IP(ip.Gateway.AsSlice())
+		r.IPs = append(r.IPs, &current.IPConfig{Address: *ipNet(addr, ip.Address.Bits()), Gateway: gw})
+		gws[ip.Address.Addr().Is4()] = gw
+	}
+	routes := c.IPAM.Routes
+	if len(routes) == 0 {
+		for _, v4 := range []bool{true, false} {
+			if _, ok := gws[v4]; !ok {
+				continue
+			}
+			dst := net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}
+			if v4 {
+				dst = net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}
+			}
+			routes = append(routes, &types.Route{Dst: dst})
+		}
+	}
+	for _, rt := range routes {
+		gw, ok := gws[rt.Dst.IP.To4() != nil]
+		if !ok {
+			continue // a route of a family the pod has no address of
+		}
+		out := *rt
+		if out.GW == nil {
+			out.GW = gw
+		}
+		r.Routes = append(r.Routes, &out)
+	}
+	return r
+}
+
+func passThrough(c *Config) error {
+	if len(c.RawPrev) == 0 {
+		return types.NewError(types.ErrInvalidNetworkConfig, "mooring-ipam as a list entry needs a previous plugin's result",
+			`put {"type": "mooring-ipam"} after the main plugin (bridge, ptp) in the list, not first`)
+	}
+	nc := c.NetConfForPrev()
+	if err := version.ParsePrevResult(&nc); err != nil {
+		return types.NewError(types.ErrDecodingFailure, "mooring-ipam: cannot read prevResult", err.Error())
+	}
+	return types.PrintResult(nc.PrevResult, c.CNIVersion)
+}
+
+func cmdDel(args *skel.CmdArgs) error {
+	c, cl, ctx, cancel, err := setup(args)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if c.Chained {
+		return nil
+	}
+	if err := cl.Del(ctx, ipamd.Key{ContainerID: args.ContainerID, IfName: args.IfName}); err != nil {
+		return cniError("DEL", err)
+	}
+	return nil
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	c, cl, ctx, cancel, err := setup(args)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if c.Chained {
+		return nil
+	}
+	al, err := cl.Check(ctx, ipamd.Key{ContainerID: args.ContainerID, IfName: args.IfName})
+	if err != nil {
+		return cniError("CHECK", err)
+	}
+	if len(c.RawPrev) == 0 {
+		return nil
+	}
+	nc := c.NetConfForPrev()
+	if err := version.ParsePrevResult(&nc); err != nil {
+		return types.NewError(types.ErrDecodingFailure, "mooring-ipam: cannot read prevResult", err.Error())
+	}
+	prev, err := current.NewResultFromResult(nc.PrevResult)
+	if err != nil {
+		return types.NewError(types.ErrDecodingFailure, "mooring-ipam: cannot convert prevResult", err.Error())
+	}
+	for _, ip := range al.IPs {
+		if !slices.ContainsFunc(prev.IPs, func(p *current.IPConfig) bool {
+			a, ok := netip.AddrFromSlice(p.Address.IP)
+			return ok && a.Unmap() == ip.Address.Addr()
+		}) {
+			return fmt.Errorf("mooring-ipam: the agent allocated %s to container %s %s but the runtime's result lacks it", ip.Address, args.ContainerID, args.IfName)
+		}
+	}
+	return nil
+}
+
+func cmdGC(args *skel.CmdArgs) error {
+	c, cl, ctx, cancel, err := setup(args)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	valid := make([]ipamd.Key, 0, len(c.ValidAttachments))
+	for _, a := range c.ValidAttachments {
+		valid = append(valid, ipamd.Key{ContainerID: a.ContainerID, IfName: a.IfName})
+	}
+	if _, err := cl.GC(ctx, valid); err != nil {
+		return cniError("GC", err)
+	}
+	return nil
+}
+
+func cmdStatus(args *skel.CmdArgs) error {
+	_, cl, ctx, cancel, err := setup(args)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := cl.Status(ctx); err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, "mooring-ipam: cannot hand out pod addresses", err.Error())
+	}
+	return nil
+}
+
+// cniError maps an agent error to a CNI error code: unreachable agent or
+// no room yet → 11 (try again later), bad request → invalid config.
+func cniError(op string, err error) error {
+	var un *ipamd.UnreachableError
+	var ce *ipamd.CallError
+	switch {
+	case errors.As(err, &un):
+		return types.NewError(types.ErrTryAgainLater, "mooring-ipam "+op+": agent unreachable", un.Error())
+	case errors.As(err, &ce) && ce.Kind == ipamd.KindNoBlock:
+		return types.NewError(types.ErrTryAgainLater, "mooring-ipam "+op+": no free pod address", ce.Message)
+	case errors.As(err, &ce) && ce.Kind == ipamd.KindBad:
+		return types.NewError(types.ErrInvalidNetworkConfig, "mooring-ipam "+op+": bad request", ce.Message)
+	case errors.As(err, &ce) && ce.Kind == ipamd.KindNotFound:
+		return types.NewError(types.ErrInvalidEnvironmentVariables, "mooring-ipam "+op+": unknown attachment", ce.Message)
+	}
+	return types.NewError(types.ErrInternal, "mooring-ipam "+op+" failed", err.Error())
+}

@@ -1,0 +1,286 @@
+// Package gather is `mooring doctor`'s adapter: it reads, read-only, what
+// the checks in internal/doctor need from the cluster (and from each node's
+// agent metrics, when reachable) and fills doctor.Inputs.
+package gather
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/doctor"
+)
+
+// Options say what the cluster cannot tell.
+type Options struct {
+	// NodeSubnets are the nodes' L2 networks: by node name, or for every
+	// node under "". Without them the /24 (IPv4) and /64 (IPv6) around
+	// each InternalIP are assumed, and findings say so.
+	NodeSubnets map[string][]netip.Prefix
+	// Metrics reads a node's agent metrics; nil or an error means "not
+	// available". HTTPMetrics is the usual one.
+	Metrics func(ctx context.Context, node *corev1.Node) ([]byte, error)
+	// Now is the clock for event ages.
+	Now func() time.Time
+}
+
+var (
+	gvrPools    = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
+	gvrPolicies = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "l2announcementpolicies"}
+	gvrMetalLB  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+	gvrCiliumL2 = schema.GroupVersionResource{Group: "cilium.io", Version: "v2alpha1", Resource: "ciliuml2announcementpolicies"}
+)
+
+// Gather reads one snapshot.
+func Gather(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, opt Options) (doctor.Inputs, error) {
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	var in doctor.Inputs
+	var err error
+	if in.Pools, err = pools(ctx, dc); err != nil {
+		return in, err
+	}
+	nodeSels, err := policies(ctx, dc)
+	if err != nil {
+		return in, err
+	}
+	in.Policies = len(nodeSels)
+	if in.Nodes, err = nodes(ctx, cs, nodeSels, opt); err != nil {
+		return in, err
+	}
+	if in.Services, err = services(ctx, cs); err != nil {
+		return in, err
+	}
+	if in.Events, err = events(ctx, cs, opt.Now()); err != nil {
+		return in, err
+	}
+	if in.KubeProxy, err = kubeProxy(ctx, cs); err != nil {
+		return in, err
+	}
+	if in.Foreign, err = foreign(ctx, cs, dc, in.Services); err != nil {
+		return in, err
+	}
+	return in, nil
+}
+
+func list(ctx context.Context, dc dynamic.Interface, gvr schema.GroupVersionResource) ([]unstructured.Unstructured, error) {
+	l, err := dc.Resource(gvr).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil // not installed
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", gvr.GroupResource(), err)
+	}
+	return l.Items, nil
+}
+
+func pools(ctx context.Context, dc dynamic.Interface) ([]doctor.Pool, error) {
+	items, err := list(ctx, dc, gvrPools)
+	if err != nil {
+		return nil, err
+	}
+	var out []doctor.Pool
+	for _, it := range items {
+		var p mooringv1.LoadBalancerIPPool
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.Object, &p); err != nil {
+			return nil, fmt.Errorf("pool %s: %w", it.GetName(), err)
+		}
+		dp := doctor.Pool{Name: p.Name, Disabled: p.Spec.Disabled}
+		for _, b := range p.Spec.Blocks {
+			if r, ok := blockRange(b.CIDR, b.Start, b.Stop); ok {
+				dp.Ranges = append(dp.Ranges, r)
+			}
+		}
+		out = append(out, dp)
+	}
+	return out, nil
+}
+
+// blockRange parses a CIDR or a start/stop pair; unparsable blocks are the
+// controller's to report (pool condition), not doctor's.
+func blockRange(cidr, start, stop string) (doctor.Range, bool) {
+	if cidr != "" {
+		p, err := netip.ParsePrefix(strings.TrimSpace(cidr))
+		if err != nil {
+			return doctor.Range{}, false
+		}
+		p = p.Masked()
+		return doctor.Range{First: p.Addr(), Last: lastOf(p)}, true
+	}
+	a, err1 := netip.ParseAddr(strings.TrimSpace(start))
+	b, err2 := netip.ParseAddr(strings.TrimSpace(stop))
+	if err1 != nil || err2 != nil {
+		return doctor.Range{}, false
+	}
+	return doctor.Range{First: a, Last: b}, true
+}
+
+func lastOf(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// policies returns each policy's node selector.
+func policies(ctx context.Context, dc dynamic.Interface) ([]labels.Selector, error) {
+	items, err := list(ctx, dc, gvrPolicies)
+	if err != nil {
+		return nil, err
+	}
+	var out []labels.Selector
+	for _, it := range items {
+		var p mooringv1.L2AnnouncementPolicy
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.Object, &p); err != nil {
+			return nil, fmt.Errorf("policy %s: %w", it.GetName(), err)
+		}
+		sel := labels.Everything()
+		if p.Spec.NodeSelector != nil {
+			if sel, err = metav1.LabelSelectorAsSelector(p.Spec.NodeSelector); err != nil {
+				continue // the agents report an invalid policy on its status
+			}
+		}
+		out = append(out, sel)
+	}
+	return out, nil
+}
+
+func nodes(ctx context.Context, cs kubernetes.Interface, sels []labels.Selector, opt Options) ([]doctor.Node, error) {
+	l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	var out []doctor.Node
+	for i := range l.Items {
+		n := &l.Items[i]
+		dn := doctor.Node{Name: n.Name}
+		for _, s := range sels {
+			dn.Announcing = dn.Announcing || s.Matches(labels.Set(n.Labels))
+		}
+		dn.Subnets = append(dn.Subnets, opt.NodeSubnets[n.Name]...)
+		dn.Subnets = append(dn.Subnets, opt.NodeSubnets[""]...)
+		if len(dn.Subnets) == 0 {
+			for _, a := range n.Status.Addresses {
+				ip, err := netip.ParseAddr(a.Address)
+				if a.Type != corev1.NodeInternalIP || err != nil {
+					continue
+				}
+				bits := 24
+				if ip.Is6() {
+					bits = 64
+				}
+				p, _ := ip.Prefix(bits)
+				dn.Subnets = append(dn.Subnets, p)
+				dn.SubnetsAssumed = true
+			}
+		}
+		if opt.Metrics != nil {
+			if b, err := opt.Metrics(ctx, n); err == nil {
+				dn.Metrics = ParseMetrics(b)
+			}
+		}
+		out = append(out, dn)
+	}
+	return out, nil
+}
+
+func services(ctx context.Context, cs kubernetes.Interface) ([]doctor.Service, error) {
+	l, err := cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Services: %w", err)
+	}
+	var out []doctor.Service
+	for _, s := range l.Items {
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer {
+			continue
+		}
+		ds := doctor.Service{Namespace: s.Namespace, Name: s.Name, AnnouncedBy: map[netip.Addr]string{}}
+		for _, ing := range s.Status.LoadBalancer.Ingress {
+			if a, err := netip.ParseAddr(ing.IP); err == nil {
+				ds.Addrs = append(ds.Addrs, a.Unmap())
+			}
+		}
+		for _, e := range strings.Split(s.Annotations[mooringv1.AnnotationAnnouncedBy], ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(e), "=")
+			if a, err := netip.ParseAddr(k); ok && err == nil {
+				node, _, _ := strings.Cut(v, "/")
+				ds.AnnouncedBy[a.Unmap()] = node
+			}
+		}
+		ds.Ours = len(ds.AnnouncedBy) > 0
+		out = append(out, ds)
+	}
+	return out, nil
+}
+
+func events(ctx context.Context, cs kubernetes.Interface, now time.Time) ([]doctor.Event, error) {
+	var out []doctor.Event
+	for _, reason := range []string{doctor.ReasonStaleLocalAddress, doctor.ReasonSplitBrain} {
+		l, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + reason})
+		if err != nil {
+			return nil, fmt.Errorf("listing Events: %w", err)
+		}
+		for _, e := range l.Items {
+			if e.InvolvedObject.Kind != "Service" {
+				continue
+			}
+			// Only Events about a Service that still exists count.
+			if _, err := cs.CoreV1().Services(e.InvolvedObject.Namespace).Get(ctx, e.InvolvedObject.Name, metav1.GetOptions{}); err != nil {
+				continue
+			}
+			node := e.Source.Host
+			if node == "" {
+				node = e.ReportingInstance
+			}
+			when := e.LastTimestamp.Time
+			if when.IsZero() {
+				when = e.EventTime.Time
+			}
+			out = append(out, doctor.Event{Reason: e.Reason, Message: e.Message, Node: node,
+				Service: e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name, Age: now.Sub(when).Round(time.Second).String()})
+		}
+	}
+	return out, nil
+}
+
+// kubeProxy reads kube-system/kube-proxy's config.conf (kubeadm's layout).
+func kubeProxy(ctx context.Context, cs kubernetes.Interface) (doctor.KubeProxy, error) {
+	cm, err := cs.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-proxy", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return doctor.KubeProxy{}, nil
+	}
+	if err != nil {
+		return doctor.KubeProxy{}, fmt.Errorf("reading kube-system/kube-proxy: %w", err)
+	}
+	return ParseKubeProxy(cm.Data["config.conf"]), nil
+}
+
+// ParseKubeProxy reads mode and ipvs.strictARP from a
+// KubeProxyConfiguration.
+func ParseKubeProxy(conf string) doctor.KubeProxy {
+	var c struct {
+		Mode string `json:"mode"`
+		IPVS struct {
+			StrictARP bool `json:"strictARP"`
+		} `json:"ipvs"`
+	}
+	_ = yaml.Unmarshal([]byte(conf), &c) // unreadable: treated as the default mode
+	return doctor.KubeProxy{Found: true, Mode: c.Mode, StrictARP: c.IPVS.StrictARP}
+}

@@ -1,0 +1,425 @@
+package importer
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	klabels "k8s.io/apimachinery/pkg/labels"
+)
+
+// MetalLB source types: only what the importer reads. Field names and
+// defaults follow MetalLB's metallb.io/v1beta1 API and its pre-0.13
+// ConfigMap.
+
+type mlbAllocation struct {
+	Priority           int                    `json:"priority"`
+	Namespaces         []string               `json:"namespaces"`
+	NamespaceSelectors []metav1.LabelSelector `json:"namespaceSelectors"`
+	ServiceSelectors   []metav1.LabelSelector `json:"serviceSelectors"`
+}
+
+type mlbPoolSpec struct {
+	Addresses     []string       `json:"addresses"`
+	AutoAssign    *bool          `json:"autoAssign"`
+	AvoidBuggyIPs bool           `json:"avoidBuggyIPs"`
+	Allocation    *mlbAllocation `json:"serviceAllocation"`
+	// v1beta1 AddressPool only:
+	Protocol          string `json:"protocol"`
+	BGPAdvertisements []any  `json:"bgpAdvertisements"`
+}
+
+type mlbPool struct {
+	Metadata struct {
+		Labels map[string]string `json:"labels"`
+	} `json:"metadata"`
+	Spec mlbPoolSpec `json:"spec"`
+}
+
+type mlbL2Adv struct {
+	Spec struct {
+		IPAddressPools         []string               `json:"ipAddressPools"`
+		IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors"`
+		NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors"`
+		Interfaces             []string               `json:"interfaces"`
+		ServiceSelectors       []metav1.LabelSelector `json:"serviceSelectors"`
+		PreferredNodeSelectors []any                  `json:"preferredNodeSelectors"`
+	} `json:"spec"`
+}
+
+var selectorFields = leaf
+
+var mlbPoolFields = fields{
+	"addresses": leaf, "autoAssign": leaf, "avoidBuggyIPs": leaf,
+	"serviceAllocation": {"priority": leaf, "namespaces": leaf, "namespaceSelectors": selectorFields, "serviceSelectors": selectorFields},
+}
+
+var mlbAddressPoolFields = fields{
+	"addresses": leaf, "autoAssign": leaf, "avoidBuggyIPs": leaf, "protocol": leaf, "bgpAdvertisements": leaf,
+}
+
+var mlbL2AdvFields = fields{
+	"ipAddressPools": leaf, "ipAddressPoolSelectors": selectorFields, "nodeSelectors": selectorFields,
+	"interfaces": leaf, "serviceSelectors": selectorFields, "preferredNodeSelectors": leaf,
+}
+
+// mlbPoolIn is a pool of any MetalLB generation, normalised, with the
+// field paths to name in the report.
+type mlbPoolIn struct {
+	rec        recorder
+	name       string
+	labels     map[string]string
+	prefix     string // "spec." or "address-pools[2]."
+	spec       mlbPoolSpec
+	autoKey    string // "autoAssign" or "auto-assign"
+	buggyKey   string
+	bgpAdvKey  string
+	layer2     bool // announced by L2 without an L2Advertisement (ConfigMap, AddressPool protocol layer2)
+	bgp        bool // announced by BGP (protocol bgp)
+	importedAs string
+}
+
+// metallbImporter accumulates one MetalLB import.
+type metallbImporter struct {
+	res   *Result
+	pools []*mlbPoolIn
+	advs  []mlbAdvIn
+	names map[string]string // Mooring object name -> source ref
+}
+
+type mlbAdvIn struct {
+	rec recorder
+	o   *object
+	adv mlbL2Adv
+}
+
+// MetalLB imports MetalLB's configuration of any generation: the pre-0.13
+// ConfigMap (key "config"), v1beta1 AddressPool, IPAddressPool and
+// L2Advertisement; BGP kinds are reported as not supported, each by name.
+// Objects of other kinds are reported, never silently skipped. A malformed
+// object fails the whole import with an *InputError naming the file, the
+// object and the field.
+func MetalLB(inputs []Input) (*Result, error) {
+	objs, err := decodeAll(inputs)
+	if err != nil {
+		return nil, err
+	}
+	m := &metallbImporter{res: &Result{}, names: map[string]string{}}
+	for _, o := range objs {
+		if err := m.object(o); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range m.pools {
+		if err := m.pool(p); err != nil {
+			return nil, err
+		}
+	}
+	m.announcements()
+	return m.res, nil
+}
+
+func (m *metallbImporter) rec(o *object) recorder {
+	return recorder{rep: &m.res.Report, src: o.src, kind: o.kind, obj: o.ref()}
+}
+
+var mlbBGPKinds = map[string]bool{"BGPPeer": true, "BGPAdvertisement": true, "BFDProfile": true, "Community": true}
+
+func (m *metallbImporter) object(o *object) error {
+	rec := m.rec(o)
+	switch {
+	case o.kind == "ConfigMap" && o.apiVersion == "v1":
+		return m.configMap(o, rec)
+	case o.group() != "metallb.io":
+		rec.notMapped("", "not a MetalLB object (apiVersion %s): not imported", o.apiVersion)
+		return nil
+	case o.kind == "IPAddressPool":
+		var p mlbPool
+		if err := o.decodeInto(&p); err != nil {
+			return err
+		}
+		reportUnknown(rec, o, mlbPoolFields)
+		m.pools = append(m.pools, &mlbPoolIn{rec: rec, name: o.name, labels: p.Metadata.Labels, prefix: "spec.", spec: p.Spec,
+			autoKey: "autoAssign", buggyKey: "avoidBuggyIPs"})
+	case o.kind == "AddressPool":
+		var p mlbPool
+		if err := o.decodeInto(&p); err != nil {
+			return err
+		}
+		reportUnknown(rec, o, mlbAddressPoolFields)
+		in := &mlbPoolIn{rec: rec, name: o.name, labels: p.Metadata.Labels, prefix: "spec.", spec: p.Spec,
+			autoKey: "autoAssign", buggyKey: "avoidBuggyIPs", bgpAdvKey: "bgpAdvertisements"}
+		if err := m.protocol(in, o.src, "spec.protocol", p.Spec.Protocol); err != nil {
+			return err
+		}
+		rec.changed("apiVersion", "", "AddressPool is MetalLB's deprecated kind (removed in 0.14): imported like an IPAddressPool")
+		m.pools = append(m.pools, in)
+	case o.kind == "L2Advertisement":
+		var a mlbL2Adv
+		if err := o.decodeInto(&a); err != nil {
+			return err
+		}
+		reportUnknown(rec, o, mlbL2AdvFields)
+		m.advs = append(m.advs, mlbAdvIn{rec: rec, o: o, adv: a})
+	case mlbBGPKinds[o.kind]:
+		rec.notMapped("", "BGP is not supported by Mooring yet (%s %q not imported): Mooring announces by L2 (ARP/NDP) only; keep BGP on another speaker", o.kind, o.ref())
+	default:
+		rec.notMapped("", "MetalLB kind %s is not imported (status or internal object)", o.kind)
+	}
+	return nil
+}
+
+// protocol handles the layer2/bgp protocol of a ConfigMap pool or an
+// AddressPool.
+func (m *metallbImporter) protocol(in *mlbPoolIn, src source, field, proto string) error {
+	switch strings.ToLower(strings.TrimSpace(proto)) {
+	case "layer2":
+		in.layer2 = true
+		in.rec.mapped(field, "L2AnnouncementPolicy", "layer2: announced by an imported L2AnnouncementPolicy from every node on every interface")
+	case "bgp":
+		in.bgp = true
+		in.rec.notMapped(field, "protocol bgp: Mooring does not speak BGP; the pool is imported but its addresses are not announced by BGP; keep a BGP speaker or add an L2AnnouncementPolicy")
+	case "":
+		return &InputError{File: src.file, Doc: src.doc, Kind: in.rec.kind, Object: in.rec.obj, Field: field, Err: fmt.Errorf("protocol is required: layer2 or bgp")}
+	default:
+		return &InputError{File: src.file, Doc: src.doc, Kind: in.rec.kind, Object: in.rec.obj, Field: field, Err: fmt.Errorf("protocol %q: want layer2 or bgp", proto)}
+	}
+	if len(in.spec.BGPAdvertisements) > 0 {
+		in.rec.notMapped(in.prefix+in.bgpAdvKey, "BGP advertisements are not supported by Mooring: not imported")
+	}
+	return nil
+}
+
+// claimName gives each Mooring object a unique name: MetalLB objects are
+// namespaced, Mooring pools and policies are not.
+func (m *metallbImporter) claimName(rec recorder, want string) string {
+	name := want
+	for i := 2; m.names[name] != ""; i++ {
+		name = fmt.Sprintf("%s-%d", want, i)
+	}
+	if name != want {
+		rec.changed("metadata.name", name, "%q is already taken by %s (Mooring pools and policies are cluster-wide): renamed", want, m.names[want])
+	}
+	m.names[name] = rec.kind + " " + rec.obj
+	return name
+}
+
+func (m *metallbImporter) pool(in *mlbPoolIn) error {
+	rec, s := in.rec, in.spec
+	name := m.claimName(rec, in.name)
+	in.importedAs = name
+	p := newPool(name, fmt.Sprintf("metallb %s %s (%s)", rec.kind, rec.obj, rec.src.file))
+	target := "LoadBalancerIPPool " + name
+	if len(s.Addresses) == 0 {
+		return &InputError{File: rec.src.file, Doc: rec.src.doc, Kind: rec.kind, Object: rec.obj, Field: in.prefix + "addresses", Err: fmt.Errorf("a pool needs at least one address")}
+	}
+	for i, a := range s.Addresses {
+		field := fmt.Sprintf("%saddresses[%d]", in.prefix, i)
+		b, note, err := metallbAddress(a)
+		if err != nil {
+			return &InputError{File: rec.src.file, Doc: rec.src.doc, Kind: rec.kind, Object: rec.obj, Field: field, Err: err}
+		}
+		p.Spec.Blocks = append(p.Spec.Blocks, b)
+		bt := fmt.Sprintf("%s spec.blocks[%d]", target, i)
+		if note != "" {
+			rec.changed(field, bt, "%s", note)
+		} else {
+			rec.mapped(field, bt, "")
+		}
+	}
+	// MetalLB hands out every address of a CIDR, .0 and .255 included,
+	// unless avoidBuggyIPs; Mooring skips a CIDR's first and last by default.
+	p.Spec.AllowFirstLastIPs = true
+	rec.changed(in.prefix+"addresses", target+" spec.allowFirstLastIPs",
+		"set to true: MetalLB hands out the first and last address of a CIDR too, Mooring does not by default")
+	if s.AutoAssign != nil && !*s.AutoAssign {
+		p.Spec.AutoAssign = ptr(false)
+		rec.mapped(in.prefix+in.autoKey, target+" spec.autoAssign", "false: only Services that request an address or the pool get one")
+	} else if s.AutoAssign != nil {
+		rec.mapped(in.prefix+in.autoKey, target+" spec.autoAssign", "true (the default)")
+	}
+	if s.AvoidBuggyIPs {
+		p.Spec.AvoidBuggyIPs = true
+		rec.mapped(in.prefix+in.buggyKey, target+" spec.avoidBuggyIPs", "no IPv4 address ending in .0 or .255 is handed out or granted on request")
+	}
+	if a := s.Allocation; a != nil {
+		m.allocation(rec, in.prefix+"serviceAllocation", target, a, &p.Spec)
+	}
+	m.res.Pools = append(m.res.Pools, p)
+	return nil
+}
+
+// allocation maps serviceAllocation. MetalLB: namespaces OR
+// namespaceSelectors, AND any of serviceSelectors; priority: lower wins, 0
+// means none.
+func (m *metallbImporter) allocation(rec recorder, prefix, target string, a *mlbAllocation, spec *PoolSpec) {
+	switch {
+	case a.Priority > 0:
+		spec.Priority = ptr(int32(min(a.Priority, 1<<31-1)))
+		rec.changed(prefix+".priority", target+" spec.priority",
+			"lower number first, pools without a priority last (as MetalLB); ties go to the older pool, then by name (MetalLB picks at random)")
+	case a.Priority < 0:
+		rec.changed(prefix+".priority", target+" spec.priority",
+			"negative priority %d left unset: MetalLB orders non-positive priorities as 'no priority'", a.Priority)
+	}
+	switch {
+	case len(a.Namespaces) > 0 && len(a.NamespaceSelectors) > 0:
+		spec.Namespaces = slices.Clone(a.Namespaces)
+		rec.notMapped(prefix+".namespaceSelectors",
+			"MetalLB allows namespaces listed OR selected; a Mooring pool takes namespaces AND a selector, so only the listed namespaces %v were imported: Services in namespaces matched only by the selectors lose this pool; list those namespaces too, or label them and use one selector", a.Namespaces)
+		rec.mapped(prefix+".namespaces", target+" spec.namespaces", "")
+	case len(a.Namespaces) > 0:
+		spec.Namespaces = slices.Clone(a.Namespaces)
+		rec.mapped(prefix+".namespaces", target+" spec.namespaces", "")
+	case len(a.NamespaceSelectors) == 1:
+		spec.NamespaceSelector = a.NamespaceSelectors[0].DeepCopy()
+		rec.mapped(prefix+".namespaceSelectors[0]", target+" spec.namespaceSelector", "")
+	case len(a.NamespaceSelectors) > 1:
+		spec.NamespaceSelector = a.NamespaceSelectors[0].DeepCopy()
+		rec.mapped(prefix+".namespaceSelectors[0]", target+" spec.namespaceSelector", "")
+		for i := 1; i < len(a.NamespaceSelectors); i++ {
+			rec.notMapped(fmt.Sprintf("%s.namespaceSelectors[%d]", prefix, i),
+				"a Mooring pool has one namespaceSelector; MetalLB ORs several: namespaces matched only by this one lose the pool; give them a common label and select that")
+		}
+	}
+	switch len(a.ServiceSelectors) {
+	case 0:
+	case 1:
+		spec.ServiceSelector = a.ServiceSelectors[0].DeepCopy()
+		rec.mapped(prefix+".serviceSelectors[0]", target+" spec.serviceSelector", "")
+	default:
+		spec.ServiceSelector = a.ServiceSelectors[0].DeepCopy()
+		rec.mapped(prefix+".serviceSelectors[0]", target+" spec.serviceSelector", "")
+		for i := 1; i < len(a.ServiceSelectors); i++ {
+			rec.notMapped(fmt.Sprintf("%s.serviceSelectors[%d]", prefix, i),
+				"a Mooring pool has one serviceSelector; MetalLB ORs several: Services matched only by this one lose the pool; give them a common label and select that")
+		}
+	}
+}
+
+// announcements turns L2Advertisements (and layer2 pools of the older
+// generations) into L2AnnouncementPolicies, and reports every pool whose
+// announcement changes.
+func (m *metallbImporter) announcements() {
+	covered := map[string]bool{}
+	for _, p := range m.pools {
+		if p.layer2 {
+			covered[p.name] = true
+		}
+	}
+	if len(covered) > 0 {
+		pol := newPolicy(m.claimName(m.pools[0].rec, "metallb-layer2"), "metallb layer2 pools")
+		pol.Spec.LoadBalancerIPs = ptr(true)
+		m.res.Policies = append(m.res.Policies, pol)
+	}
+	for _, a := range m.advs {
+		for _, p := range m.advPools(a) {
+			covered[p] = true
+		}
+		m.advertisement(a)
+	}
+	if len(covered) == 0 || len(m.res.Policies) == 0 {
+		return
+	}
+	for _, p := range m.pools {
+		if !covered[p.name] {
+			p.rec.changed("", "LoadBalancerIPPool "+p.importedAs,
+				"no L2Advertisement selects this pool in MetalLB, but Mooring's L2 policies select Services, not pools: Services of this pool that a policy's serviceSelector matches will be announced by L2 too; narrow the policy's serviceSelector if they must not be")
+		}
+	}
+}
+
+// advPools returns the names of the pools an advertisement covers.
+func (m *metallbImporter) advPools(a mlbAdvIn) []string {
+	s := a.adv.Spec
+	var out []string
+	all := len(s.IPAddressPools) == 0 && len(s.IPAddressPoolSelectors) == 0
+	for _, p := range m.pools {
+		if all || slices.Contains(s.IPAddressPools, p.name) || poolSelected(s.IPAddressPoolSelectors, p.labels) {
+			out = append(out, p.name)
+		}
+	}
+	return out
+}
+
+func poolSelected(sels []metav1.LabelSelector, labels map[string]string) bool {
+	for i := range sels {
+		sel, err := metav1.LabelSelectorAsSelector(&sels[i])
+		if err == nil && sel.Matches(klabels.Set(labels)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *metallbImporter) advertisement(a mlbAdvIn) {
+	rec, s := a.rec, a.adv.Spec
+	from := fmt.Sprintf("metallb L2Advertisement %s (%s)", rec.obj, rec.src.file)
+	svcSels := s.ServiceSelectors
+	if len(svcSels) == 0 {
+		svcSels = []metav1.LabelSelector{{}}
+	}
+	nodeSels := s.NodeSelectors
+	if len(nodeSels) == 0 {
+		nodeSels = []metav1.LabelSelector{{}}
+	}
+	var ifaces []string
+	for _, name := range s.Interfaces {
+		ifaces = append(ifaces, regexp.QuoteMeta(name))
+	}
+	var names []string
+	for i, ss := range svcSels {
+		for j, ns := range nodeSels {
+			want := a.o.name
+			if len(svcSels)*len(nodeSels) > 1 {
+				want = fmt.Sprintf("%s-%d", a.o.name, i*len(nodeSels)+j+1)
+			}
+			pol := newPolicy(m.claimName(rec, want), from)
+			pol.Spec.LoadBalancerIPs = ptr(true)
+			pol.Spec.ServiceSelector = nonEmpty(ss)
+			pol.Spec.NodeSelector = nonEmpty(ns)
+			pol.Spec.Interfaces = slices.Clone(ifaces)
+			m.res.Policies = append(m.res.Policies, pol)
+			names = append(names, pol.Metadata.Name)
+		}
+	}
+	target := "L2AnnouncementPolicy " + strings.Join(names, ", ")
+	if len(names) > 1 {
+		rec.changed("spec", target, "MetalLB ORs the %d serviceSelectors and %d nodeSelectors of one advertisement; Mooring unites the nodes of every policy that matches a Service, so one policy per (serviceSelector, nodeSelector) pair keeps the meaning", len(s.ServiceSelectors), len(s.NodeSelectors))
+	}
+	for i := range s.ServiceSelectors {
+		rec.mapped(fmt.Sprintf("spec.serviceSelectors[%d]", i), target+" spec.serviceSelector", "")
+	}
+	for i := range s.NodeSelectors {
+		rec.mapped(fmt.Sprintf("spec.nodeSelectors[%d]", i), target+" spec.nodeSelector", "")
+	}
+	if len(s.Interfaces) > 0 {
+		rec.changed("spec.interfaces", target+" spec.interfaces", "interface names written as anchored regular expressions (%s): same interfaces", strings.Join(ifaces, ", "))
+	}
+	if len(s.IPAddressPools) > 0 || len(s.IPAddressPoolSelectors) > 0 {
+		pools := m.advPools(a)
+		if len(pools) == len(m.pools) {
+			rec.changed("spec.ipAddressPools", target, "selects every imported pool (%s); Mooring policies select Services, not pools, so the meaning is the same here", strings.Join(pools, ", "))
+		} else {
+			rec.changed("spec.ipAddressPools", target, "restricted to pools %v in MetalLB; Mooring policies select Services, not pools: this policy also announces Services of other pools that its serviceSelector matches; narrow spec.serviceSelector if that matters", pools)
+		}
+	}
+	for _, n := range s.IPAddressPools {
+		if !slices.ContainsFunc(m.pools, func(p *mlbPoolIn) bool { return p.name == n }) {
+			rec.changed("spec.ipAddressPools", target, "names pool %q, which is not among the imported objects", n)
+		}
+	}
+	if len(s.PreferredNodeSelectors) > 0 {
+		rec.notMapped("spec.preferredNodeSelectors", "Mooring spreads addresses over eligible nodes by rendezvous hashing and has no node preference: the announcing node may differ; restrict spec.nodeSelector if a node must never announce")
+	}
+}
+
+// nonEmpty returns nil for a selector that matches everything.
+func nonEmpty(s metav1.LabelSelector) *metav1.LabelSelector {
+	if len(s.MatchLabels) == 0 && len(s.MatchExpressions) == 0 {
+		return nil
+	}
+	return s.DeepCopy()
+}

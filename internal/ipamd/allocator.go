@@ -1,0 +1,347 @@
+package ipamd
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/mooringlb/mooring/internal/podipam"
+)
+
+// Store persists allocations. Save replaces everything atomically.
+type Store interface {
+	Load() ([]Allocation, error)
+	Save([]Allocation) error
+}
+
+// PoolOf names the pool of a pod; nil means every pod uses the default pool.
+type PoolOf func(ctx context.Context, namespace, pod string) (string, error)
+
+// Allocator hands out pod addresses from the node's blocks. Safe for
+// concurrent use; every change is saved before it is answered.
+type Allocator struct {
+	mu        sync.Mutex
+	store     Store
+	poolOf    PoolOf
+	pools     map[string]Pool
+	releasing map[netip.Prefix]bool
+	allocs    map[Key]Allocation
+	used      map[netip.Addr]Key
+	pending   map[string]int // pool -> ADDs refused for lack of room since the last Usage
+}
+
+// NewAllocator loads every stored allocation before it returns, so nothing
+// is handed out twice after a restart.
+func NewAllocator(store Store, poolOf PoolOf) (*Allocator, error) {
+	saved, err := store.Load()
+	if err != nil {
+		return nil, fmt.Errorf("ipamd: load allocations: %w", err)
+	}
+	a := &Allocator{store: store, poolOf: poolOf, pools: map[string]Pool{}, releasing: map[netip.Prefix]bool{},
+		allocs: map[Key]Allocation{}, used: map[netip.Addr]Key{}, pending: map[string]int{}}
+	for _, al := range saved {
+		a.allocs[al.Key] = al
+		for _, ip := range al.IPs {
+			a.used[ip.Address.Addr()] = al.Key
+		}
+	}
+	return a, nil
+}
+
+// SetPools replaces the node's pools and blocks. Addresses already handed
+// out stay reserved whatever the new blocks are.
+func (a *Allocator) SetPools(pools map[string]Pool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.pools = pools
+	for p := range a.releasing {
+		if !a.holds(p) {
+			delete(a.releasing, p)
+		}
+	}
+}
+
+func (a *Allocator) holds(p netip.Prefix) bool {
+	for _, pl := range a.pools {
+		if slices.Contains(pl.Blocks, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Add allocates one address of each of the pod's pool's families, or
+// returns the existing allocation of the same container and interface
+// (ADD is idempotent). Cost: O(b + a) for b block addresses scanned.
+func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error) {
+	if req.ContainerID == "" || req.IfName == "" {
+		return Allocation{}, fmt.Errorf("%w: container ID and interface name are required", ErrBadRequest)
+	}
+	pool := podipamDefault
+	if a.poolOf != nil {
+		p, err := a.poolOf(ctx, req.Namespace, req.Pod)
+		if err != nil {
+			return Allocation{}, fmt.Errorf("pool of pod %s/%s: %w", req.Namespace, req.Pod, err)
+		}
+		pool = p
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if al, ok := a.allocs[req.Key]; ok {
+		return al, nil
+	}
+	pl, ok := a.pools[pool]
+	if !ok || len(pl.Families) == 0 {
+		a.pending[pool]++
+		return Allocation{}, fmt.Errorf("pool %q: %w: this node holds no block of it yet; the agent asked the controller for one, retry shortly", pool, ErrNoBlock)
+	}
+	al := Allocation{Key: req.Key, Pool: pool, Namespace: req.Namespace, Pod: req.Pod}
+	for _, f := range pl.Families {
+		ip, ok := a.free(pl, f)
+		if !ok {
+			a.pending[pool]++
+			return Allocation{}, fmt.Errorf("pool %q: %w (%s): the agent asked the controller for another block, retry shortly", pool, ErrNoBlock, f)
+		}
+		al.IPs = append(al.IPs, ip)
+		a.used[ip.Address.Addr()] = req.Key // reserved now; undone below on failure
+	}
+	a.allocs[req.Key] = al
+	if err := a.save(); err != nil {
+		a.forget(al)
+		return Allocation{}, err
+	}
+	return al, nil
+}
+
+// free finds the lowest free pod address of family f in the pool's blocks
+// that are not being released. The block's first usable address is the
+// gateway (the node's bridge), never a pod's.
+func (a *Allocator) free(pl Pool, f podipam.Family) (IP, bool) {
+	for _, b := range pl.Blocks {
+		if podipam.FamilyOf(b) != f || a.releasing[b] || b.Bits() >= f.Bits()-1 {
+			continue
+		}
+		gw := b.Addr().Next()
+		last := lastOf(b)
+		for x := gw.Next(); x.IsValid() && b.Contains(x); x = x.Next() {
+			if f == podipam.IPv4 && x == last {
+				break // broadcast
+			}
+			if _, taken := a.used[x]; !taken {
+				return IP{Address: netip.PrefixFrom(x, b.Bits()), Gateway: gw}, true
+			}
+		}
+	}
+	return IP{}, false
+}
+
+func lastOf(b netip.Prefix) netip.Addr {
+	s := b.Addr().AsSlice()
+	host := len(s)*8 - b.Bits()
+	for i := len(s) - 1; i >= 0 && host > 0; i-- {
+		n := min(host, 8)
+		s[i] |= byte(1<<n - 1)
+		host -= n
+	}
+	x, _ := netip.AddrFromSlice(s)
+	return x
+}
+
+// Del frees the allocation of a container and interface; an unknown one
+// is not an error (CNI DEL must be idempotent).
+func (a *Allocator) Del(k Key) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	al, ok := a.allocs[k]
+	if !ok {
+		return nil
+	}
+	a.forget(al)
+	if err := a.save(); err != nil {
+		a.allocs[k] = al
+		for _, ip := range al.IPs {
+			a.used[ip.Address.Addr()] = k
+		}
+		return err
+	}
+	return nil
+}
+
+func (a *Allocator) forget(al Allocation) {
+	delete(a.allocs, al.Key)
+	for _, ip := range al.IPs {
+		if a.used[ip.Address.Addr()] == al.Key {
+			delete(a.used, ip.Address.Addr())
+		}
+	}
+}
+
+// Get returns the allocation of a container and interface (CHECK).
+func (a *Allocator) Get(k Key) (Allocation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	al, ok := a.allocs[k]
+	if !ok {
+		return Allocation{}, fmt.Errorf("container %s interface %s: %w", k.ContainerID, k.IfName, ErrNotFound)
+	}
+	return al, nil
+}
+
+// GC frees every allocation whose attachment is not in valid and returns
+// what it freed.
+func (a *Allocator) GC(valid []Key) ([]Allocation, error) {
+	keep := make(map[Key]bool, len(valid))
+	for _, k := range valid {
+		keep[k] = true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var gone []Allocation
+	for k, al := range a.allocs {
+		if !keep[k] {
+			gone = append(gone, al)
+		}
+	}
+	if len(gone) == 0 {
+		return nil, nil
+	}
+	for _, al := range gone {
+		a.forget(al)
+	}
+	if err := a.save(); err != nil {
+		for _, al := range gone {
+			a.allocs[al.Key] = al
+			for _, ip := range al.IPs {
+				a.used[ip.Address.Addr()] = al.Key
+			}
+		}
+		return nil, err
+	}
+	return gone, nil
+}
+
+// Status returns nil when some pool has a free address of each of its
+// families, and an error naming why not otherwise (CNI STATUS).
+func (a *Allocator) Status() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.pools) == 0 {
+		return fmt.Errorf("%w: this node holds no pod address block yet", ErrNoBlock)
+	}
+	for _, pl := range a.pools {
+		ok := len(pl.Families) > 0
+		for _, f := range pl.Families {
+			if _, free := a.free(pl, f); !free {
+				ok = false
+			}
+		}
+		if ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: every block of every pool on this node is full", ErrNoBlock)
+}
+
+// All returns every allocation (for tests and status), sorted by key.
+func (a *Allocator) All() []Allocation {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sorted()
+}
+
+func (a *Allocator) sorted() []Allocation {
+	out := make([]Allocation, 0, len(a.allocs))
+	for _, al := range a.allocs {
+		out = append(out, al)
+	}
+	slices.SortFunc(out, func(x, y Allocation) int {
+		if x.ContainerID != y.ContainerID {
+			if x.ContainerID < y.ContainerID {
+				return -1
+			}
+			return 1
+		}
+		if x.IfName < y.IfName {
+			return -1
+		}
+		if x.IfName > y.IfName {
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+func (a *Allocator) save() error {
+	if err := a.store.Save(a.sorted()); err != nil {
+		return fmt.Errorf("ipamd: save allocations: %w", err)
+	}
+	return nil
+}
+
+// Usage is the input of podipam.Demand for one pool and family.
+type Usage struct {
+	Blocks  []podipam.BlockUse
+	Pending int
+}
+
+// Usage reports, per pool and family, the addresses used in each block and
+// the ADDs refused for lack of room since the last call.
+func (a *Allocator) Usage() map[string]map[podipam.Family]*Usage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := map[string]map[podipam.Family]*Usage{}
+	get := func(pool string, f podipam.Family) *Usage {
+		if out[pool] == nil {
+			out[pool] = map[podipam.Family]*Usage{}
+		}
+		if out[pool][f] == nil {
+			out[pool][f] = &Usage{}
+		}
+		return out[pool][f]
+	}
+	for name, pl := range a.pools {
+		for _, f := range pl.Families {
+			get(name, f)
+		}
+		for _, b := range pl.Blocks {
+			n := 0
+			for addr := range a.used {
+				if b.Contains(addr) {
+					n++
+				}
+			}
+			u := get(name, podipam.FamilyOf(b))
+			u.Blocks = append(u.Blocks, podipam.BlockUse{Prefix: b, Used: n})
+		}
+	}
+	for pool, n := range a.pending {
+		for _, f := range a.pools[pool].Families {
+			get(pool, f).Pending += n
+		}
+		if len(a.pools[pool].Families) == 0 {
+			get(pool, podipam.IPv4).Pending += n
+		}
+	}
+	clear(a.pending)
+	return out
+}
+
+// MarkReleasing stops handing out addresses of block b and reports whether
+// b is empty, so it may be given back. A block that got an address since
+// Usage is not marked and stays.
+func (a *Allocator) MarkReleasing(b netip.Prefix) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for addr := range a.used {
+		if b.Contains(addr) {
+			return false
+		}
+	}
+	a.releasing[b] = true
+	return true
+}
+
+const podipamDefault = "default"

@@ -1,0 +1,139 @@
+package ipamd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/mooringlb/mooring/internal/podipam"
+)
+
+func dual() map[string]Pool {
+	return map[string]Pool{
+		"default": {Families: []podipam.Family{podipam.IPv4, podipam.IPv6},
+			Blocks: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/29"), netip.MustParsePrefix("fd00:1::/125")}},
+		"tenant-a": {Families: []podipam.Family{podipam.IPv4}, Blocks: []netip.Prefix{netip.MustParsePrefix("10.250.0.0/30")}},
+	}
+}
+
+func open(t *testing.T, dir string) (*Allocator, *FileStore) {
+	t.Helper()
+	st, err := OpenFileStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAllocator(st, func(_ context.Context, ns, _ string) (string, error) {
+		if ns == "tenant-a" {
+			return "tenant-a", nil
+		}
+		return "default", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetPools(dual())
+	return a, st
+}
+
+func add(t *testing.T, a *Allocator, id, ns string) Allocation {
+	t.Helper()
+	al, err := a.Add(context.Background(), AddRequest{Key: Key{id, "eth0"}, Namespace: ns})
+	if err != nil {
+		t.Fatalf("add %s: %v", id, err)
+	}
+	return al
+}
+
+func TestAllocatorDualStackIdempotentAndGateway(t *testing.T) {
+	a, st := open(t, t.TempDir())
+	defer st.Close()
+	al := add(t, a, "c1", "")
+	if len(al.IPs) != 2 || al.IPs[0].Address.String() != "10.244.1.2/29" || al.IPs[0].Gateway.String() != "10.244.1.1" ||
+		al.IPs[1].Address.String() != "fd00:1::2/125" || al.IPs[1].Gateway.String() != "fd00:1::1" {
+		t.Fatalf("allocation %+v", al)
+	}
+	if again := add(t, a, "c1", ""); fmt.Sprint(again) != fmt.Sprint(al) {
+		t.Fatalf("ADD not idempotent: %+v vs %+v", again, al)
+	}
+	// /29: .2-.6 usable for pods (.1 gateway, .7 broadcast) → 5 pods, v6 /125: ::2-::7 → 6.
+	for i := 2; i <= 5; i++ {
+		add(t, a, fmt.Sprintf("c%d", i), "")
+	}
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"c6", "eth0"}}); !errors.Is(err, ErrNoBlock) {
+		t.Fatalf("full block: %v", err)
+	}
+	u := a.Usage()
+	if u["default"][podipam.IPv4].Blocks[0].Used != 5 || u["default"][podipam.IPv4].Pending != 1 {
+		t.Fatalf("usage %+v", u["default"][podipam.IPv4])
+	}
+	if err := a.Status(); err != nil { // tenant-a still has room
+		t.Fatalf("status: %v", err)
+	}
+	if al := add(t, a, "t1", "tenant-a"); al.Pool != "tenant-a" || len(al.IPs) != 1 || al.IPs[0].Address.String() != "10.250.0.2/30" {
+		t.Fatalf("tenant: %+v", al)
+	}
+	if err := a.Status(); err == nil {
+		t.Fatal("status ok with every block full")
+	}
+	if err := a.Del(Key{"nope", "eth0"}); err != nil {
+		t.Fatalf("DEL of unknown: %v", err)
+	}
+	if _, err := a.Get(Key{"nope", "eth0"}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get unknown: %v", err)
+	}
+}
+
+func TestAllocatorRestartKeepsEverythingAndLocks(t *testing.T) {
+	dir := t.TempDir()
+	a, st := open(t, dir)
+	for i := range 4 {
+		add(t, a, fmt.Sprintf("c%d", i), "")
+	}
+	if err := a.Del(Key{"c1", "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFileStore(dir); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second store on a locked folder: %v", err)
+	}
+	before := a.All()
+	st.Close()
+	b, st2 := open(t, dir)
+	defer st2.Close()
+	if fmt.Sprint(b.All()) != fmt.Sprint(before) {
+		t.Fatalf("after restart %v, before %v", b.All(), before)
+	}
+	// The freed address is reused; no address held before is handed out.
+	al := add(t, b, "new", "")
+	for _, old := range before {
+		if old.IPs[0].Address == al.IPs[0].Address {
+			t.Fatalf("duplicate %s", al.IPs[0].Address)
+		}
+	}
+}
+
+func TestAllocatorGCAndRelease(t *testing.T) {
+	a, st := open(t, t.TempDir())
+	defer st.Close()
+	for i := range 3 {
+		add(t, a, fmt.Sprintf("c%d", i), "")
+	}
+	freed, err := a.GC([]Key{{"c1", "eth0"}})
+	if err != nil || len(freed) != 2 || len(a.All()) != 1 {
+		t.Fatalf("gc freed %v, err %v, left %v", freed, err, a.All())
+	}
+	tb := netip.MustParsePrefix("10.250.0.0/30")
+	if !a.MarkReleasing(tb) {
+		t.Fatal("empty block not releasable")
+	}
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"t", "eth0"}, Namespace: "tenant-a"}); !errors.Is(err, ErrNoBlock) {
+		t.Fatalf("a releasing block handed out an address: %v", err)
+	}
+	if a.MarkReleasing(netip.MustParsePrefix("10.244.1.0/29")) {
+		t.Fatal("a used block marked releasable")
+	}
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"", "eth0"}}); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("empty container: %v", err)
+	}
+}

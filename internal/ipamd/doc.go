@@ -1,0 +1,11 @@
+// Package ipamd is the node agent's pod address allocator: it hands out
+// addresses from the blocks the controller gave the node, records every
+// allocation in a file-locked store on local disk so that an agent restart
+// loses and duplicates nothing, and serves the mooring-ipam CNI plugin over
+// a unix socket (no API call per pod).
+//
+// The allocator reads every stored allocation before it serves (restart
+// safety); blocks come from the caller (internal/podipamctl's node side) via
+// SetPools, and Usage/MarkReleasing feed podipam.Demand. It imports nothing
+// from k8s.io: the pool of a pod is resolved by an injected function.
+package ipamd

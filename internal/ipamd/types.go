@@ -1,0 +1,57 @@
+package ipamd
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/mooringlb/mooring/internal/podipam"
+)
+
+// Sentinel errors. The server maps them to CNI error codes.
+var (
+	// ErrNoBlock: the pod's pool has no block (of some family) on this node
+	// yet, or every block is full; the request is counted as pending so the
+	// node asks the controller for more, and the runtime retries.
+	ErrNoBlock = errors.New("no free address in this node's blocks")
+	// ErrNotFound: no allocation for that container and interface.
+	ErrNotFound = errors.New("no allocation for this container and interface")
+	// ErrLocked: another ipamd holds the store.
+	ErrLocked = errors.New("the allocation store is locked by another ipamd")
+	// ErrBadRequest: a request without container ID or interface name.
+	ErrBadRequest = errors.New("bad request")
+)
+
+// Key identifies an attachment, as CNI does: container and interface.
+type Key struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+}
+
+// IP is one allocated address: Address carries the block's prefix length.
+type IP struct {
+	Address netip.Prefix `json:"address"`
+	Gateway netip.Addr   `json:"gateway"`
+}
+
+// Allocation is what one ADD got.
+type Allocation struct {
+	Key
+	Pool      string `json:"pool"`
+	Namespace string `json:"namespace,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+	IPs       []IP   `json:"ips"`
+}
+
+// AddRequest is an ADD as the plugin sends it.
+type AddRequest struct {
+	Key
+	Namespace string `json:"namespace,omitempty"`
+	Pod       string `json:"pod,omitempty"`
+}
+
+// Pool is what the node holds of one pool: the families the pool has (an
+// address of each is handed out) and the node's blocks of it.
+type Pool struct {
+	Families []podipam.Family `json:"families"`
+	Blocks   []netip.Prefix   `json:"blocks"`
+}
