@@ -7,6 +7,10 @@
 # Debian's CA bundle.
 set -euo pipefail
 pkgs=(nftables iproute2 iputils-ping curl)
+# kubectl: the kubectl-mooring plugin's end-to-end test (cmd/mooring) runs
+# `kubectl plugin list` and `kubectl mooring status`. Any kubectl will do;
+# Debian's kubernetes-client (1.20) only when no other is on $PATH.
+command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 pkgs+=(podman runc ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
