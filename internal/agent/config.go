@@ -41,6 +41,8 @@ type Config struct {
 	Burst int
 	// Log receives everything; nil discards.
 	Log *slog.Logger
+	// PodIPAM configures pod address allocation (see podipam.go).
+	PodIPAM PodIPAM
 }
 
 // DefaultConfig returns the flag defaults.

@@ -50,12 +50,14 @@ func TestAgentRoleIsExact(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"/events":                            {"create"},                 // Events on moves and safety findings
-		"/nodes":                             {"list", "watch"},          // labels and gossip peers
-		"/services":                          {"list", "patch", "watch"}, // the announced-by annotation
-		"discovery.k8s.io/endpointslices":    {"list", "watch"},          // externalTrafficPolicy: Local
+		"/events":                            {"create"},        // Events on moves and safety findings
+		"/nodes":                             {"list", "watch"}, // labels and gossip peers
+		"/services":                          {"list", "watch"}, // read only: agents never write Services
+		"discovery.k8s.io/endpointslices":    {"list", "watch"}, // externalTrafficPolicy: Local
 		"mooring.dev/l2announcementpolicies": {"list", "watch"},
-		"mooring.dev/l2announcementpolicies/status": {"patch"}, // conditions, by the status writer only
+		"mooring.dev/l2announcementpolicies/status": {"patch"},         // conditions, by the status writer only
+		"mooring.dev/l2announcers":                  {"create", "get"}, // its own node's only (admission policy)
+		"mooring.dev/l2announcers/status":           {"update"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ClusterRole mooring-agent grants\n%v\nwant exactly\n%v", got, want)

@@ -77,6 +77,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return resp.Run(ctx) })
 	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.Ready, log) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
+	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })
 	g.Go(func() error {
 		// The first decision must see complete caches: a partial Service
 		// list would withdraw addresses for a moment.

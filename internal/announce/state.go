@@ -197,6 +197,12 @@ func (s *State) Input() Input {
 	return in
 }
 
+// Listen returns Result.Listen: the local interfaces any valid policy names.
+func (s *State) Listen() []Interface { return slices.Clone(s.listen) }
+
+// Members returns the live members, sorted.
+func (s *State) Members() []string { return slices.Clone(s.members) }
+
 // HasService reports whether the Service k is in the state.
 func (s *State) HasService(k ServiceKey) bool { return hasKey(s.services, k) }
 
@@ -229,10 +235,16 @@ func (s *State) Desired() map[int][]netip.Addr {
 // Result materialises the whole decision, equal to Decide(s.Input()).
 // Cost: O(A log A).
 func (s *State) Result() Result {
-	res := Result{Problems: slices.Clone(s.polProblems), Listen: slices.Clone(s.listen), StatusWriter: s.statusWriter()}
+	res := Result{Problems: slices.Clone(s.polProblems), Listen: slices.Clone(s.listen), StatusWriter: s.statusWriter(),
+		Owners: make([]Owner, 0, len(s.addrs))}
+	if len(s.addrs) == 0 {
+		res.Owners = nil
+	}
 	for _, a := range slices.SortedFunc(maps.Keys(s.addrs), netip.Addr.Compare) {
 		e := s.addrs[a]
-		res.Owners = append(res.Owners, Owner{Addr: a, Node: s.name(e.owner), Services: slices.Clone(e.services), Eligible: e.eligible})
+		// e.services is never changed in place (touch replaces it), so the
+		// Result may share it.
+		res.Owners = append(res.Owners, Owner{Addr: a, Node: s.name(e.owner), Services: e.services, Eligible: e.eligible})
 		res.Local = append(res.Local, e.local...)
 		if e.problem != nil {
 			res.Problems = append(res.Problems, *e.problem)

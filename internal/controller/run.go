@@ -44,6 +44,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := lockPodIPAMMode(ctx, &cfg); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg.REST, managerOptions(&cfg))
 	if err != nil {
 		return fmt.Errorf("controller: build manager: %w", err)
@@ -57,6 +60,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("controller: register metrics: %w", err)
 	}
 	if err := wire(mgr, &cfg, newState(m)); err != nil {
+		return err
+	}
+	if err := setupPodIPAM(mgr, &cfg); err != nil {
 		return err
 	}
 	cfg.Log.Info("starting LB-IPAM controller", "lease", cfg.LeaseNamespace+"/"+cfg.LeaseName,

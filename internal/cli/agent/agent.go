@@ -53,5 +53,6 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", cfg.SettleTimeout, "how long to wait at start for gossip to reach a peer before announcing")
 	f.Float32Var(&cfg.QPS, "kube-api-qps", cfg.QPS, "client-side limit of API requests per second")
 	f.IntVar(&cfg.Burst, "kube-api-burst", cfg.Burst, "client-side burst of API requests")
+	addPodIPAMFlags(f, &cfg.PodIPAM)
 	return cmd
 }
