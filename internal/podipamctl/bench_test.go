@@ -42,7 +42,7 @@ func TestBlocksAtScale(t *testing.T) {
 			if err := podipamctl.LockMode(ctx, c, ns, mode, "bench"); err != nil {
 				t.Fatal(err)
 			}
-			cfg := podipamctl.Config{Mode: mode, PreAllocate: 8}
+			cfg := podipamctl.Config{Mode: mode, PreAllocate: 8, StatusInterval: podipamctl.DefaultStatusInterval}
 			if mode == podipamctl.ModeClusterPool {
 				cfg.ClusterPoolV4, cfg.MaskV4 = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, 24
 				cfg.ClusterPoolV6, cfg.MaskV6 = []netip.Prefix{netip.MustParsePrefix("fd00::/48")}, 120

@@ -324,14 +324,7 @@ func (s *state) forget(node string) {
 	delete(s.written, "podcidr/"+node)
 }
 
-func (s *state) hasPool(name string) bool {
-	for _, p := range s.alloc.Status() {
-		if p.Name == name && (p.V4.Capacity > 0 || p.V6.Capacity > 0) {
-			return true
-		}
-	}
-	return false
-}
+func (s *state) hasPool(name string) bool { return s.alloc.Usable(name) }
 
 func setExhausted(n *mooringv1.PodIPAMNode, errs []error) {
 	c := metav1.Condition{Type: mooringv1.ConditionExhausted, Status: metav1.ConditionFalse, Reason: "BlocksAllocated",
