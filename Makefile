@@ -5,7 +5,7 @@ GO ?= go
 CONTROLLER_GEN := bin/controller-gen
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build test demo deps kubebin generate verify vet unit bench clean
+.PHONY: all build test demo deps kubebin generate verify vet unit bench clean image push helm
 
 all: build
 
@@ -32,6 +32,7 @@ generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) rbac:roleName=mooring-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac/controller
 	$(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac/agent
 	$(CONTROLLER_GEN) rbac:roleName=mooring-pod-ipam paths=./internal/podipamctl/... output:rbac:artifacts:config=config/rbac/podipam
+	$(GO) run ./hack/chart
 
 # verify fails when generated files, gofmt or go mod tidy are stale.
 verify: generate
@@ -45,6 +46,7 @@ vet:
 # run as root).
 test: deps
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
+	MOORING_HELM=$$(hack/helm/build.sh | tail -n 1); export MOORING_HELM; \
 	echo "control-plane binaries: $$MOORING_KUBEBIN"; \
 	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
 	$(MAKE) --no-print-directory vet verify; \
@@ -60,4 +62,18 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 clean:
-	rm -rf bin tmp
+	rm -rf bin tmp dist
+
+# image builds the OCI image index (linux/amd64 + linux/arm64, from scratch,
+# reproducible) into dist/oci and dist/mooring.oci.tar; prints the archive last.
+image:
+	@$(GO) run ./hack/image build --version $(VERSION) --out dist
+
+# push pushes the index `make image` built: make push IMAGE=registry/repo:tag
+push: image
+	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=registry/repo:tag" >&2; exit 1; }
+	@$(GO) run ./hack/image push --layout dist/oci --image $(IMAGE)
+
+# helm builds helm from Go modules (cached) and prints its folder last.
+helm:
+	@hack/helm/build.sh

@@ -2,8 +2,16 @@
 # Installs the Debian packages Mooring's tests and lab use, when missing.
 # nftables: the lab's service data plane (kube-proxy nftables mode).
 # iproute2, iputils-ping, curl: debugging inside lab namespaces.
+# podman, runc, ca-certificates: the image smoke test runs `make image`'s
+# archive (runc: crun fails on this host's hybrid cgroups); the image copies
+# Debian's CA bundle.
 set -euo pipefail
 pkgs=(nftables iproute2 iputils-ping curl)
+# kubectl: the kubectl-mooring plugin's end-to-end test (cmd/mooring) runs
+# `kubectl plugin list` and `kubectl mooring status`. Any kubectl will do;
+# Debian's kubernetes-client (1.20) only when no other is on $PATH.
+command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
+pkgs+=(podman runc ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

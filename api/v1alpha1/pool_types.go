@@ -6,6 +6,12 @@ import (
 
 // IPBlock is one block of addresses: a CIDR, or an inclusive start/stop range.
 //
+// Admission rejects an IPv4 range whose start is after its stop, but not an
+// IPv6 one: Kubernetes' CEL has no ordering of IP addresses, and a rule that
+// expands both IPv6 texts to compare them exceeds the CRD's CEL cost budget
+// by more than 100x. The controller reports such a block in the pool's
+// InvalidBlocks condition and READY shows False.
+//
 // +kubebuilder:validation:XValidation:rule="has(self.cidr) ? !has(self.start) && !has(self.stop) : has(self.start) && has(self.stop)",message="a block is either a cidr (e.g. 192.0.2.0/24) or a start and a stop address (e.g. start: 192.0.2.10, stop: 192.0.2.20): set exactly one form"
 // +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.stop) || !isIP(self.start) || !isIP(self.stop) || ip(self.start).family() == ip(self.stop).family()",message="start and stop must be of the same IP family: a range cannot mix IPv4 and IPv6; use one block per family"
 // +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.stop) || !isIP(self.start) || !isIP(self.stop) || ip(self.start).family() != 4 || ip(self.stop).family() != 4 || (int(self.start.split('.')[0]) * 16777216 + int(self.start.split('.')[1]) * 65536 + int(self.start.split('.')[2]) * 256 + int(self.start.split('.')[3])) <= (int(self.stop.split('.')[0]) * 16777216 + int(self.stop.split('.')[1]) * 65536 + int(self.stop.split('.')[2]) * 256 + int(self.stop.split('.')[3]))",message="start must not be greater than stop: swap them"

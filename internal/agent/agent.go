@@ -73,22 +73,31 @@ type Deps struct {
 // the way: only the informer caches and the live member set are read, so it
 // keeps announcing and failing over while the API server is away.
 type Agent struct {
-	cfg  Config
-	deps Deps
-	log  *slog.Logger
-	met  *metrics
-	rec  *recorder
+	cfg   Config
+	deps  Deps
+	log   *slog.Logger
+	met   *metrics
+	rec   *recorder
+	elig  *eligibility // eligibility.go
+	ready readiness    // health.go
 
 	dirty *dirty
 	// One mailbox per consumer of decisions, so each sees the latest.
-	toStatus, toSafety, toProbe *mailbox[announce.Result]
+	toStatus          *mailbox[decision]
+	toSafety, toProbe *mailbox[announce.Result]
+	events            *eventQueue
 
 	// Owned by the decision loop.
-	state    *announce.State // created by the first decision
-	applied  bool            // the responder has had a first table
-	prev     announce.Result
-	peers    []string
-	problems []announce.Problem
+	state   *announce.State // created by the first decision
+	applied bool            // the responder has had a first table
+	prev    announce.Result
+	pending []announce.Change // not yet published
+	// published is when the decision was last published; publishEvery
+	// bounds how often new addresses alone publish it.
+	published    time.Time
+	publishEvery time.Duration
+	peers        []string
+	problems     []announce.Problem
 	// missingSince is when the agent first saw no Node of its name.
 	missingSince time.Time
 	nodeFound    atomic.Bool
@@ -106,11 +115,14 @@ func New(cfg Config, deps Deps) *Agent {
 	met := newMetrics(deps.Registerer)
 	return &Agent{
 		cfg: cfg, deps: deps, log: log, met: met,
-		rec:      &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
-		dirty:    newDirty(),
-		toStatus: newMailbox[announce.Result](),
-		toSafety: newMailbox[announce.Result](),
-		toProbe:  newMailbox[announce.Result](),
+		rec:          &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
+		elig:         newEligibility(cfg.NodeName, log, deps.Registerer, deps.Members),
+		dirty:        newDirty(),
+		publishEvery: publishEvery,
+		toStatus:     newMailbox[decision](),
+		events:       &eventQueue{},
+		toSafety:     newMailbox[announce.Result](),
+		toProbe:      newMailbox[announce.Result](),
 	}
 }
 
@@ -127,9 +139,10 @@ func (a *Agent) Trigger() {
 func (a *Agent) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	w := &statusWriter{reader: a.deps.Reader, c: a.deps.Client, rec: a.rec, clock: a.deps.Clock,
-		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, patched: map[string]string{}}
+		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, events: a.events, patched: map[string]string{}}
 	g.Go(func() error { return w.run(ctx) })
 	g.Go(func() error { return a.staleLoop(ctx) })
+	g.Go(func() error { return a.elig.eventLoop(ctx, a.deps.Client, a.deps.Clock) })
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
@@ -141,6 +154,10 @@ func (a *Agent) Run(ctx context.Context) error {
 // its burst; a membership change (a takeover) never waits.
 const coalesceWindow = 25 * time.Millisecond
 
+// publishEvery bounds how often new addresses alone publish the decision
+// (see publish).
+const publishEvery = time.Second
+
 func (a *Agent) decideLoop(ctx context.Context) error {
 	if err := a.settle(ctx); err != nil {
 		return nil // ctx ended
@@ -150,9 +167,14 @@ func (a *Agent) decideLoop(ctx context.Context) error {
 		if err := a.decide(ctx); err != nil {
 			a.log.Warn("recomputing announcements", "err", err)
 		}
+		var publish <-chan time.Time
+		if len(a.pending) > 0 {
+			publish = a.deps.Clock.After(a.publishEvery - a.deps.Clock.Since(a.published))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-publish: // decide publishes what waited
 		case <-a.deps.Members.Changes():
 		case <-a.dirty.kick:
 			select {
@@ -199,7 +221,7 @@ func (a *Agent) setPeers(nodes []corev1.Node) {
 	slices.Sort(peers)
 	if !slices.Equal(peers, a.peers) {
 		a.peers = peers
-		a.deps.Members.SetPeers(peers)
+		a.setMemberPeers(nodes, peers) // gossip.go
 	}
 }
 
@@ -212,26 +234,51 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
+	members, listen := a.state.Members(), a.state.Listen()
 	changes, err := a.update(ctx, d)
 	if err != nil {
 		a.dirty.mark(func(c *changed) { c.merge(d) })
 		return err
 	}
-	if len(changes) > 0 || !a.applied {
+	// Most changes are other nodes' addresses: the local table is rebuilt
+	// only when one of this node's changed.
+	local := a.cfg.NodeName
+	if !a.applied || slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From == local || c.To == local }) {
 		a.deps.Responder.Apply(a.state.Desired())
 		a.applied = true
 	}
 	a.met.decisions.Observe(a.deps.Clock.Since(start).Seconds())
-	if len(changes) == 0 && !d.all && !d.nodes && !d.policies && !d.links {
+	a.pending = append(a.pending, changes...)
+	// What the L2Announcer shows (members, interfaces), moves and losses
+	// are published at once; new addresses may wait.
+	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
+		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
+	if len(a.pending) == 0 && !urgent {
 		return nil
 	}
+	if !urgent && a.deps.Clock.Since(a.published) < a.publishEvery {
+		return nil // new addresses only: published with the next batch
+	}
+	a.publish()
+	return nil
+}
+
+// publish hands the whole decision to the status writer and the safety
+// checks, and reports the changes since the last publish. At 10,000
+// Services materialising the decision costs milliseconds, so during a
+// burst of new Services it happens at most every publishEvery; a move, a
+// loss or a Node, policy or interface change publishes at once. The
+// responder never waits for it.
+func (a *Agent) publish() {
 	res := a.state.Result()
-	a.report(changes, res)
+	a.report(a.pending, res)
+	a.events.add(changeEvents(a.pending, res, a.cfg.NodeName)...)
+	a.pending = nil
+	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(res)
+	a.toStatus.put(decision{res: res, members: a.state.Members()})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
-	return nil
 }
 
 // update feeds the state what d names as changed and returns the changes.
@@ -260,6 +307,13 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 			changes = append(changes, a.state.SetInterfaces(ifaces)...)
 		}
 	}
+	// What members can serve first, members second: a member that leaves
+	// keeps its capability, so its loss stays an incremental change.
+	caps, err := a.capabilities(ctx, d) // eligibility.go
+	if err != nil {
+		return nil, err
+	}
+	changes = append(changes, a.state.SetCapabilities(caps)...)
 	changes = append(changes, a.state.SetMembers(a.deps.Members.Members())...)
 	if d.all {
 		ch, err := a.syncAllServices(ctx)

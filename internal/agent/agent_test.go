@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -88,7 +90,7 @@ func fixture(t *testing.T) (*Agent, client.Client, *fakeMembers, *fakeResponder,
 	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).
 		WithObjects(testNode("node-1"), testNode("node-2"), testNode("node-3"), &svc,
 			&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}}).
-		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}).
+		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}, &mooringv1.L2Announcer{}).
 		WithIndex(&discoveryv1.EndpointSlice{}, indexSliceService, sliceService).Build()
 	mem := &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}
 	resp := &fakeResponder{}
@@ -131,40 +133,75 @@ func TestDecideAppliesTableAndFailsOver(t *testing.T) {
 	}
 }
 
-func TestStatusWriterAnnotatesOncePerMove(t *testing.T) {
-	a, c, _, _, owner := fixture(t)
+// A new Service costs the agents no write; the node's own L2Announcer is
+// written when its view changes, and a move records one Event, by the new
+// owner.
+func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
+	a, c, mem, _, owner := fixture(t)
 	ctx := context.Background()
-	if err := a.decide(ctx); err != nil {
-		t.Fatal(err)
-	}
-	w := &statusWriter{reader: c, c: c, rec: a.rec, clock: a.deps.Clock, node: owner, log: a.log, met: a.met, in: a.toStatus, patched: map[string]string{}}
-	res, _ := a.toStatus.get()
-	for range 3 { // repeated syncs must not write again
-		if err := w.sync(ctx, res); err != nil {
+	w := &statusWriter{reader: c, c: c, rec: a.rec, clock: a.deps.Clock, node: owner, log: a.log, met: a.met, in: a.toStatus,
+		events: a.events, patched: map[string]string{}}
+	sync := func() {
+		t.Helper()
+		if err := a.decide(ctx); err != nil {
 			t.Fatal(err)
 		}
+		d, _ := a.toStatus.get()
+		for range 3 { // repeated syncs must not write again
+			if err := w.sync(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sync()
+	var ann mooringv1.L2Announcer
+	if err := c.Get(ctx, types.NamespacedName{Name: owner}, &ann); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ann.Status.Members, []string{"node-1", "node-2", "node-3"}) || len(ann.Status.Interfaces) != 1 || ann.Status.ProblemCount != 0 {
+		t.Fatalf("L2Announcer status %+v", ann.Status)
+	}
+	writes := func() float64 { return value(a.met.apiWrites.WithLabelValues("announcer", "ok")) }
+	if got := writes(); got != 2 {
+		t.Fatalf("announcer writes %v, want 2 (create, status)", got)
+	}
+	// A new Service announced by this node: no write at all.
+	for i := range 20 {
+		svc := lbService("default", fmt.Sprintf("new-%d", i), fmt.Sprintf("10.213.2.%d", i))
+		if err := c.Create(ctx, &svc); err != nil {
+			t.Fatal(err)
+		}
+		a.dirty.service(types.NamespacedName{Namespace: "default", Name: svc.Name})
+	}
+	sync()
+	var evs corev1.EventList
+	if err := c.List(ctx, &evs); err != nil || len(evs.Items) != 0 || writes() != 2 {
+		t.Fatalf("after new Services: events %+v (%v), announcer writes %v", evs.Items, err, writes())
 	}
 	var svc corev1.Service
-	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "web"}, &svc); err != nil {
-		t.Fatal(err)
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "web"}, &svc); err != nil || len(svc.Annotations) != 0 {
+		t.Fatalf("Service written: %+v %v", svc.ObjectMeta, err)
 	}
-	if got, want := svc.Annotations[mooringv1.AnnotationAnnouncedBy], "10.213.0.100="+owner+"/eth0"; got != want {
-		t.Fatalf("annotation %q, want %q", got, want)
+	// The owner of some of them leaves: one status write, one Event per
+	// Service moved to this node.
+	others := slices.DeleteFunc([]string{"node-1", "node-2", "node-3"}, func(n string) bool { return n == owner })
+	mem.set(owner, others[0])
+	sync()
+	if writes() != 3 {
+		t.Fatalf("announcer writes %v after a member left, want 3", writes())
 	}
-	var evs corev1.EventList
-	if err := c.List(ctx, &evs); err != nil {
-		t.Fatal(err)
+	moved := 0
+	for _, o := range a.prev.Owners {
+		if o.Node == owner && announce.Rank([]string{"node-1", "node-2", "node-3"}, o.Addr)[0] == others[1] {
+			moved++
+		}
 	}
-	if len(evs.Items) != 1 || evs.Items[0].Reason != mooringv1.EventReasonAnnounced || evs.Items[0].InvolvedObject.Name != "web" {
-		t.Fatalf("events %+v", evs.Items)
+	if err := c.List(ctx, &evs); err != nil || len(evs.Items) != moved {
+		t.Fatalf("%d events for %d moves: %+v", len(evs.Items), moved, evs.Items)
 	}
-	if got := value(a.met.apiWrites.WithLabelValues("annotation", "ok")); got != 1 {
-		t.Fatalf("annotation writes %v, want exactly 1", got)
-	}
-	if res.StatusWriter == owner {
-		var pol mooringv1.L2AnnouncementPolicy
-		if err := c.Get(ctx, types.NamespacedName{Name: "all"}, &pol); err != nil || len(pol.Status.Conditions) != 2 {
-			t.Fatalf("policy status %+v, %v", pol.Status, err)
+	for _, e := range evs.Items {
+		if e.Reason != mooringv1.EventReasonAnnounced || !strings.Contains(e.Message, "(was "+others[1]+")") {
+			t.Fatalf("event %+v", e)
 		}
 	}
 }

@@ -83,14 +83,3 @@ func TestPeersOf(t *testing.T) {
 		t.Fatalf("peers %v, want %v", got, want)
 	}
 }
-
-func TestAnnouncedByRoundTrip(t *testing.T) {
-	m := parseAnnouncedBy(" 10.0.0.7=node-2/eth0, garbage ,2001:db8::7=node-1/eth0+eth1,=x,10.0.0.8=")
-	want := map[netip.Addr]string{netip.MustParseAddr("10.0.0.7"): "node-2/eth0", netip.MustParseAddr("2001:db8::7"): "node-1/eth0+eth1"}
-	if !reflect.DeepEqual(m, want) {
-		t.Fatalf("parsed %v", m)
-	}
-	if s := formatAnnouncedBy(m); s != "10.0.0.7=node-2/eth0,2001:db8::7=node-1/eth0+eth1" {
-		t.Fatalf("formatted %q", s)
-	}
-}

@@ -22,7 +22,14 @@
 // It may import Kubernetes client libraries and Mooring's adapters; the
 // decision logic itself belongs in internal/announce.
 //
-// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch;patch
+// Agents may read Services but never write them: a compromised node must
+// not be able to rewrite another Service's selector or addresses. What an
+// agent records goes to its own L2Announcer, which a
+// ValidatingAdmissionPolicy (config/agent) lets only that node write.
+//
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers,verbs=get;create
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch

@@ -37,10 +37,8 @@ import (
 	"testing"
 	"time"
 
-	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -53,10 +51,8 @@ import (
 )
 
 const (
-	agentNamespace = "mooring-system"
-	agentSA        = "mooring-agent"
-	gossipPort     = 7946
-	metricsPort    = 9473
+	gossipPort  = 7946
+	metricsPort = 9473
 )
 
 var (
@@ -95,7 +91,7 @@ type cluster struct {
 	env    *testenv.Env
 	lab    *netlab.Lab
 	dir    string
-	kc     string // the agents' kubeconfig (ServiceAccount token)
+	kcs    map[string]string // per node: the agent's kubeconfig (a pod-bound ServiceAccount token)
 	agents map[string]*netlab.Process
 	api    *forwarder
 }
@@ -113,7 +109,7 @@ func newClusterOpts(t *testing.T, cfg netlab.Config, labels map[string]map[strin
 	env := testenv.StartT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := &cluster{t: t, ctx: ctx, env: env, lab: lab, dir: t.TempDir(), agents: map[string]*netlab.Process{}}
+	c := &cluster{t: t, ctx: ctx, env: env, lab: lab, dir: t.TempDir(), agents: map[string]*netlab.Process{}, kcs: map[string]string{}}
 	u, err := url.Parse(env.Config.Host)
 	if err != nil {
 		t.Fatal(err)
@@ -122,9 +118,10 @@ func newClusterOpts(t *testing.T, cfg netlab.Config, labels map[string]map[strin
 	for _, n := range lab.Nodes() {
 		c.api.listen(t, n)
 	}
-	c.kc = c.serviceAccountKubeconfig()
+	c.installRBAC()
 	for _, n := range lab.Nodes() {
 		c.createNode(n, labels[n.Name])
+		c.kcs[n.Name] = c.agentKubeconfig(n.Name)
 	}
 	return c
 }
@@ -209,43 +206,32 @@ func (c *cluster) stopAPIServer() {
 	}
 }
 
-// serviceAccountKubeconfig applies the shipped ServiceAccount, ClusterRole
-// (generated from the RBAC markers) and binding, and returns a kubeconfig
-// holding a token from TokenRequest: the agents get exactly the DaemonSet's
-// permissions.
-func (c *cluster) serviceAccountKubeconfig() string {
-	t, ctx, cs := c.t, c.ctx, c.env.Clientset
-	root, _ := testenv.RepoRoot()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+// installRBAC applies the shipped ServiceAccount, ClusterRole (generated
+// from the RBAC markers), binding and admission policy: the agents get
+// exactly the DaemonSet's permissions.
+func (c *cluster) installRBAC() {
+	if err := installAgentRBAC(c.ctx, c.env.Clientset); err != nil {
+		c.t.Fatal(err)
 	}
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: agentNamespace}}, metav1.CreateOptions{})
-	must(err)
-	var sa corev1.ServiceAccount
-	must(readYAML(filepath.Join(root, "config/agent/serviceaccount.yaml"), &sa))
-	_, err = cs.CoreV1().ServiceAccounts(agentNamespace).Create(ctx, &sa, metav1.CreateOptions{})
-	must(err)
-	var role rbacv1.ClusterRole
-	must(readYAML(filepath.Join(root, "config/rbac/agent/role.yaml"), &role))
-	_, err = cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})
-	must(err)
-	var binding rbacv1.ClusterRoleBinding
-	must(readYAML(filepath.Join(root, "config/agent/clusterrolebinding.yaml"), &binding))
-	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{})
-	must(err)
-	tok, err := cs.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, agentSA,
-		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}, metav1.CreateOptions{})
-	must(err)
+}
+
+// agentKubeconfig returns a kubeconfig holding a token bound to a pod on
+// node, as the kubelet gives the DaemonSet's pod there.
+func (c *cluster) agentKubeconfig(node string) string {
+	t := c.t
+	tok, err := agentToken(c.ctx, c.env.Clientset, node)
+	if err != nil {
+		t.Fatal(err)
+	}
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["e2e"] = &clientcmdapi.Cluster{Server: c.env.Config.Host, CertificateAuthorityData: c.env.Config.CAData}
-	kc.AuthInfos[agentSA] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	kc.AuthInfos[agentSA] = &clientcmdapi.AuthInfo{Token: tok}
 	kc.Contexts["e2e"] = &clientcmdapi.Context{Cluster: "e2e", AuthInfo: agentSA}
 	kc.CurrentContext = "e2e"
-	path := filepath.Join(c.dir, "agent.kubeconfig")
-	must(clientcmd.WriteToFile(*kc, path))
+	path := filepath.Join(c.dir, node+".kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
 	return path
 }
 
@@ -279,8 +265,8 @@ func (c *cluster) startAgent(h *netlab.Host, extra ...string) *netlab.Process {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { logf.Close() })
-	args := append([]string{"agent", "--kubeconfig", c.kc, "--node-name", h.Name,
-		"--gossip-bind", h.Addr4.String(), "--gossip-port", fmt.Sprint(gossipPort),
+	args := append([]string{"agent", "--kubeconfig", c.kcs[h.Name], "--node-name", h.Name,
+		"--gossip-bind-address", h.Addr4.String(), "--gossip-port", fmt.Sprint(gossipPort),
 		"--metrics-addr", net.JoinHostPort(h.Addr4.String(), fmt.Sprint(metricsPort)),
 		"--probe-interval", "1s", "--safety-interval", "1s", "--log-level", "debug"}, extra...)
 	cmd := exec.Command(agentBinary(c.t), args...)

@@ -83,18 +83,44 @@ func TestE2EAnnouncementSelection(t *testing.T) {
 		c.waitResponders(addr(s), []string{"node-3"}, 10*time.Second)
 	}
 
-	// Visible state: the owner's annotation and an Event per move.
-	a := addr("10.213.0.100")
-	wantEntry := a.String() + "=" + owner(a, three...) + "/eth0"
-	waitFor(t, 10*time.Second, "announced-by annotation on web-a", func() (bool, string) {
-		svc, err := c.env.Clientset.CoreV1().Services("default").Get(c.ctx, "web-a", metav1.GetOptions{})
-		if err != nil {
+	// Visible state: every node's own L2Announcer (its gossip view and
+	// interfaces); the owner of the wrong-interface address reports it
+	// there; an Event per move and none for a first announcement; no
+	// Service written by an agent.
+	waitFor(t, 10*time.Second, "L2Announcers", func() (bool, string) {
+		var anns mooringv1.L2AnnouncerList
+		if err := c.env.Client.List(c.ctx, &anns); err != nil {
 			return false, err.Error()
 		}
-		v := svc.Annotations[mooringv1.AnnotationAnnouncedBy]
-		return strings.Contains(v, wantEntry), v
+		desc, problem := fmt.Sprintf("%+v", anns.Items), false
+		if len(anns.Items) != 3 {
+			return false, desc
+		}
+		for _, an := range anns.Items {
+			if !slices.Equal(an.Status.Members, three) || !slices.ContainsFunc(an.Status.Interfaces, func(i mooringv1.AnnouncerInterface) bool { return i.Name == "eth0" }) {
+				return false, desc
+			}
+			for _, p := range an.Status.Problems {
+				problem = problem || (p.Address == "10.213.0.113" && p.Reason == mooringv1.ProblemNoMatchingInterface && an.Name == owner(addr("10.213.0.113"), three...))
+			}
+		}
+		return problem, desc
 	})
 	c.waitEvent("local", mooringv1.EventReasonAnnounced, 10*time.Second)
+	if evs := c.events("web-a"); len(evs) != 0 {
+		t.Fatalf("events for a first announcement: %+v", evs)
+	}
+	svcs, err := c.env.Clientset.CoreV1().Services("default").List(c.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range svcs.Items {
+		for _, mf := range s.ManagedFields {
+			if strings.Contains(mf.Manager, "mooring") {
+				t.Fatalf("Service %s written by %s", s.Name, mf.Manager)
+			}
+		}
+	}
 
 	// The broken policy is reported; the others are Ready.
 	waitFor(t, 10*time.Second, "policy conditions", func() (bool, string) {

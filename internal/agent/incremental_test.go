@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"math/rand"
 	"reflect"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -91,8 +94,8 @@ func TestIncrementalDecisionsMatchFullRecompute(t *testing.T) {
 		if err := a.decide(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if want := fullDecision(t, a, c); !reflect.DeepEqual(a.prev, want) {
-			t.Fatalf("round %d: incremental\n%+v\nfull\n%+v", round, a.prev, want)
+		if want, got := fullDecision(t, a, c), a.state.Result(); !reflect.DeepEqual(got, want) {
+			t.Fatalf("round %d: incremental\n%+v\nfull\n%+v", round, got, want)
 		}
 	}
 }
@@ -134,5 +137,113 @@ func TestMissingNode(t *testing.T) {
 	}
 	if n != 1 {
 		t.Fatalf("%d NodeAppeared events, want 1: %+v", n, evs.Items)
+	}
+}
+
+// Who announces follows from the API objects and the nodes' L2Announcers;
+// a dead node's stale L2Announcer does not count.
+func TestAnnouncements(t *testing.T) {
+	a, c, _, _, owner := fixture(t)
+	ctx := context.Background()
+	three := []string{"node-1", "node-2", "node-3"}
+	for _, n := range three {
+		ann := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if err := c.Create(ctx, ann); err != nil {
+			t.Fatal(err)
+		}
+		ann.Status = mooringv1.L2AnnouncerStatus{Members: three, Interfaces: []mooringv1.AnnouncerInterface{{Name: "eth0", Index: 2}}}
+		if err := c.Status().Update(ctx, ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Announcements(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Node != owner || !slices.Equal(got[0].Interfaces, []string{"eth0"}) ||
+		!slices.Equal(got[0].Claimants, []string{owner}) || got[0].Reason != "" {
+		t.Fatalf("announcements %+v, want %s on eth0", got, owner)
+	}
+	// The owner dies: the others' views drop it, its own stays stale.
+	var rest []string
+	for _, n := range three {
+		if n != owner {
+			rest = append(rest, n)
+		}
+	}
+	for _, n := range rest {
+		var ann mooringv1.L2Announcer
+		if err := c.Get(ctx, types.NamespacedName{Name: n}, &ann); err != nil {
+			t.Fatal(err)
+		}
+		ann.Status.Members = rest
+		if err := c.Status().Update(ctx, &ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = Announcements(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := announce.Rank(rest, ip("10.213.0.100"))[0]
+	if len(got) != 1 || got[0].Node != want || !slices.Equal(got[0].Claimants, []string{want}) || got[0].Reason != "" {
+		t.Fatalf("after %s died: %+v, want %s", owner, got, want)
+	}
+	_ = a
+}
+
+// New addresses alone publish the decision at most every publishEvery; a
+// move publishes at once. The responder gets every change at once.
+func TestPublishThrottle(t *testing.T) {
+	a, c, mem, resp, owner := fixture(t)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	a.deps.Clock = clk
+	ctx := context.Background()
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	published := a.prev
+	// A Service this node will own.
+	var vip string
+	for i := range 50 {
+		if v := fmt.Sprintf("10.213.3.%d", i); announce.Rank([]string{"node-1", "node-2", "node-3"}, ip(v))[0] == owner {
+			vip = v
+			break
+		}
+	}
+	svc := lbService("default", "late", vip)
+	if err := c.Create(ctx, &svc); err != nil {
+		t.Fatal(err)
+	}
+	a.dirty.service(types.NamespacedName{Namespace: "default", Name: "late"})
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(resp.get()[2], ip(vip)) {
+		t.Fatalf("responder table %v lacks %s", resp.get(), vip)
+	}
+	if _, ok := a.prev.OwnerOf(ip(vip)); ok || !reflect.DeepEqual(a.prev, published) {
+		t.Fatal("published before publishEvery passed")
+	}
+	clk.Step(publishEvery)
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.prev.OwnerOf(ip(vip)); n != owner {
+		t.Fatalf("not published after publishEvery: owner %q", n)
+	}
+	// A member leaves: published at once.
+	var other string
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		if n != owner {
+			other = n
+		}
+	}
+	mem.set(owner, other)
+	if err := a.decide(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.prev.Owners[0].Eligible; got != 2 {
+		t.Fatalf("a member change was not published at once: eligible %d", got)
 	}
 }

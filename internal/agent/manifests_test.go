@@ -50,12 +50,14 @@ func TestAgentRoleIsExact(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"/events":                            {"create"},                 // Events on moves and safety findings
-		"/nodes":                             {"list", "watch"},          // labels and gossip peers
-		"/services":                          {"list", "patch", "watch"}, // the announced-by annotation
-		"discovery.k8s.io/endpointslices":    {"list", "watch"},          // externalTrafficPolicy: Local
+		"/events":                            {"create"},        // Events on moves and safety findings
+		"/nodes":                             {"list", "watch"}, // labels and gossip peers
+		"/services":                          {"list", "watch"}, // read only: agents never write Services
+		"discovery.k8s.io/endpointslices":    {"list", "watch"}, // externalTrafficPolicy: Local
 		"mooring.dev/l2announcementpolicies": {"list", "watch"},
-		"mooring.dev/l2announcementpolicies/status": {"patch"}, // conditions, by the status writer only
+		"mooring.dev/l2announcementpolicies/status": {"patch"},         // conditions, by the status writer only
+		"mooring.dev/l2announcers":                  {"create", "get"}, // its own node's only (admission policy)
+		"mooring.dev/l2announcers/status":           {"update"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ClusterRole mooring-agent grants\n%v\nwant exactly\n%v", got, want)
@@ -99,5 +101,13 @@ func TestDaemonSetManifest(t *testing.T) {
 	if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "NODE_NAME" }); i < 0 ||
 		c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Fatal("NODE_NAME must come from spec.nodeName")
+	}
+	if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "HOST_IP" }); i < 0 ||
+		c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "status.hostIP" ||
+		!slices.Contains(c.Args, "--gossip-bind-address=$(HOST_IP)") {
+		t.Fatal("gossip must bind the node's own address: HOST_IP from status.hostIP, --gossip-bind-address=$(HOST_IP)")
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Fatal("the agent's readiness probe must read /readyz")
 	}
 }

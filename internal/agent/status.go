@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -67,20 +67,24 @@ func (r *recorder) recordOn(ctx context.Context, ref *corev1.ObjectReference, ev
 	}
 }
 
-// statusWriter makes the visible state (Service annotations, policy
-// conditions) match the latest decision. It is level-triggered against the
-// informer cache, so it writes only on a difference and catches up after an
-// API outage with no replay of intermediate states.
+// statusWriter makes the visible state (this node's L2Announcer, policy
+// conditions, Events) match the latest decision. It writes only on a
+// difference and catches up after an API outage with no replay of
+// intermediate states. It never writes a Service.
 type statusWriter struct {
-	reader client.Reader
-	c      client.Client
+	reader client.Reader // informer cache
+	c      client.Client // direct: the L2Announcer is read and written here only
 	rec    *recorder
 	clock  clock.WithTicker
 	node   string
 	log    *slog.Logger
 	met    *metrics
-	in     *mailbox[announce.Result]
-	// patched remembers the resourceVersion an object had when we patched
+	in     *mailbox[decision]
+	events *eventQueue
+	// written is the L2Announcer status last written, to write on change
+	// only; nil before the first write.
+	written *mooringv1.L2AnnouncerStatus
+	// patched remembers the resourceVersion a policy had when we patched
 	// it, to skip re-patching until the cache has caught up with our write
 	// (the precondition would only make the second patch fail).
 	patched map[string]string
@@ -96,14 +100,12 @@ func (w *statusWriter) run(ctx context.Context) error {
 		case <-w.in.ready():
 		case <-retry:
 		}
-		res, ok := w.in.get()
+		d, ok := w.in.get()
 		if !ok {
 			continue
 		}
-		if err := w.sync(ctx, res); err != nil {
+		if err := w.sync(ctx, d); err != nil {
 			if apierrors.IsConflict(err) {
-				// Another owner patched the same Service (dual-stack
-				// addresses with different owners): re-read and retry soon.
 				w.log.Debug("status write conflict; retrying", "err", err)
 				retry = w.clock.After(conflictRetry)
 				continue
@@ -117,47 +119,65 @@ func (w *statusWriter) run(ctx context.Context) error {
 	}
 }
 
-func (w *statusWriter) sync(ctx context.Context, res announce.Result) error {
-	var svcs corev1.ServiceList
-	if err := w.reader.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
-		return fmt.Errorf("listing Services from the cache: %w", err)
-	}
-	w.forgetCaughtUp(svcs.Items)
-	var firstErr error
-	for _, p := range planAnnotations(res, w.node, svcs.Items) {
-		key := types.NamespacedName{Namespace: p.svc.Namespace, Name: p.svc.Name}
-		if w.patched["svc/"+key.String()] == p.svc.ResourceVersion {
-			continue // our patch has not reached the cache yet
-		}
-		err := w.patchAnnotation(ctx, p)
-		w.met.write("annotation", err)
-		if err != nil {
-			firstErr = cmpErr(firstErr, fmt.Errorf("annotating Service %s: %w", key, err))
-			continue
-		}
-		w.patched["svc/"+key.String()] = p.svc.ResourceVersion
-		for _, ev := range p.events {
-			w.log.Info("announcement moved", "service", key.String(), "message", ev.message)
-			w.rec.record(ctx, p.svc, ev)
-		}
-	}
-	if res.StatusWriter == w.node {
-		firstErr = cmpErr(firstErr, w.syncPolicies(ctx, res))
+func (w *statusWriter) sync(ctx context.Context, d decision) error {
+	firstErr := w.syncAnnouncer(ctx, announcerStatus(d, w.node))
+	w.recordEvents(ctx)
+	if d.res.StatusWriter == w.node {
+		firstErr = cmpErr(firstErr, w.syncPolicies(ctx, d.res))
 	}
 	return firstErr
 }
 
-// forgetCaughtUp drops the memory of Service patches the cache has caught
-// up with (or whose Service is gone), so the map stays small.
-func (w *statusWriter) forgetCaughtUp(svcs []corev1.Service) {
-	rv := make(map[string]string, len(svcs))
-	for i := range svcs {
-		rv["svc/"+svcs[i].Namespace+"/"+svcs[i].Name] = svcs[i].ResourceVersion
+// syncAnnouncer writes this node's L2Announcer when its status changed:
+// one read and one write, or a create the first time.
+func (w *statusWriter) syncAnnouncer(ctx context.Context, st mooringv1.L2AnnouncerStatus) error {
+	if w.written != nil && equality.Semantic.DeepEqual(*w.written, st) {
+		return nil
 	}
-	for k, v := range w.patched {
-		if cur, ok := rv[k]; strings.HasPrefix(k, "svc/") && (!ok || cur != v) {
-			delete(w.patched, k)
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var obj mooringv1.L2Announcer
+	err := w.c.Get(ctx, types.NamespacedName{Name: w.node}, &obj)
+	if apierrors.IsNotFound(err) {
+		obj = mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: w.node}}
+		var node corev1.Node
+		if w.reader.Get(ctx, types.NamespacedName{Name: w.node}, &node) == nil {
+			// Deleted with its Node: a stale view must not outlive it.
+			obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 		}
+		err = w.c.Create(ctx, &obj)
+		w.met.write("announcer", err)
+	}
+	if err != nil {
+		return fmt.Errorf("reading or creating L2Announcer %s: %w", w.node, err)
+	}
+	if equality.Semantic.DeepEqual(obj.Status, st) {
+		w.written = &st
+		return nil
+	}
+	obj.Status = st
+	err = w.c.Status().Update(ctx, &obj)
+	w.met.write("announcer", err)
+	if err != nil {
+		return fmt.Errorf("updating the status of L2Announcer %s: %w", w.node, err)
+	}
+	w.written = &st
+	return nil
+}
+
+// recordEvents records the queued Events; they are best effort.
+func (w *statusWriter) recordEvents(ctx context.Context) {
+	evs, dropped := w.events.take()
+	if dropped > 0 {
+		w.log.Warn("too many announcement Events at once; the rest are in this node's L2Announcer status", "dropped", dropped)
+	}
+	for _, e := range evs {
+		var svc corev1.Service
+		if err := w.reader.Get(ctx, types.NamespacedName{Namespace: e.svc.Namespace, Name: e.svc.Name}, &svc); err != nil {
+			continue // gone meanwhile
+		}
+		w.log.Info("announcement changed", "service", e.svc.String(), "message", e.ev.message)
+		w.rec.record(ctx, &svc, e.ev)
 	}
 }
 
@@ -166,27 +186,6 @@ func cmpErr(first, err error) error {
 		return first
 	}
 	return err
-}
-
-// patchAnnotation is a merge patch with the cached resourceVersion as a
-// precondition: a concurrent writer (another owner of another address of
-// the same Service) makes it fail with a conflict, and the retry re-reads.
-func (w *statusWriter) patchAnnotation(ctx context.Context, p annotationPlan) error {
-	var value any = p.value
-	if p.value == "" {
-		value = nil
-	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": p.svc.ResourceVersion,
-		"annotations":     map[string]any{mooringv1.AnnotationAnnouncedBy: value},
-	}})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: p.svc.Namespace, Name: p.svc.Name}}
-	return w.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, body))
 }
 
 func (w *statusWriter) syncPolicies(ctx context.Context, res announce.Result) error {

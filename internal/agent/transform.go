@@ -50,7 +50,7 @@ func slimService(obj any) (any, error) {
 	if !ok {
 		return tombstoneOr(obj)
 	}
-	out := &corev1.Service{TypeMeta: svc.TypeMeta, ObjectMeta: slimMeta(&svc.ObjectMeta, mooringv1.AnnotationAnnouncedBy),
+	out := &corev1.Service{TypeMeta: svc.TypeMeta, ObjectMeta: slimMeta(&svc.ObjectMeta),
 		Spec: corev1.ServiceSpec{Type: svc.Spec.Type, LoadBalancerClass: svc.Spec.LoadBalancerClass,
 			ExternalIPs: svc.Spec.ExternalIPs, ExternalTrafficPolicy: svc.Spec.ExternalTrafficPolicy}}
 	for _, ing := range svc.Status.LoadBalancer.Ingress {

@@ -26,6 +26,7 @@ type State struct {
 	policies []Policy
 	nodes    []Node // sorted by name
 
+	caps        Capabilities // SetCapabilities (eligibility.go); nil: no filter
 	pols        []*policy
 	polProblems []Problem
 	u           *universe // every known node, live or not
@@ -147,7 +148,7 @@ func (s *State) SetNodes(nodes []Node) []Change {
 	if slices.EqualFunc(ns, s.nodes, func(a, b Node) bool { return a.Name == b.Name && maps.Equal(a.Labels, b.Labels) }) {
 		return nil
 	}
-	same := sameSelection(s.pols, ns, s.u)
+	same := sameSelection(s.pols, ns, s.u, s.caps)
 	s.nodes = ns
 	if same {
 		return nil
@@ -190,12 +191,18 @@ func (s *State) SetInterfaces(ifaces []Interface) []Change {
 // Input returns the state's input, for Decide.
 func (s *State) Input() Input {
 	in := Input{Policies: slices.Clone(s.policies), Nodes: slices.Clone(s.nodes), Members: slices.Clone(s.members),
-		Local: s.local, Interfaces: slices.Clone(s.ifaces)}
+		Local: s.local, Interfaces: slices.Clone(s.ifaces), Capabilities: maps.Clone(s.caps)}
 	for _, k := range slices.SortedFunc(maps.Keys(s.services), compareKeys) {
 		in.Services = append(in.Services, s.services[k].svc)
 	}
 	return in
 }
+
+// Listen returns Result.Listen: the local interfaces any valid policy names.
+func (s *State) Listen() []Interface { return slices.Clone(s.listen) }
+
+// Members returns the live members, sorted.
+func (s *State) Members() []string { return slices.Clone(s.members) }
 
 // HasService reports whether the Service k is in the state.
 func (s *State) HasService(k ServiceKey) bool { return hasKey(s.services, k) }
@@ -229,10 +236,16 @@ func (s *State) Desired() map[int][]netip.Addr {
 // Result materialises the whole decision, equal to Decide(s.Input()).
 // Cost: O(A log A).
 func (s *State) Result() Result {
-	res := Result{Problems: slices.Clone(s.polProblems), Listen: slices.Clone(s.listen), StatusWriter: s.statusWriter()}
+	res := Result{Problems: slices.Clone(s.polProblems), Listen: slices.Clone(s.listen), StatusWriter: s.statusWriter(),
+		Owners: make([]Owner, 0, len(s.addrs))}
+	if len(s.addrs) == 0 {
+		res.Owners = nil
+	}
 	for _, a := range slices.SortedFunc(maps.Keys(s.addrs), netip.Addr.Compare) {
 		e := s.addrs[a]
-		res.Owners = append(res.Owners, Owner{Addr: a, Node: s.name(e.owner), Services: slices.Clone(e.services), Eligible: e.eligible})
+		// e.services is never changed in place (touch replaces it), so the
+		// Result may share it.
+		res.Owners = append(res.Owners, Owner{Addr: a, Node: s.name(e.owner), Services: e.services, Eligible: e.eligible})
 		res.Local = append(res.Local, e.local...)
 		if e.problem != nil {
 			res.Problems = append(res.Problems, *e.problem)
@@ -394,7 +407,7 @@ func (s *State) finish(a netip.Addr, e *addrEntry) {
 			}
 		}
 		var probs []Problem
-		e.local, probs = localEntries(nil, nil, a, st, s.ifaces)
+		e.local, probs = localEntries(nil, nil, a, st, s.ifaces, s.caps.interfaceMatcher(s.local))
 		if len(probs) > 0 {
 			e.problem = &probs[0]
 		}
@@ -409,7 +422,7 @@ func (s *State) rebuild() {
 	}
 	s.u = newUniverse(s.nodes, names)
 	s.pols, s.polProblems = compile(s.policies)
-	selectNodes(s.pols, s.nodes, s.u)
+	selectNodes(s.pols, s.nodes, s.u, s.caps)
 	s.live = s.liveSet()
 	s.listen = listen(s.pols, s.ifaces)
 }
@@ -457,7 +470,7 @@ func (s *State) rebuildAll() []Change {
 
 // sameSelection reports whether nodes (sorted) select exactly the nodes
 // each policy selects now, with the same universe.
-func sameSelection(pols []*policy, nodes []Node, u *universe) bool {
+func sameSelection(pols []*policy, nodes []Node, u *universe, caps Capabilities) bool {
 	if len(nodes) != len(u.names) {
 		return false
 	}
@@ -468,7 +481,7 @@ func sameSelection(pols []*policy, nodes []Node, u *universe) bool {
 	}
 	for _, p := range pols {
 		for i, n := range nodes {
-			if p.NodeSelector.Matches(n.Labels) != p.nodes.has(i) {
+			if (p.NodeSelector.Matches(n.Labels) && caps.canServe(p, n.Name)) != p.nodes.has(i) {
 				return false
 			}
 		}

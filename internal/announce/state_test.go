@@ -242,3 +242,36 @@ func BenchmarkStateMemberLeave(b *testing.B) {
 		b.StartTimer()
 	}
 }
+
+// OwnerInterfaces names, for the local node's addresses, exactly the
+// interfaces Decide puts in Result.Local.
+func TestOwnerInterfacesMatchDecide(t *testing.T) {
+	r := rand.New(rand.NewSource(11))
+	for i := range 2000 {
+		in := genInput(randChooser{r})
+		res := Decide(in)
+		got := OwnerInterfaces(in, res.Owners, map[string][]Interface{in.Local: in.Interfaces})
+		want := map[netip.Addr][]string{}
+		for _, e := range res.Local {
+			want[e.Addr] = append(want[e.Addr], e.IfName)
+		}
+		for a, names := range got {
+			if n, _ := res.OwnerOf(a); n != in.Local {
+				t.Fatalf("input %d: interfaces %v for %s owned by %q, not the local node", i, names, a, n)
+			}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("input %d: got %v, want %v\ninput %+v", i, got, want, in)
+		}
+	}
+}
+
+// BenchmarkStateResult materialises the whole decision (what the agent
+// publishes to its status writer and safety checks) at 10,000 Services.
+func BenchmarkStateResult(b *testing.B) {
+	st, _ := benchState(b, 10000, 3)
+	b.ResetTimer()
+	for b.Loop() {
+		st.Result()
+	}
+}

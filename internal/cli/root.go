@@ -18,6 +18,8 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/failover"
 	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cli/lab"
+	"github.com/mooringlb/mooring/internal/cli/migrate"
+	"github.com/mooringlb/mooring/internal/cli/probe"
 	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/cli/version"
 	"github.com/mooringlb/mooring/internal/cliutil"
@@ -59,6 +61,8 @@ func NewRootCommand(s Streams) *cobra.Command {
 		version.NewCommand(deps),
 		importcmd.NewCommand(deps),
 		doctor.NewCommand(deps),
+		probe.NewCommand(deps),
+		migrate.NewCommand(deps),
 	)
 	return root
 }

@@ -123,7 +123,12 @@ func TestBehaviours(t *testing.T) {
 		create(t, c, nsPool("bad-range", "nothing", "2001:db8:9::9-2001:db8:9::1", "100.64.13.0/24"))
 		waitPoolCondition(t, env, "bad-selector", mooringv1.ConditionReady, "InvalidSelector")
 		waitPoolCondition(t, env, "bad-range", mooringv1.ConditionInvalidBlocks, "InvalidBlocks")
-		waitPoolCondition(t, env, "bad-range", mooringv1.ConditionReady, "Ready")
+		// READY says so (issue 8 item 4), in the API's terms.
+		msg := waitPoolCondition(t, env, "bad-range", mooringv1.ConditionReady, mooringv1.ConditionInvalidBlocks)
+		inv := waitPoolCondition(t, env, "bad-range", mooringv1.ConditionInvalidBlocks, "InvalidBlocks")
+		if !strings.Contains(inv, "spec.blocks[0]") || strings.Contains(inv, "ipalloc") || msg == "" {
+			t.Errorf("InvalidBlocks message %q: want spec.blocks[0] and no package names", inv)
+		}
 		// bad-selector is the only pool without a namespace selector, and
 		// an unparsable selector matches nothing: the Service stays pending.
 		mkNamespace(t, c, "nosel", nil)
@@ -248,16 +253,19 @@ func sharingCases(t *testing.T, env *testenv.Env) {
 	waitIPs(t, c, "share2", "other-ns", "100.64.8.1")
 }
 
-func waitPoolCondition(t *testing.T, env *testenv.Env, name, typ, reason string) {
+func waitPoolCondition(t *testing.T, env *testenv.Env, name, typ, reason string) string {
 	t.Helper()
+	var msg string
 	eventually(t, 20*time.Second, func() string {
 		var p mooringv1.LoadBalancerIPPool
 		_ = env.Client.Get(context.Background(), types.NamespacedName{Name: name}, &p)
 		if cond := meta.FindStatusCondition(p.Status.Conditions, typ); cond != nil && cond.Reason == reason {
+			msg = cond.Message
 			return ""
 		}
 		return "pool " + name + ": " + condString(p.Status.Conditions)
 	})
+	return msg
 }
 
 func condString(cs []metav1.Condition) string {

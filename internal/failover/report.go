@@ -194,7 +194,7 @@ func WriteTable(w io.Writer, runs []RunResult, s Summary) error {
 	}
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "SUMMARY (%d runs)\tMEDIAN\tWORST\n", s.Runs)
+	fmt.Fprintf(tw, "SUMMARY (%s)\tMEDIAN\tWORST\n", plural(s.Runs, "run", "runs"))
 	fmt.Fprintf(tw, "phase 1 (kill → answers again)\t%s\t%s\n", ds(s.Phase1.Median), ds(s.Phase1.Worst))
 	fmt.Fprintf(tw, "phase 2 (→ stale endpoints gone, errors stop)\t%s\t%s\n", ds(s.Phase2.Median), ds(s.Phase2.Worst))
 	fmt.Fprintf(tw, "errors until (kill → last error)\t%s\t%s\n", ds(s.ErrorsUntil.Median), ds(s.ErrorsUntil.Worst))
@@ -239,4 +239,12 @@ func classes(c *Counts) string {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, c.ByClass[k]))
 	}
 	return strings.Join(parts, " ")
+}
+
+// plural is "1 run", "2 runs".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

@@ -2,12 +2,15 @@ package failover
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -434,11 +437,17 @@ func chooseVictim(ctx context.Context, cfg Config, env Env, st *state) (string, 
 
 // waitRunEnd returns when the run is over: phase 1 complete, the dead
 // node's endpoints gone (unless soft) and Quiet without errors — or MaxRun.
+// Its progress lines come out in time order (see progressQueue).
 func waitRunEnd(ctx context.Context, cfg Config, env Env, st *state, start time.Time, say func(time.Duration, string, ...any)) (time.Time, error) {
 	var (
 		seen     = map[string]bool{}
 		lastTick time.Duration
+		q        progressQueue
 	)
+	// What happened at t is known by t + a request's timeout (its outcome)
+	// or an owner poll later, plus a tick of this loop.
+	lag := cfg.Timeout + cfg.OwnerPoll + 100*time.Millisecond
+	defer func() { q.flush(math.MaxInt64, say) }()
 	for {
 		now := env.Clock.Now()
 		tl := ComputeTimeline(st.observed(cfg, start, now))
@@ -446,7 +455,7 @@ func waitRunEnd(ctx context.Context, cfg Config, env Env, st *state, start time.
 		note := func(key string, at time.Time, format string, args ...any) {
 			if !at.IsZero() && !seen[key] {
 				seen[key] = true
-				say(at.Sub(tl.Kill), format, args...)
+				q.add(at.Sub(tl.Kill), fmt.Sprintf(format, args...))
 			}
 		}
 		note("first", tl.FirstError, "first error")
@@ -461,20 +470,48 @@ func waitRunEnd(ctx context.Context, cfg Config, env Env, st *state, start time.
 		if since-lastTick >= 5*time.Second {
 			lastTick = since.Truncate(5 * time.Second)
 			tot := tl.Total()
-			say(since, "%d requests since start, %d failed since the kill", tot.Requests, tl.Failed())
+			q.add(since, fmt.Sprintf("%d requests since start, %d failed since the kill", tot.Requests, tl.Failed()))
 		}
+		q.flush(since-lag, say)
 		quietSince := latest(tl.Kill, tl.LastError, tl.EndpointsGone)
 		if tl.Phase1Complete && tl.Phase2Complete && now.Sub(quietSince) >= cfg.Quiet {
 			return now, nil
 		}
 		if since >= cfg.MaxRun {
-			say(since, "giving up waiting after %s", cfg.MaxRun)
+			q.add(since, fmt.Sprintf("giving up waiting after %s", cfg.MaxRun))
 			return now, nil
 		}
 		if err := sleep(ctx, env.Clock, 100*time.Millisecond); err != nil {
 			return now, err
 		}
 	}
+}
+
+// progressQueue holds progress lines until no earlier one can still turn
+// up, so that they are printed in time order: an outcome is known only when
+// its request ends, so a failure can be learnt after a later event.
+type progressQueue struct {
+	lines []progressLine
+}
+
+type progressLine struct {
+	at   time.Duration // since the kill
+	text string
+}
+
+func (q *progressQueue) add(at time.Duration, text string) {
+	q.lines = append(q.lines, progressLine{at, text})
+}
+
+// flush says, in time order, every line at or before upTo.
+func (q *progressQueue) flush(upTo time.Duration, say func(time.Duration, string, ...any)) {
+	slices.SortStableFunc(q.lines, func(a, b progressLine) int { return cmp.Compare(a.at, b.at) })
+	n := 0
+	for n < len(q.lines) && q.lines[n].at <= upTo {
+		say(q.lines[n].at, "%s", q.lines[n].text)
+		n++
+	}
+	q.lines = q.lines[n:]
 }
 
 // settle brings the killed node back (with a Restorer) and waits until the

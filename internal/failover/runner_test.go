@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -137,9 +139,21 @@ func TestMeasureTwoRuns(t *testing.T) {
 	f := newFakeL2(t)
 	var mu sync.Mutex
 	var progress []string
+	last := map[int]time.Duration{} // per run, the latest SinceKill said
 	env := Env{Dial: f.bh.dial, Killer: f, Restorer: f, Owner: f, Cluster: f.cluster,
 		NodeMACs: NodeMACs{{Node: "node-a", MAC: macA}, {Node: "node-b", MAC: macB}},
-		Progress: func(e ProgressEvent) { mu.Lock(); progress = append(progress, e.Text); mu.Unlock() }}
+		Progress: func(e ProgressEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			progress = append(progress, e.Text)
+			// Issue 8 item 17: progress lines in time order.
+			if e.SinceKill >= 0 {
+				if e.SinceKill < last[e.Run] {
+					t.Errorf("run %d: %q at %v said after a line at %v", e.Run, e.Text, e.SinceKill, last[e.Run])
+				}
+				last[e.Run] = e.SinceKill
+			}
+		}}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	runs, err := Measure(ctx, testConfig(f), env)
@@ -333,5 +347,25 @@ func TestMeasureNoOwnerNoAnnotation(t *testing.T) {
 	}
 	if f.kills.Load() != 0 {
 		t.Error("killed a node without knowing it announces")
+	}
+}
+
+func TestProgressQueueInTimeOrder(t *testing.T) {
+	var q progressQueue
+	var got []string
+	say := func(d time.Duration, format string, args ...any) {
+		got = append(got, d.String()+" "+fmt.Sprintf(format, args...))
+	}
+	q.add(5*time.Second, "tick")
+	q.add(800*time.Millisecond, "owner-change")
+	q.flush(500*time.Millisecond, say) // now - lag: nothing is old enough yet
+	// Learnt later (a request's outcome is known when it ends), but earlier.
+	q.add(850*time.Millisecond, "recovered")
+	q.add(50*time.Millisecond, "first error")
+	q.flush(2*time.Second, say)
+	q.flush(math.MaxInt64, say)
+	want := []string{"50ms first error", "800ms owner-change", "850ms recovered", "5s tick"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
 	}
 }

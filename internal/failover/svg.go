@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"slices"
 	"strings"
 	"time"
@@ -16,10 +17,12 @@ const (
 	svgWidth     = 960
 	svgLeft      = 180 // room for lane labels: "response-timeout (1234)" at 12 px
 	svgRight     = 24
-	svgTop       = 110 // title and marker labels
-	svgLabelRows = 5
+	svgLabelTop  = 72 // below the title, subtitle and owner lines
+	svgLabelRows = 6  // one per marker kind: every label fits
+	svgLabelRow  = 13
+	svgTop       = svgLabelTop + svgLabelRows*svgLabelRow // the plot
 	svgLane      = 22
-	svgLegendH   = 70
+	svgLegendH   = 86
 	svgLead      = 3 * time.Second // shown before the kill
 )
 
@@ -96,6 +99,7 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 	}
 	plotH := len(lanes) * svgLane
 	axisY := svgTop + plotH + 8
+	caption := phase2Caption(r)
 	height := axisY + 40 + svgLegendH
 	laneY := func(key string) float64 {
 		return float64(svgTop + slices.Index(lanes, key)*svgLane + svgLane/2)
@@ -108,15 +112,16 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 	p(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, height)
 	p(`<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", svgLeft, esc(title))
 	p(`<text x="%d" y="38" fill="#444444">%s</text>`+"\n", svgLeft, esc(subtitle(tl)))
+	p(`<text class="owner" x="%d" y="56" fill="#1f77b4">%s</text>`+"\n", svgLeft, esc(ownerLine(r)))
 
 	// Phases.
 	if tl.Phase1 > 0 {
-		p(`<rect class="phase1" x="%.1f" y="%d" width="%.1f" height="%d" fill="#d62728" fill-opacity="0.10"><title>phase 1: %s</title></rect>`+"\n",
-			x(tl.Kill), svgTop, x(tl.Kill.Add(tl.Phase1))-x(tl.Kill), plotH, ds(tl.Phase1))
+		p(`<rect class="phase1" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="none"><title>phase 1: %s</title></rect>`+"\n",
+			x(tl.Kill), svgTop, x(tl.Kill.Add(tl.Phase1))-x(tl.Kill), plotH, phase1Fill, ds(tl.Phase1))
 	}
 	if tl.Phase2 > 0 {
-		p(`<rect class="phase2" x="%.1f" y="%d" width="%.1f" height="%d" fill="#ff7f0e" fill-opacity="0.10"><title>phase 2: %s</title></rect>`+"\n",
-			x(tl.Recovered), svgTop, x(tl.Recovered.Add(tl.Phase2))-x(tl.Recovered), plotH, ds(tl.Phase2))
+		p(`<rect class="phase2" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="none"><title>phase 2: %s</title></rect>`+"\n",
+			x(tl.Recovered), svgTop, x(tl.Recovered.Add(tl.Phase2))-x(tl.Recovered), plotH, phase2Fill, ds(tl.Phase2))
 	}
 
 	// Lanes and their dots.
@@ -144,25 +149,31 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		p(`<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", tx, axisY+18, tickLabel(s))
 	}
 	p(`<text x="%d" y="%d" text-anchor="end" fill="#444444">s since kill</text>`+"\n", svgWidth-svgRight, axisY+34)
+	if caption != "" {
+		p(`<text class="caption" x="%d" y="%d" fill="#b35900" font-size="11">%s</text>`+"\n", svgRight, axisY+50, esc(caption))
+	}
 
-	// Markers; each label goes on the lowest row where it overlaps no other.
-	var rowEnds [svgLabelRows]float64
-	for _, m := range markers(tl) {
-		mx := x(m.at)
-		label := m.name + " " + at(m.at, tl.Kill)
-		row := 0
-		for row < svgLabelRows-1 && rowEnds[row] > mx {
-			row++
+	// Markers, in time order, labels placed by placeLabels.
+	ms := markers(tl)
+	labels := make([]string, len(ms))
+	xs := make([]float64, len(ms))
+	for i, m := range ms {
+		labels[i] = m.name + " " + at(m.at, tl.Kill)
+		if m.name == "owner change" && r.NewNode != "" {
+			labels[i] = "owner change to " + r.NewNode + " " + at(m.at, tl.Kill)
 		}
-		rowEnds[row] = mx + 3 + 6.5*float64(len(label)) + 6
-		ly := svgTop - 8 - row*13
+		xs[i] = x(m.at)
+	}
+	for i, row := range placeLabels(xs, labels) {
+		m, mx := ms[i], xs[i]
+		ly := svgLabelTop + row*svgLabelRow
 		p(`<g class="marker" data-marker="%s"><line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s" stroke-width="1.5"%s/>`,
 			m.name, mx, ly+2, mx, axisY, m.color, m.dash)
-		p(`<text x="%.1f" y="%d" fill="%s" font-size="11">%s</text></g>`+"\n", mx+3, ly, m.color, esc(label))
+		p(`<text x="%.1f" y="%d" fill="%s" font-size="11">%s</text></g>`+"\n", mx+3, ly, m.color, esc(labels[i]))
 	}
 
 	// Legend: classes, then markers.
-	ly := axisY + 50
+	ly := axisY + 66
 	lx := svgLeft
 	for _, k := range lanes {
 		p(`<circle cx="%d" cy="%d" r="4" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, classColor(k), lx+8, ly+4, esc(k))
@@ -177,10 +188,80 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 			lx, ly-6, lx, ly+6, m.color, m.dash, lx+6, ly+4, esc(m.name))
 		lx += 30 + 7*len(m.name)
 	}
-	p(`<rect x="%d" y="%d" width="12" height="12" fill="#d62728" fill-opacity="0.15"/><text x="%d" y="%d">phase 1</text>`+"\n", lx, ly-6, lx+16, ly+4)
-	p(`<rect x="%d" y="%d" width="12" height="12" fill="#ff7f0e" fill-opacity="0.15"/><text x="%d" y="%d">phase 2</text>`+"\n", lx+76, ly-6, lx+92, ly+4)
+	p(`<rect x="%d" y="%d" width="12" height="12" fill="%s" stroke="#d62728"/><text x="%d" y="%d">phase 1</text>`+"\n", lx, ly-6, phase1Fill, lx+16, ly+4)
+	p(`<rect x="%d" y="%d" width="12" height="12" fill="%s" stroke="#ff7f0e"/><text x="%d" y="%d">phase 2</text>`+"\n", lx+76, ly-6, phase2Fill, lx+92, ly+4)
 	p("</svg>\n")
 	return b.Flush()
+}
+
+// The phases' shades: solid light colours rather than opacity, so that
+// every renderer (browsers, ImageMagick) draws the same picture.
+const (
+	phase1Fill = "#fbe4e4"
+	phase2Fill = "#ffefdf"
+)
+
+// labelWidth estimates a marker label's width at 11 px.
+func labelWidth(s string) float64 { return 6.5 * float64(len([]rune(s))) }
+
+// placeLabels gives each marker label (xs in time order) a row, 0 at the
+// top, so that no two labels overlap and no marker's line, which runs from
+// its label down to the axis, crosses an earlier label: a label goes just
+// below the lowest row still occupied at its x. svgLabelRows rows always
+// suffice for the six marker kinds; were they exhausted, the last row is
+// shared.
+func placeLabels(xs []float64, labels []string) []int {
+	var ends [svgLabelRows]float64 // right end of the last label per row
+	rows := make([]int, len(xs))
+	for i, x := range xs {
+		row := 0
+		for r := range svgLabelRows {
+			if ends[r] > x {
+				row = r + 1
+			}
+		}
+		row = min(row, svgLabelRows-1)
+		rows[i] = row
+		ends[row] = max(ends[row], x+3+labelWidth(labels[i])+6)
+	}
+	return rows
+}
+
+// ownerLine says whose MAC the client used before and after the kill.
+func ownerLine(r RunResult) string {
+	name := func(node string, mac net.HardwareAddr) string {
+		switch {
+		case node != "" && len(mac) > 0:
+			return node + " (" + mac.String() + ")"
+		case node != "":
+			return node
+		case len(mac) > 0:
+			return mac.String()
+		}
+		return "unknown"
+	}
+	before := name(r.Node, r.OwnerBefore)
+	if len(r.OwnerAfter) == 0 && r.NewNode == "" {
+		return "announced by " + before + " before the kill; the client saw no new owner"
+	}
+	return fmt.Sprintf("announced by %s before the kill, by %s after it (owner change %s)",
+		before, name(r.NewNode, r.OwnerAfter), at(r.Timeline.OwnerChange, r.Timeline.Kill))
+}
+
+// phase2Caption says, in one line, what bounds phase 2: Kubernetes keeps
+// the dead node's endpoints until the node-lifecycle controller gives up on
+// the node (or Mooring evicts them sooner, when fast eviction is on).
+func phase2Caption(r RunResult) string {
+	tl := r.Timeline
+	if tl.Phase2 <= 0 || tl.EndpointsStay {
+		return ""
+	}
+	node := r.Node
+	if node == "" {
+		node = "the dead node"
+	}
+	return "phase 2 lasts until " + node + "'s endpoints leave the EndpointSlices: kube-controller-manager's " +
+		"node-monitor grace period, or less with fast eviction"
 }
 
 // allMarkers are the marker kinds, for the legend; markers fills in times.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/xml"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -97,7 +98,10 @@ func TestRenderSVG(t *testing.T) {
 		t.Errorf("%d circles, want %d", doc.circles, want)
 	}
 	all := strings.Join(doc.texts, "|")
-	for _, s := range []string{`<killed "node-a"> & co`, "connect-timeout (5)", "refused (5)", "http-503 (20)", "s since kill", "+5", "phase 1", "phase 2"} {
+	for _, s := range []string{`<killed "node-a"> & co`, "connect-timeout (5)", "refused (5)", "http-503 (20)", "s since kill", "+5", "phase 1", "phase 2",
+		// Issue 8 item 17: the new owner, and what bounds phase 2.
+		"by node-b (02:00:00:00:00:0b) after it", "owner change to node-b +0.90s",
+		"phase 2 lasts until node-a's endpoints leave the EndpointSlices: kube-controller-manager's node-monitor grace period"} {
 		if !strings.Contains(all, s) {
 			t.Errorf("texts lack %q: %s", s, all)
 		}
@@ -127,5 +131,36 @@ func TestRenderSVGDegenerate(t *testing.T) {
 				t.Error("NaN or Inf in coordinates")
 			}
 		})
+	}
+}
+
+// Marker labels never overlap each other, and no marker's line (from its
+// label down to the axis) crosses an earlier label, however close the
+// markers are (issue 8 item 17: labels near t=0 overlapped).
+func TestPlaceLabels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"kill +0.00s", "first error +0.05s", "owner change to node-2 +0.80s", "recovered +0.85s", "endpoints gone +20.20s", "last error +28.00s"}
+	for range 2000 {
+		xs := make([]float64, len(names))
+		x := 180.0
+		for i := range xs {
+			x += rng.Float64() * float64([]int{0, 3, 40, 400}[rng.IntN(4)])
+			xs[i] = x
+		}
+		rows := placeLabels(xs, names)
+		for i := range xs {
+			for j := range i {
+				li, lj := xs[i]+3, xs[j]+3
+				ri, rj := li+labelWidth(names[i]), lj+labelWidth(names[j])
+				if rows[i] == rows[j] && li < rj && lj < ri {
+					t.Fatalf("xs %v rows %v: labels %d and %d overlap", xs, rows, j, i)
+				}
+				// i is later: its line runs from row i down; j's label
+				// below it must not span xs[i].
+				if rows[j] > rows[i] && lj <= xs[i] && xs[i] <= rj {
+					t.Fatalf("xs %v rows %v: the line of %d crosses label %d", xs, rows, i, j)
+				}
+			}
+		}
 	}
 }

@@ -82,6 +82,8 @@ type Timeline struct {
 	// the run; Phase2Complete is false when the dead node's endpoints never
 	// left (Phase1/Phase2 then run to End and are lower bounds).
 	Phase1Complete, Phase2Complete bool
+	// EndpointsStay is Observed.EndpointsStay: a soft failover.
+	EndpointsStay bool
 
 	Counts map[Phase]*Counts
 	Events []Event
@@ -138,7 +140,7 @@ type Observed struct {
 // what broke it.
 func ComputeTimeline(in Observed) Timeline {
 	start, kill, end, events, results := in.Start, in.Kill, in.End, in.Events, in.Results
-	tl := Timeline{Start: start, Kill: kill, End: end, Counts: map[Phase]*Counts{}}
+	tl := Timeline{Start: start, Kill: kill, End: end, EndpointsStay: in.EndpointsStay, Counts: map[Phase]*Counts{}}
 	for _, p := range Phases {
 		tl.Counts[p] = &Counts{}
 	}

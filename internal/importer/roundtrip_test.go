@@ -271,10 +271,6 @@ func TestRoundTripAssignableAddresses(t *testing.T) {
 					if !ok {
 						t.Fatalf("imported pool %q has no source pool", p.Metadata.Name)
 					}
-					if why := unsupportedByCore(p); why != "" {
-						t.Logf("TODO pool %s: not compared yet: %s", p.Metadata.Name, why)
-						continue
-					}
 					want, universe := oracle()
 					got := mooringSets(t, p, universe)
 					if !slices.Equal(sortedSet(want.auto), sortedSet(got.auto)) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +14,8 @@ import (
 // Invalid flags fail before anything connects anywhere, saying which flag.
 func TestFlagsAreValidated(t *testing.T) {
 	t.Setenv(EnvNodeName, "")
+	missing := filepath.Join(t.TempDir(), "from-env")
+	t.Setenv("KUBECONFIG", missing)
 	tests := []struct {
 		args []string
 		want string
@@ -22,6 +25,8 @@ func TestFlagsAreValidated(t *testing.T) {
 		{[]string{"--node-name=n1", "--gossip-bind=nowhere"}, "--gossip-bind"},
 		{[]string{"--node-name=n1", "--metrics-addr=9473"}, "--metrics-addr"},
 		{[]string{"--node-name=n1", "--probe-interval=1s", "--probe-wait=2s"}, "--probe-wait"},
+		// the shared rule: $KUBECONFIG when --kubeconfig is empty
+		{[]string{"--node-name=n1", "--metrics-addr=0"}, "$KUBECONFIG=" + missing},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer

@@ -10,16 +10,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/mooringlb/mooring/internal/arpprobe"
 	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/lab"
 )
 
 // NewCommand builds `mooring audit`.
@@ -34,8 +39,8 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 
 func newARPCommand(deps *cliutil.Deps) *cobra.Command {
 	var (
-		iface string
-		wait  time.Duration
+		iface, kubeconfig string
+		wait              time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "arp ADDRESS...",
@@ -45,7 +50,15 @@ given interface and lists every MAC that answers within --wait. Exactly one
 responder is healthy; none means nobody announces the address; more than one
 means a split: a stale copy of the address on some node's interface with
 arp_ignore=0 (e.g. a leftover kube-ipvs0), or two announcers. Exits 1 unless
-every address has exactly one responder. Needs CAP_NET_RAW.`,
+every address has exactly one responder. Needs CAP_NET_RAW.
+
+Each MAC is followed by the name of its machine when the audit can tell:
+from a running lab's state ($MOORING_LAB_DIR, default /run/mooring-lab), else
+by asking the segment who answers for each Node's InternalIP (the cluster is
+found as for every command: --kubeconfig, $KUBECONFIG, in-cluster; without
+one, MACs stay bare). See docs/audit.md.`,
+		Example: `  mooring audit arp -i eth0 10.213.0.100 fd00:213::100
+  mooring lab exec client -- mooring audit arp -i eth0 10.213.0.100`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if iface == "" {
@@ -71,7 +84,8 @@ every address has exactly one responder. Needs CAP_NET_RAW.`,
 				}
 				results = append(results, r)
 			}
-			if err := Print(deps.Streams.Out, results); err != nil {
+			names := nodeNames(cmd.Context(), deps, kubeconfig, ifi, src, wait, results)
+			if err := Print(deps.Streams.Out, results, names); err != nil {
 				return err
 			}
 			for _, r := range results {
@@ -84,6 +98,7 @@ every address has exactly one responder. Needs CAP_NET_RAW.`,
 	}
 	cmd.Flags().StringVarP(&iface, "interface", "i", "", "interface to probe on (required)")
 	cmd.Flags().DurationVar(&wait, "wait", time.Second, "how long to collect answers per address")
+	cliutil.AddKubeconfigFlag(cmd, &kubeconfig)
 	return cmd
 }
 
@@ -118,14 +133,51 @@ func ProbeOne(ctx context.Context, ifi *net.Interface, src map[bool]netip.Addr, 
 	return Result{Addr: addr, Responders: got.MACs(addr)}, nil
 }
 
-// Print writes results as a table.
-func Print(w io.Writer, results []Result) error {
+// nodeNames names the responders' MACs from the lab's state, then from the
+// cluster's Nodes; a failure costs only the names, so it is a warning.
+func nodeNames(ctx context.Context, deps *cliutil.Deps, kubeconfig string, ifi *net.Interface, src map[bool]netip.Addr, wait time.Duration, results []Result) map[string]string {
+	var macs []net.HardwareAddr
+	for _, r := range results {
+		macs = append(macs, r.Responders...)
+	}
+	if len(macs) == 0 {
+		return nil
+	}
+	sources := []NodeMACs{LabMACs{Dir: lab.StateDirFromEnv()}}
+	rest, err := kube.RESTConfig(kubeconfig, 5, 10)
+	switch {
+	case errors.Is(err, kube.ErrNoConfig):
+	case err != nil:
+		fmt.Fprintf(deps.Streams.Err, "warning: MACs are not named: %v\n", err)
+	default:
+		cs, err := kubernetes.NewForConfig(rest)
+		if err != nil {
+			fmt.Fprintf(deps.Streams.Err, "warning: MACs are not named: %v\n", err)
+			break
+		}
+		sources = append(sources, APIMACs{Client: cs, Local: slices.Collect(maps.Values(src)), LocalMAC: ifi.HardwareAddr,
+			Probe: func(ctx context.Context, addrs []netip.Addr) (arpprobe.Result, error) {
+				return arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Src4: src[false], Src6: src[true], Wait: wait})
+			}})
+	}
+	names, err := nameMACs(ctx, macs, sources...)
+	if err != nil {
+		fmt.Fprintf(deps.Streams.Err, "warning: some MACs are not named: %v\n", err)
+	}
+	return names
+}
+
+// Print writes results as a table; names (may be nil) names MACs.
+func Print(w io.Writer, results []Result, names map[string]string) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ADDRESS\tRESPONDERS\tMACS\tVERDICT")
 	for _, r := range results {
 		macs := make([]string, len(r.Responders))
 		for i, m := range r.Responders {
 			macs[i] = m.String()
+			if n, ok := names[m.String()]; ok {
+				macs[i] += " (" + n + ")"
+			}
 		}
 		list := strings.Join(macs, ",")
 		if list == "" {

@@ -20,7 +20,7 @@ func TestVerdictAndPrint(t *testing.T) {
 		{Addr: netip.MustParseAddr("10.0.0.3"), Responders: []net.HardwareAddr{mac("02:00:00:00:00:01"), mac("02:00:00:00:00:02")}},
 	}
 	var b bytes.Buffer
-	if err := Print(&b, rs); err != nil {
+	if err := Print(&b, rs, nil); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()

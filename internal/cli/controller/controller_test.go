@@ -50,3 +50,12 @@ func TestFlagsAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// Without --kubeconfig the controller reads $KUBECONFIG, like every command.
+func TestKubeconfigFromEnv(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "from-env")
+	t.Setenv("KUBECONFIG", missing)
+	if err := run(t); err == nil || !strings.Contains(err.Error(), "$KUBECONFIG="+missing) {
+		t.Errorf("error %v, want one naming $KUBECONFIG=%s", err, missing)
+	}
+}

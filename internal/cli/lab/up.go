@@ -20,6 +20,7 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 		Timeout:                lab.DefaultTimeout,
 	}
 	noMooring := false
+	fault := ""
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring the lab up and stay in the foreground (Ctrl-C removes everything)",
@@ -36,7 +37,16 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 			if cfg.CRDDir == "" {
 				cfg.CRDDir = lab.FindCRDDir(self)
 			}
+			var flt lab.Fault
+			if fault != "" {
+				if flt, err = lab.ParseFault(fault); err != nil {
+					return err
+				}
+			}
 			return lab.Run(cmd.Context(), cfg, func(r *lab.Ready) {
+				if err := r.Cluster.StartFault(cmd.Context(), flt); err != nil {
+					deps.Log.Error("injecting the fault failed", "fault", fault, "err", err)
+				}
 				printReady(deps.Streams.Out, r, self, *stateDir)
 			})
 		},
@@ -48,6 +58,7 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a silent node stays Ready (Kubernetes' default is 50s)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
+	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents (the Service then has only a ClusterIP)")
 	return cmd
 }

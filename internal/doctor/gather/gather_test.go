@@ -128,7 +128,6 @@ func TestDoctorFindsPlantedProblems(t *testing.T) {
 	node(t, cs, "n1", "192.0.2.11")
 	node(t, cs, "n2", "192.0.2.12")
 	ns(t, cs, "d")
-	ns(t, cs, "kube-system")
 	svc, err := cs.CoreV1().Services("d").Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{mooringv1.AnnotationAnnouncedBy: "192.0.2.200=n1/eth0"}},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},

@@ -1,0 +1,112 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// MaxAnnouncerProblems caps status.problems; status.problemCount has the
+// full number.
+const MaxAnnouncerProblems = 64
+
+// Reasons of an AnnouncementProblem.
+const (
+	// ProblemNoEligibleNode: no live node may announce the address (the
+	// policies' nodeSelector, gossip, or for externalTrafficPolicy: Local
+	// the ready endpoints). Recorded by the status writer node only.
+	ProblemNoEligibleNode = "NoEligibleNode"
+	// ProblemNoMatchingInterface: this node owns the address but none of its
+	// interfaces match the policies' interfaces.
+	ProblemNoMatchingInterface = "NoMatchingInterface"
+)
+
+// L2AnnouncerStatus is what one node's agent decides on besides the API
+// objects (Services, EndpointSlices, Nodes, L2AnnouncementPolicies): with
+// both, `announce.Decide` names the node and interfaces announcing every
+// address, so nothing is written per Service. It is written when it
+// changes (a member joins or leaves, an interface, a problem), never per
+// Service.
+type L2AnnouncerStatus struct {
+	// Members are the live gossip members this agent sees, itself included,
+	// sorted.
+	//
+	// +optional
+	// +listType=atomic
+	Members []string `json:"members,omitempty"`
+
+	// Interfaces are the node's interfaces any valid policy may announce on.
+	//
+	// +optional
+	// +listType=atomic
+	Interfaces []AnnouncerInterface `json:"interfaces,omitempty"`
+
+	// Problems are the addresses this node knows cannot be announced as
+	// asked, at most MaxAnnouncerProblems of them, sorted by address.
+	//
+	// +optional
+	// +listType=atomic
+	Problems []AnnouncementProblem `json:"problems,omitempty"`
+
+	// ProblemCount is the number of problems, listed or not.
+	//
+	// +optional
+	ProblemCount int32 `json:"problemCount,omitempty"`
+
+	// StatusWriter is set on the one node that records cluster-wide problems
+	// (no eligible node); the agents agree on it without talking.
+	//
+	// +optional
+	StatusWriter bool `json:"statusWriter,omitempty"`
+}
+
+// AnnouncerInterface is one network interface of the node.
+type AnnouncerInterface struct {
+	Name  string `json:"name"`
+	Index int32  `json:"index"`
+}
+
+// AnnouncementProblem is one address that is not announced as asked.
+type AnnouncementProblem struct {
+	Address string `json:"address"`
+	// Services hold the address, as namespace/name.
+	//
+	// +optional
+	// +listType=atomic
+	Services []string `json:"services,omitempty"`
+	Reason   string   `json:"reason"`
+	Message  string   `json:"message"`
+}
+
+// L2Announcer is one node's L2 announcement agent, named after its Node.
+// Only that node's agent may write it (a ValidatingAdmissionPolicy in
+// config/agent binds writes to the node in the caller's ServiceAccount
+// token).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=l2announcer,categories=mooring
+// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.status.members`
+// +kubebuilder:printcolumn:name="Problems",type=integer,JSONPath=`.status.problemCount`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type L2Announcer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status L2AnnouncerStatus `json:"status,omitempty"`
+}
+
+// L2AnnouncerList is a list of L2Announcers.
+//
+// +kubebuilder:object:root=true
+type L2AnnouncerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []L2Announcer `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(func(s *runtime.Scheme) error {
+		s.AddKnownTypes(GroupVersion, &L2Announcer{}, &L2AnnouncerList{})
+		return nil
+	})
+}

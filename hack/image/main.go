@@ -1,0 +1,98 @@
+// Command image builds and pushes Mooring's OCI image (make image, make
+// push). The work is done by internal/image; this only reads flags.
+//
+//	go run ./hack/image build --version v0.1.0 --out dist   # prints the archive path last
+//	go run ./hack/image push --layout dist/oci --image registry/repo:tag
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/mooringlb/mooring/internal/image"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: image build|push [flags]")
+	}
+	switch args[0] {
+	case "build":
+		return build(ctx, args[1:])
+	case "push":
+		return push(ctx, args[1:])
+	}
+	return fmt.Errorf("image: unknown command %q: use build or push", args[0])
+}
+
+func build(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("build", flag.ContinueOnError)
+	o := image.Options{Dir: ".", Log: os.Stderr}
+	fs.StringVar(&o.Out, "out", "dist", "output folder")
+	fs.StringVar(&o.Version, "version", "", "version to stamp (required)")
+	fs.StringVar(&o.CACerts, "ca-certs", image.DefaultCACerts, "CA bundle to copy into the image")
+	plats := fs.String("platforms", "linux/amd64,linux/arm64", "comma-separated os/arch list")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, s := range strings.Split(*plats, ",") {
+		p, err := image.ParsePlatform(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		o.Platforms = append(o.Platforms, p)
+	}
+	created, err := image.SourceDate(ctx, o.Dir)
+	if err != nil {
+		return err
+	}
+	o.Created = created
+	start := time.Now()
+	res, err := image.Build(ctx, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "image: index %s (%s, created %s) in %s\n", res.Digest, *plats,
+		created.Format(time.RFC3339), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "image: OCI layout %s\n", res.Layout)
+	fmt.Println(res.Archive)
+	return nil
+}
+
+func push(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("push", flag.ContinueOnError)
+	dir := fs.String("layout", "dist/oci", "OCI layout written by make image")
+	ref := fs.String("image", "", "destination, registry/repository:tag (required)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *ref == "" {
+		return fmt.Errorf("push: --image (make push IMAGE=registry/repo:tag) is required")
+	}
+	idx, err := image.ReadLayout(*dir)
+	if err != nil {
+		return err
+	}
+	d, err := image.Push(ctx, idx, *ref)
+	if err != nil {
+		return err
+	}
+	fmt.Println(d.String())
+	return nil
+}

@@ -1,0 +1,307 @@
+package chart
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func TestLint(t *testing.T) {
+	for _, vs := range valueSets(t) {
+		t.Run(filepath.Base(vs), func(t *testing.T) {
+			out, err := helm(t, "lint", "--strict", Dir, "-f", vs)
+			if err != nil {
+				t.Fatalf("helm lint --strict -f %s:\n%s\n%v", vs, out, err)
+			}
+			if strings.Contains(out, "[WARNING]") || strings.Contains(out, "[ERROR]") {
+				t.Errorf("helm lint -f %s:\n%s", vs, out)
+			}
+		})
+	}
+}
+
+func container(t *testing.T, o *unstructured.Unstructured) map[string]any {
+	t.Helper()
+	cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	if len(cs) != 1 {
+		t.Fatalf("%s %s: %d containers, want 1", o.GetKind(), o.GetName(), len(cs))
+	}
+	return cs[0].(map[string]any)
+}
+
+func str(o map[string]any, path ...string) string {
+	s, _, _ := unstructured.NestedString(o, path...)
+	return s
+}
+
+// num reads a number of a decoded object (JSON numbers are float64).
+func num(o map[string]any, path ...string) float64 {
+	v, _, _ := unstructured.NestedFieldNoCopy(o, path...)
+	f, _ := v.(float64)
+	return f
+}
+
+// The defaults: what the issue asks of a least-privilege install.
+func TestDefaults(t *testing.T) {
+	objs := render(t, "--set", "agent.gossipKey.value="+testKey)
+
+	d := find(t, objs, "Deployment", "mooring-controller")
+	if r := num(d.Object, "spec", "replicas"); r != 2 {
+		t.Errorf("controller replicas %v, want 2", r)
+	}
+	if pc := str(d.Object, "spec", "template", "spec", "priorityClassName"); pc != "system-cluster-critical" {
+		t.Errorf("controller priorityClassName %q", pc)
+	}
+	pdb := find(t, objs, "PodDisruptionBudget", "mooring-controller")
+	if m := num(pdb.Object, "spec", "minAvailable"); m != 1 {
+		t.Errorf("PDB minAvailable %v, want 1", m)
+	}
+	c := container(t, d)
+	if img := c["image"]; img != "ghcr.io/mooringlb/mooring:v0.1.0" {
+		t.Errorf("controller image %v, want the appVersion tag", img)
+	}
+	if n, _, _ := unstructured.NestedBool(d.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot"); !n {
+		t.Error("controller must run as non-root")
+	}
+
+	ds := find(t, objs, "DaemonSet", "mooring-agent")
+	spec, _, _ := unstructured.NestedMap(ds.Object, "spec", "template", "spec")
+	if spec["hostNetwork"] != true || spec["priorityClassName"] != "system-node-critical" {
+		t.Errorf("agent hostNetwork %v, priorityClassName %v", spec["hostNetwork"], spec["priorityClassName"])
+	}
+	sc := container(t, ds)["securityContext"].(map[string]any)
+	caps := sc["capabilities"].(map[string]any)
+	if !reflect.DeepEqual(caps["drop"], []any{"ALL"}) || !reflect.DeepEqual(caps["add"], []any{"NET_RAW", "NET_ADMIN"}) {
+		t.Errorf("agent capabilities %v, want drop ALL, add NET_RAW NET_ADMIN", caps)
+	}
+	if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false {
+		t.Errorf("agent securityContext %v", sc)
+	}
+	sec := find(t, objs, "Secret", "mooring-gossip-key")
+	if k := str(sec.Object, "data", "key"); k != testKey {
+		t.Errorf("gossip key Secret holds %q", k)
+	}
+	vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
+	if len(vols) != 1 || str(vols[0].(map[string]any), "secret", "secretName") != "mooring-gossip-key" {
+		t.Errorf("agent volumes %v, want the gossip key Secret", vols)
+	}
+	if len(ofKind(objs, "PodMonitor"))+len(ofKind(objs, "ServiceMonitor")) != 0 {
+		t.Error("monitors are opt-in")
+	}
+	for _, crd := range ofKind(objs, "CustomResourceDefinition") {
+		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("CRD %s lacks helm.sh/resource-policy: keep", crd.GetName())
+		}
+	}
+}
+
+// Non-default values reach the objects: digest, names, lease namespace,
+// existing Secret, monitors, disabled endpoints.
+func TestCustomValues(t *testing.T) {
+	objs := render(t, "-f", filepath.Join(Dir, "ci", "custom-values.yaml"))
+	d := find(t, objs, "Deployment", "lb-controller")
+	const img = "registry.example.com/mooring@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	if got := container(t, d)["image"]; got != img {
+		t.Errorf("image %v, want %s (by digest)", got, img)
+	}
+	if got := container(t, find(t, objs, "DaemonSet", "lb-agent"))["image"]; got != img {
+		t.Errorf("agent image %v, want %s", got, img)
+	}
+	if sa := str(d.Object, "spec", "template", "spec", "serviceAccountName"); sa != "lb-ipam" {
+		t.Errorf("controller ServiceAccount %q", sa)
+	}
+	role := find(t, objs, "Role", "lb-controller")
+	if role.GetNamespace() != "mooring-leases" {
+		t.Errorf("the lease Role is in %q, want the lease namespace", role.GetNamespace())
+	}
+	if _, ok := container(t, d)["ports"].([]any); !ok {
+		t.Error("controller health port missing")
+	}
+	for _, p := range container(t, d)["ports"].([]any) {
+		if p.(map[string]any)["name"] == "metrics" {
+			t.Error("metricsAddr \"0\" must drop the metrics port")
+		}
+	}
+	if len(ofKind(objs, "Secret")) != 0 {
+		t.Error("with existingSecret the chart must not create a Secret")
+	}
+	if len(ofKind(objs, "PodMonitor")) != 1 || len(ofKind(objs, "ServiceMonitor")) != 1 {
+		t.Errorf("want one PodMonitor and one ServiceMonitor (agent only: controller metrics are off), got %d and %d",
+			len(ofKind(objs, "PodMonitor")), len(ofKind(objs, "ServiceMonitor")))
+	}
+	for _, crd := range ofKind(objs, "CustomResourceDefinition") {
+		if _, ok := crd.GetAnnotations()["helm.sh/resource-policy"]; ok {
+			t.Errorf("crds.keep=false: CRD %s still has the keep policy", crd.GetName())
+		}
+	}
+}
+
+// The agent never renders without a gossip key unless the user opts out.
+func TestGossipKeyRequired(t *testing.T) {
+	_, err := helm(t, "template", "mooring", Dir)
+	if err == nil || !strings.Contains(err.Error(), "agent.gossipKey") || !strings.Contains(err.Error(), "insecureNoKey") {
+		t.Fatalf("rendering without a key: err %v, want one naming agent.gossipKey and the opt-out", err)
+	}
+	if _, err := helm(t, "template", "mooring", Dir, "--set", "agent.gossipKey.value="+testKey, "--set", "agent.gossipKey.existingSecret=x"); err == nil {
+		t.Error("value and existingSecret together must be refused")
+	}
+	objs := render(t, "--set", "agent.gossipKey.insecureNoKey=true")
+	ds := find(t, objs, "DaemonSet", "mooring-agent")
+	if v, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes"); len(v) != 0 {
+		t.Errorf("insecureNoKey: volumes %v, want none", v)
+	}
+	render(t, "--set", "agent.enabled=false")
+}
+
+// values.schema.json refuses bad values, and the message names the value.
+func TestSchemaRefusesInvalidValues(t *testing.T) {
+	for set, name := range map[string]string{
+		"controller.flags.workers=0":               "workers",
+		"controller.flags.noSuchFlag=1":            "noSuchFlag",
+		"controller.flags.leaseDuration=soon":      "leaseDuration",
+		"controller.flags.defaultClass=maybe":      "defaultClass",
+		"controller.replicas=0":                    "replicas",
+		"agent.flags.gossipPort=70000":             "gossipPort",
+		"agent.flags.metricsAddr=9473":             "metricsAddr",
+		"agent.flags.logLevel=verbose":             "logLevel",
+		"agent.gossipKey.value=tooshort":           "value",
+		"image.digest=latest":                      "digest",
+		"image.pullPolicy=Sometimes":               "pullPolicy",
+		"prometheus.podMonitor.interval=every-30s": "interval",
+	} {
+		_, err := helm(t, "template", "mooring", Dir, "--set", "agent.gossipKey.value="+testKey, "--set", set)
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("--set %s: err %v, want a refusal naming %q", set, err, name)
+		}
+	}
+}
+
+// rbacDocs reads a controller-gen role.yaml: kind/name -> rules.
+func rbacDocs(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	for _, doc := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+		var m map[string]any
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if len(m) > 0 {
+			out[m["kind"].(string)] = m["rules"]
+		}
+	}
+	return out
+}
+
+// The chart's roles are config/rbac's (controller-gen's output of the
+// +kubebuilder:rbac markers), rule for rule.
+func TestRBACIsConfigRBAC(t *testing.T) {
+	objs := render(t, "--set", "agent.gossipKey.value="+testKey)
+	for _, c := range Components {
+		want := rbacDocs(t, filepath.Join(root(t), configRBAC, c, "role.yaml"))
+		if len(want) == 0 {
+			t.Fatalf("config/rbac/%s/role.yaml holds no role", c)
+		}
+		for kind, rules := range want {
+			got := find(t, objs, kind, "mooring-"+c).Object["rules"]
+			if !reflect.DeepEqual(got, rules) {
+				t.Errorf("%s mooring-%s: chart rules\n%v\nconfig/rbac/%s/role.yaml rules\n%v\n(run make generate)", kind, c, got, c, rules)
+			}
+		}
+		for _, kind := range []string{"ClusterRole", "Role"} {
+			if _, ok := want[kind]; !ok {
+				for _, o := range ofKind(objs, kind) {
+					if o.GetName() == "mooring-"+c {
+						t.Errorf("the chart renders %s mooring-%s, config/rbac has none", kind, c)
+					}
+				}
+			}
+		}
+	}
+}
+
+// The chart's CRDs are config/crd's (only the keep annotation added).
+func TestCRDsAreConfigCRDs(t *testing.T) {
+	objs := render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "crds.keep=false")
+	files, _ := filepath.Glob(filepath.Join(root(t), configCRD, "*.yaml"))
+	got := ofKind(objs, "CustomResourceDefinition")
+	if len(files) == 0 || len(got) != len(files) {
+		t.Fatalf("chart renders %d CRDs, config/crd has %d (run make generate)", len(got), len(files))
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want map[string]any
+		if err := yaml.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		name := want["metadata"].(map[string]any)["name"].(string)
+		if o := find(t, objs, "CustomResourceDefinition", name); !reflect.DeepEqual(o.Object, want) {
+			t.Errorf("CRD %s differs from %s (run make generate)", name, f)
+		}
+	}
+}
+
+// config/'s manifests name the chart's default image, pinned, never :latest.
+func TestConfigManifestsPinTheImage(t *testing.T) {
+	objs := render(t, "--set", "agent.gossipKey.value="+testKey)
+	want := container(t, find(t, objs, "Deployment", "mooring-controller"))["image"]
+	for _, f := range []string{"config/controller/deployment.yaml", "config/agent/daemonset.yaml"} {
+		b, err := os.ReadFile(filepath.Join(root(t), f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		got := container(t, &unstructured.Unstructured{Object: m})["image"]
+		if got != want || strings.HasSuffix(got.(string), ":latest") {
+			t.Errorf("%s: image %v, want %v (the chart's appVersion)", f, got, want)
+		}
+	}
+}
+
+// docs/install.md's values reference is what make generate writes.
+func TestInstallDocIsCurrent(t *testing.T) {
+	r := root(t)
+	schema, err := os.ReadFile(filepath.Join(r, SchemaFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile(filepath.Join(r, ValuesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := ValuesReference(schema, values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(r, InstallDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ReplaceReference(doc, ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != string(doc) {
+		t.Errorf("%s: the values reference is stale: run make generate", InstallDoc)
+	}
+	for _, key := range []string{"`controller.flags.workers`", "`agent.gossipKey.insecureNoKey`", "`image.digest`"} {
+		if !strings.Contains(ref, key) {
+			t.Errorf("values reference lacks %s", key)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+// Package migrate is the `mooring migrate metallb plan|run` verb: the
+// ordered hand-over of field notes §3 (internal/migrate), performed against
+// the cluster by internal/migrate/cluster.
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooringlb/mooring/internal/arpprobe"
+	"github.com/mooringlb/mooring/internal/cli/importcmd"
+	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/importer"
+	"github.com/mooringlb/mooring/internal/kube"
+	core "github.com/mooringlb/mooring/internal/migrate"
+	"github.com/mooringlb/mooring/internal/migrate/cluster"
+)
+
+// Options are the verb's flags.
+type Options struct {
+	Kubeconfig, Namespace, Output string
+	ImportFile, SaveDir           string
+	Interface, Probe              string
+	ProbeInterval, CheckTimeout   time.Duration
+}
+
+// NewCommand builds `mooring migrate`.
+func NewCommand(deps *cliutil.Deps) *cobra.Command {
+	cmd := &cobra.Command{Use: "migrate", Short: "Move LoadBalancer Services to Mooring with no lost request"}
+	mlb := &cobra.Command{Use: "metallb", Short: "From MetalLB: plan prints the ordered procedure, run walks it with a check between steps"}
+	o := &Options{Namespace: "metallb-system", Output: "text", ImportFile: "mooring-import.yaml", SaveDir: "metallb-backup",
+		ProbeInterval: 100 * time.Millisecond, CheckTimeout: 60 * time.Second}
+	plan := &cobra.Command{
+		Use: "plan", Short: "Print the ordered steps for this cluster: what is applied, checked, removed, and how to undo each", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cs, dc, err := clients(o)
+			if err != nil {
+				return err
+			}
+			st, err := Prepare(cmd.Context(), *o, cs, dc, deps.Streams.Err)
+			if err != nil {
+				return err
+			}
+			if o.Output == "json" {
+				b, err := cluster.MarshalPlan(st.Steps)
+				if err != nil {
+					return err
+				}
+				_, err = deps.Streams.Out.Write(append(b, '\n'))
+				return err
+			}
+			return core.WriteText(deps.Streams.Out, st.Steps, st.Runner.Facts)
+		},
+	}
+	run := &cobra.Command{
+		Use: "run", Short: "Walk the plan: each step, then its checks; stop at the first failed check and print how to undo", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cs, dc, err := clients(o)
+			if err != nil {
+				return err
+			}
+			return Run(cmd.Context(), *o, cs, dc, deps.Streams.Out, deps.Streams.Err)
+		},
+	}
+	for _, c := range []*cobra.Command{plan, run} {
+		f := c.Flags()
+		f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+		f.StringVar(&o.Namespace, "metallb-namespace", o.Namespace, "MetalLB's namespace")
+		f.StringVar(&o.ImportFile, "import-file", o.ImportFile, "where the imported Mooring objects are written")
+		f.StringVar(&o.SaveDir, "save-dir", o.SaveDir, "where MetalLB's objects are saved before deletion (for rollback)")
+		f.StringVar(&o.Interface, "interface", "", "interface on the Services' segment to count ARP/NDP responders on (needs CAP_NET_RAW); empty skips that check")
+		f.StringVar(&o.Probe, "probe", "", "URL through a LoadBalancer address that must keep answering during the migration; empty skips that check")
+		f.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "pause between --probe requests")
+		f.DurationVar(&o.CheckTimeout, "check-timeout", o.CheckTimeout, "how long a step's checks may take to pass")
+	}
+	plan.Flags().StringVarP(&o.Output, "output", "o", o.Output, "text or json")
+	mlb.AddCommand(plan, run)
+	cmd.AddCommand(mlb)
+	return cmd
+}
+
+func clients(o *Options) (kubernetes.Interface, dynamic.Interface, error) {
+	path := o.Kubeconfig
+	if path == "" {
+		path = os.Getenv("KUBECONFIG")
+	}
+	cfg, err := kube.RESTConfig(path, 20, 40)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	return cs, dc, err
+}
+
+// Prepared is a plan with everything run needs.
+type Prepared struct {
+	Steps  []core.Step
+	Runner *cluster.Runner
+	Import *importer.Result
+}
+
+// Prepare reads MetalLB's pieces and configuration, imports it, records
+// the Services' addresses and builds the plan. It writes the import to
+// o.ImportFile and its report to report.
+func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Interface, report io.Writer) (*Prepared, error) {
+	f := core.Facts{MetalLBNamespace: o.Namespace, Interface: o.Interface, Probe: o.Probe, ImportFile: o.ImportFile, SaveDir: o.SaveDir}
+	if err := cluster.FindMetalLB(ctx, cs, &f); err != nil {
+		return nil, err
+	}
+	inputs, err := importcmd.ReadCluster(ctx, dc, "metallb", o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	res, err := importer.MetalLB(inputs)
+	if err != nil {
+		return nil, err
+	}
+	if err := res.Report.WriteText(report); err != nil {
+		return nil, err
+	}
+	var doc []byte
+	var apply []*unstructured.Unstructured
+	for i, obj := range res.Objects() {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			doc = append(doc, "---\n"...)
+		}
+		doc = append(doc, b...)
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(b, &u.Object); err != nil {
+			return nil, err
+		}
+		apply = append(apply, u)
+	}
+	for _, p := range res.Pools {
+		f.Pools = append(f.Pools, p.Metadata.Name)
+	}
+	for _, p := range res.Policies {
+		f.Policies = append(f.Policies, p.Metadata.Name)
+	}
+	if err := os.WriteFile(o.ImportFile, doc, 0o644); err != nil {
+		return nil, fmt.Errorf("writing %s: %w", o.ImportFile, err)
+	}
+	var mlb []cluster.Object
+	for _, gvr := range importcmd.Resources["metallb"] {
+		l, err := dc.Resource(gvr).List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			mlb = append(mlb, cluster.Object{GVR: gvr, Obj: &l.Items[i]})
+			f.MetalLBObjects = append(f.MetalLBObjects, fmt.Sprintf("%s -n %s %s", gvr.GroupResource(), l.Items[i].GetNamespace(), l.Items[i].GetName()))
+		}
+	}
+	snap, err := cluster.TakeSnapshot(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	f.Services = snap.Lines()
+	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout}
+	if o.Interface != "" {
+		ifi, err := net.InterfaceByName(o.Interface)
+		if err != nil {
+			return nil, fmt.Errorf("--interface %q: %w", o.Interface, err)
+		}
+		r.Responders = func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
+			res, err := arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Wait: 500 * time.Millisecond})
+			return res, err
+		}
+	}
+	return &Prepared{Steps: core.Plan(f), Runner: r, Import: res}, nil
+}
+
+// Run prepares and walks the plan.
+func Run(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Interface, out, errOut io.Writer) error {
+	st, err := Prepare(ctx, o, cs, dc, errOut)
+	if err != nil {
+		return err
+	}
+	st.Runner.Out = out
+	if o.Probe != "" {
+		tr := &cluster.Traffic{URL: o.Probe, Interval: o.ProbeInterval, Client: &http.Client{Timeout: time.Second}}
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go tr.Run(pctx)
+		st.Runner.Traffic = tr
+		defer func() {
+			ok, fail := tr.Totals()
+			fmt.Fprintf(out, "traffic to %s: %d ok, %d failed\n", o.Probe, ok, fail)
+		}()
+	}
+	fmt.Fprintf(out, "recorded %d Services' addresses; imported objects in %s; MetalLB objects will be saved to %s\n",
+		len(st.Runner.Snapshot), o.ImportFile, filepath.Join(o.SaveDir, "metallb-objects.yaml"))
+	err = st.Runner.Run(ctx, st.Steps)
+	var se *cluster.StepError
+	if errors.As(err, &se) {
+		fmt.Fprintf(errOut, "STOPPED at step %q: %s\nundo, in this order:\n", se.Step, se.Failed)
+		for _, u := range se.Undo {
+			fmt.Fprintf(errOut, "  %s\n", u)
+		}
+		return cliutil.ExitError{Code: 1}
+	}
+	return err
+}

@@ -1,0 +1,356 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/mooringlb/mooring/internal/doctor"
+	"github.com/mooringlb/mooring/internal/doctor/gather"
+	"github.com/mooringlb/mooring/internal/migrate"
+)
+
+// Runner walks a plan.
+type Runner struct {
+	CS       kubernetes.Interface
+	DC       dynamic.Interface
+	Facts    migrate.Facts
+	Snapshot Snapshot
+	// Apply are the Mooring objects to apply; MetalLB the MetalLB custom
+	// resources to save and delete, with their resource.
+	Apply   []*unstructured.Unstructured
+	MetalLB []Object
+	// Responders counts ARP/NDP responders per address from a host on the
+	// segment; nil skips CheckResponders.
+	Responders func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error)
+	// Traffic is the operator's probe; nil skips CheckTraffic.
+	Traffic *Traffic
+	// CheckTimeout bounds how long checks may take to pass after a step.
+	CheckTimeout time.Duration
+	Out          io.Writer
+	Log          *slog.Logger
+}
+
+// Object is a custom resource with its resource name.
+type Object struct {
+	GVR schema.GroupVersionResource
+	Obj *unstructured.Unstructured
+}
+
+// StepError says which step's check failed and what was rolled back how.
+type StepError struct {
+	Step   string
+	Failed string
+	Undo   []string // rollback of every step taken, latest first
+}
+
+func (e *StepError) Error() string {
+	return fmt.Sprintf("step %q: check failed: %s; to undo the steps taken, in this order: %s", e.Step, e.Failed, strings.Join(e.Undo, "; then "))
+}
+
+// Run performs each step and its checks; it stops at the first failed
+// check (steps[0] is the pre-check: a failure there means nothing was
+// changed). The last step is the operator's (a controller flag) and is
+// only printed.
+func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
+	var undo []string
+	for i, s := range steps {
+		fmt.Fprintf(r.Out, "step %d: %s\n", i, s.Name)
+		if i == len(steps)-1 {
+			for _, a := range s.Actions {
+				fmt.Fprintf(r.Out, "  by hand: %s\n", a)
+			}
+			break
+		}
+		if err := r.act(ctx, i); err != nil {
+			return &StepError{Step: s.Name, Failed: "the step itself: " + err.Error(), Undo: append(slices.Clone(s.Rollback), undo...)}
+		}
+		if err := r.checks(ctx, s); err != nil {
+			u := undo
+			if i > 0 {
+				u = append(slices.Clone(s.Rollback), undo...)
+			}
+			if i == 0 {
+				return fmt.Errorf("pre-check failed, nothing was changed: %w", err)
+			}
+			return &StepError{Step: s.Name, Failed: err.Error(), Undo: u}
+		}
+		if i > 0 {
+			undo = append(slices.Clone(s.Rollback), undo...)
+		}
+		fmt.Fprintf(r.Out, "  ok: %s\n", joinChecks(s.Checks))
+	}
+	return nil
+}
+
+func joinChecks(cs []migrate.CheckID) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, string(c))
+	}
+	return strings.Join(out, ", ")
+}
+
+// act performs step i of migrate.Plan.
+func (r *Runner) act(ctx context.Context, i int) error {
+	switch i {
+	case 0:
+		return nil
+	case 1:
+		for _, o := range r.Apply {
+			gvr := schema.GroupVersionResource{Group: o.GroupVersionKind().Group, Version: o.GroupVersionKind().Version, Resource: resourceOf(o.GetKind())}
+			if _, err := r.DC.Resource(gvr).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "mooring-migrate", Force: true}); err != nil {
+				return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
+			}
+			fmt.Fprintf(r.Out, "  applied %s %s\n", o.GetKind(), o.GetName())
+		}
+	case 2:
+		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{%q:"true"}}}}}`, migrate.SpeakerOffLabel)
+		for _, s := range r.Facts.Speakers {
+			if _, err := r.CS.AppsV1().DaemonSets(r.Facts.MetalLBNamespace).Patch(ctx, s, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				return fmt.Errorf("scaling DaemonSet %s to zero: %w", s, err)
+			}
+			fmt.Fprintf(r.Out, "  speakers %s/%s scaled to zero (nodeSelector %s=true)\n", r.Facts.MetalLBNamespace, s, migrate.SpeakerOffLabel)
+		}
+	case 3:
+		return r.removeMetalLB(ctx)
+	}
+	return nil
+}
+
+func resourceOf(kind string) string {
+	switch kind {
+	case "LoadBalancerIPPool":
+		return "loadbalancerippools"
+	case "L2AnnouncementPolicy":
+		return "l2announcementpolicies"
+	}
+	return strings.ToLower(kind) + "s"
+}
+
+// removeMetalLB saves every MetalLB object to SaveDir, then deletes the
+// webhooks first, the controllers, the custom resources and the speakers.
+func (r *Runner) removeMetalLB(ctx context.Context) error {
+	if err := os.MkdirAll(r.Facts.SaveDir, 0o755); err != nil {
+		return err
+	}
+	var saved []byte
+	for _, o := range r.MetalLB {
+		c := o.Obj.DeepCopy()
+		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+		unstructured.RemoveNestedField(c.Object, "metadata", "uid")
+		unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
+		unstructured.RemoveNestedField(c.Object, "status")
+		b, err := yaml.Marshal(c.Object)
+		if err != nil {
+			return err
+		}
+		saved = append(append(saved, "---\n"...), b...)
+	}
+	path := filepath.Join(r.Facts.SaveDir, "metallb-objects.yaml")
+	if err := os.WriteFile(path, saved, 0o644); err != nil {
+		return fmt.Errorf("saving MetalLB's objects: %w", err)
+	}
+	fmt.Fprintf(r.Out, "  saved %d MetalLB objects to %s\n", len(r.MetalLB), path)
+	ns := r.Facts.MetalLBNamespace
+	for _, w := range r.Facts.Webhooks {
+		if err := ignoreNotFound(r.CS.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, w, metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("deleting webhook %s: %w", w, err)
+		}
+		fmt.Fprintf(r.Out, "  deleted ValidatingWebhookConfiguration %s\n", w)
+	}
+	for _, d := range r.Facts.Controllers {
+		if err := ignoreNotFound(r.CS.AppsV1().Deployments(ns).Delete(ctx, d, metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("deleting Deployment %s: %w", d, err)
+		}
+		fmt.Fprintf(r.Out, "  deleted Deployment %s/%s\n", ns, d)
+	}
+	for _, o := range r.MetalLB {
+		ri := r.DC.Resource(o.GVR).Namespace(o.Obj.GetNamespace())
+		if err := ignoreNotFound(ri.Delete(ctx, o.Obj.GetName(), metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("deleting %s %s: %w", o.Obj.GetKind(), o.Obj.GetName(), err)
+		}
+	}
+	for _, s := range r.Facts.Speakers {
+		if err := ignoreNotFound(r.CS.AppsV1().DaemonSets(ns).Delete(ctx, s, metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("deleting DaemonSet %s: %w", s, err)
+		}
+		fmt.Fprintf(r.Out, "  deleted DaemonSet %s/%s\n", ns, s)
+	}
+	return nil
+}
+
+// checks polls the step's checks until all pass or CheckTimeout passes;
+// the traffic check is not retried: a failed request is a failure.
+func (r *Runner) checks(ctx context.Context, s migrate.Step) error {
+	deadline := time.Now().Add(r.CheckTimeout)
+	for {
+		err := r.checkOnce(ctx, s)
+		if err == nil || time.Now().After(deadline) || isFinal(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+type finalError struct{ error }
+
+func isFinal(err error) bool { _, ok := err.(finalError); return ok }
+
+func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
+	var findings []doctor.Finding
+	needDoctor := slices.Contains(s.Checks, migrate.CheckNoStaleLocal) || slices.Contains(s.Checks, migrate.CheckStrictARP)
+	if needDoctor {
+		in, err := gather.Gather(ctx, r.CS, r.DC, gather.Options{})
+		if err != nil {
+			return err
+		}
+		findings = doctor.Run(in)
+	}
+	for _, c := range s.Checks {
+		var err error
+		switch c {
+		case migrate.CheckAddressesUnchanged:
+			err = r.addressesUnchanged(ctx)
+		case migrate.CheckNoStaleLocal:
+			err = doctorSays(findings, "stale-local-address", "split-brain")
+		case migrate.CheckStrictARP:
+			err = doctorSays(findings, "kube-proxy")
+		case migrate.CheckMooringAnnounces:
+			err = r.mooringAnnounces(ctx)
+		case migrate.CheckResponders:
+			err = r.responders(ctx, s.MaxResponders)
+		case migrate.CheckTraffic:
+			if r.Traffic != nil {
+				if n, last := r.Traffic.FailuresSinceLastCheck(); n > 0 {
+					err = finalError{fmt.Errorf("%d requests to %s failed since the previous check (last: %s)", n, r.Traffic.URL, last)}
+				}
+			}
+		case migrate.CheckSpeakersGone:
+			err = r.speakersGone(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", c, err)
+		}
+	}
+	return nil
+}
+
+func doctorSays(fs []doctor.Finding, checks ...string) error {
+	for _, f := range fs {
+		if f.Severity == doctor.Problem && slices.Contains(checks, f.Check) {
+			return fmt.Errorf("%s (node %s); fix: %s", f.Message, f.Node, f.Fix)
+		}
+	}
+	return nil
+}
+
+func (r *Runner) addressesUnchanged(ctx context.Context) error {
+	now, err := TakeSnapshot(ctx, r.CS)
+	if err != nil {
+		return err
+	}
+	var diffs []string
+	for k, want := range r.Snapshot {
+		if got := now[k]; !slices.Equal(got, want) {
+			diffs = append(diffs, fmt.Sprintf("%s had %v, now %v", k, want, got))
+		}
+	}
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		return finalError{fmt.Errorf("addresses changed: %s", strings.Join(diffs, "; "))}
+	}
+	return nil
+}
+
+func (r *Runner) mooringAnnounces(ctx context.Context) error {
+	var missing []string
+	for k, addrs := range r.Snapshot {
+		ns, name, _ := strings.Cut(k, "/")
+		svc, err := r.CS.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		by := announcedBy(svc)
+		for _, a := range addrs {
+			if by[a] == "" {
+				missing = append(missing, fmt.Sprintf("%s (%s)", a, k))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("no Mooring agent announces %s yet: check the agents' logs and the L2AnnouncementPolicies", strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (r *Runner) responders(ctx context.Context, max int) error {
+	if r.Responders == nil {
+		return nil
+	}
+	addrs := r.Snapshot.Addrs()
+	got, err := r.Responders(ctx, addrs)
+	if err != nil {
+		return err
+	}
+	var bad []string
+	for _, a := range addrs {
+		macs := got[a]
+		if len(macs) == 0 || len(macs) > max {
+			var ms []string
+			for _, m := range macs {
+				ms = append(ms, m.String())
+			}
+			bad = append(bad, fmt.Sprintf("%s answered by %d (%s), want 1..%d", a, len(macs), strings.Join(ms, ", "), max))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%s: run `mooring doctor` to find stale local addresses or another announcer", strings.Join(bad, "; "))
+	}
+	return nil
+}
+
+func (r *Runner) speakersGone(ctx context.Context) error {
+	pods, err := r.CS.CoreV1().Pods(r.Facts.MetalLBNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var running []string
+	for _, p := range pods.Items {
+		for _, o := range p.OwnerReferences {
+			if o.Kind == "DaemonSet" && slices.Contains(r.Facts.Speakers, o.Name) && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				running = append(running, p.Name)
+			}
+		}
+	}
+	if len(running) > 0 {
+		return fmt.Errorf("speaker pods still running: %s", strings.Join(running, ", "))
+	}
+	return nil
+}
+
+// MarshalPlan renders steps as JSON (for -o json).
+func MarshalPlan(steps []migrate.Step) ([]byte, error) { return json.MarshalIndent(steps, "", "  ") }

@@ -1,0 +1,175 @@
+// Package migrate is the ordered hand-over from MetalLB to Mooring (field
+// notes §3) as data: Plan turns what is known about the cluster into steps,
+// each with what it applies or removes, the checks that must pass after it,
+// and how to undo it. The Kubernetes side (internal/migrate/cluster) makes
+// the steps happen and runs the checks; nothing here talks to a cluster.
+//
+// The order is the one that lost no request in the field: stale addresses
+// gone first; Mooring's pools and L2 policies applied while MetalLB still
+// runs (two responders are harmless when any node can serve, and the
+// Service status never changes because Mooring adopts the held address);
+// only then MetalLB's speakers go, then its webhook (a webhook without a
+// backend blocks deletion of its own resources), controller and objects.
+package migrate
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// CheckID names a check run between steps.
+type CheckID string
+
+const (
+	// CheckAddressesUnchanged: every LoadBalancer Service holds exactly the
+	// addresses recorded before the migration.
+	CheckAddressesUnchanged CheckID = "addresses-unchanged"
+	// CheckNoStaleLocal: no node holds an announced address on a local
+	// interface with arp_ignore=0 (the kube-ipvs0 trap).
+	CheckNoStaleLocal CheckID = "no-stale-local-address"
+	// CheckStrictARP: kube-proxy is not in IPVS mode without strictARP.
+	CheckStrictARP CheckID = "kube-proxy-strict-arp"
+	// CheckMooringAnnounces: a Mooring agent names itself the announcer of
+	// every address.
+	CheckMooringAnnounces CheckID = "mooring-announces-every-address"
+	// CheckResponders: ARP/NDP responders per address, counted from a host
+	// on the segment (--interface): at most MetalLB's and Mooring's while
+	// both run, exactly one (Mooring's owner) after.
+	CheckResponders CheckID = "responders"
+	// CheckTraffic: the operator's probe (--probe URL) has not failed since
+	// the previous check.
+	CheckTraffic CheckID = "traffic"
+	// CheckSpeakersGone: no MetalLB speaker pod runs.
+	CheckSpeakersGone CheckID = "metallb-speakers-gone"
+)
+
+// Facts is what the planner knows about the cluster.
+type Facts struct {
+	MetalLBNamespace string
+	Speakers         []string // DaemonSets
+	Controllers      []string // Deployments
+	Webhooks         []string // ValidatingWebhookConfigurations of MetalLB
+	MetalLBObjects   []string // "Kind namespace/name" to delete at the end
+	Pools, Policies  []string // Mooring objects the import produced
+	Services         []string // namespace/name=addr,addr of every LoadBalancer Service
+	// Interface is where responders are counted; "" skips that check.
+	Interface string
+	// Probe is the operator's traffic URL; "" skips that check.
+	Probe string
+	// ImportFile is where the imported Mooring objects are written;
+	// SaveDir is where run saves every MetalLB object before deleting it.
+	ImportFile, SaveDir string
+}
+
+// Step is one stage of the migration.
+type Step struct {
+	Name     string    `json:"name"`
+	Why      string    `json:"why"`
+	Actions  []string  `json:"actions"`
+	Checks   []CheckID `json:"checks"`
+	Rollback []string  `json:"rollback"`
+	// MaxResponders is what CheckResponders allows after this step.
+	MaxResponders int `json:"maxResponders,omitempty"`
+}
+
+// SpeakerOffLabel is the node label the speakers' nodeSelector is patched
+// to require, which no node has: the DaemonSet scales to zero and comes
+// back when the patch is reverted.
+const SpeakerOffLabel = "mooring.dev/metallb-speaker-off"
+
+// Plan returns the ordered steps for f.
+func Plan(f Facts) []Step {
+	ns := f.MetalLBNamespace
+	always := []CheckID{CheckAddressesUnchanged, CheckNoStaleLocal, CheckTraffic}
+	steps := []Step{{
+		Name: "pre-checks",
+		Why:  "refuse to start on a cluster where an L2 hand-over cannot be observed: stale local copies of the addresses or IPVS without strictARP make every node answer ARP",
+		Actions: []string{
+			fmt.Sprintf("record the addresses of %d LoadBalancer Services", len(f.Services)),
+			"the Mooring controller must run with --adopt-only (it never gives a Service a new address) and the agents on every node that may announce",
+		},
+		Checks:   append([]CheckID{CheckStrictARP}, always...),
+		Rollback: []string{"nothing changed"},
+	}, {
+		Name: "apply Mooring pools and L2 policies while MetalLB still runs",
+		Why:  "the controller adopts each Service's held address (the imported pools hold exactly MetalLB's addresses) and the agents start answering ARP beside the speakers: two responders are harmless when any node can serve (externalTrafficPolicy: Cluster)",
+		Actions: []string{
+			fmt.Sprintf("kubectl apply -f %s   # LoadBalancerIPPools %s; L2AnnouncementPolicies %s", f.ImportFile, strings.Join(f.Pools, ", "), strings.Join(f.Policies, ", ")),
+		},
+		Checks:        append([]CheckID{CheckMooringAnnounces, CheckResponders}, always...),
+		MaxResponders: 2,
+		Rollback:      []string{fmt.Sprintf("kubectl delete -f %s", f.ImportFile)},
+	}}
+	var scale, unscale []string
+	for _, s := range f.Speakers {
+		scale = append(scale, fmt.Sprintf(`kubectl -n %s patch daemonset %s --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{%q:"true"}}}}}'`, ns, s, SpeakerOffLabel))
+		unscale = append(unscale, fmt.Sprintf(`kubectl -n %s patch daemonset %s --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/%s"}]'`, ns, s, strings.ReplaceAll(SpeakerOffLabel, "/", "~1")))
+	}
+	steps = append(steps, Step{
+		Name:          "scale MetalLB's speakers to zero",
+		Why:           "Mooring's agents now answer for every address; the speakers' gratuitous ARPs would otherwise keep pulling traffic to their nodes",
+		Actions:       scale,
+		Checks:        append([]CheckID{CheckSpeakersGone, CheckMooringAnnounces, CheckResponders}, always...),
+		MaxResponders: 1,
+		Rollback:      unscale,
+	})
+	var del []string
+	for _, w := range f.Webhooks {
+		del = append(del, "kubectl delete validatingwebhookconfiguration "+w+"   # first: a webhook without a backend blocks deleting MetalLB's own objects")
+	}
+	for _, d := range f.Controllers {
+		del = append(del, fmt.Sprintf("kubectl -n %s delete deployment %s", ns, d))
+	}
+	for _, o := range f.MetalLBObjects {
+		del = append(del, "kubectl delete "+o)
+	}
+	for _, s := range f.Speakers {
+		del = append(del, fmt.Sprintf("kubectl -n %s delete daemonset %s", ns, s))
+	}
+	steps = append(steps, Step{
+		Name:          "remove MetalLB",
+		Why:           "nothing of MetalLB serves traffic any more; removing the webhook first lets its custom resources be deleted",
+		Actions:       del,
+		Checks:        append([]CheckID{CheckMooringAnnounces, CheckResponders}, always...),
+		MaxResponders: 1,
+		Rollback:      []string{fmt.Sprintf("reinstall MetalLB from its manifest or chart, then `kubectl apply -f %s` (every MetalLB object, saved before deletion); its controller adopts the same addresses", f.SaveDir)},
+	}, Step{
+		Name:     "let Mooring serve new Services",
+		Why:      "until now the controller only adopted; new Services still need someone to hand out addresses",
+		Actions:  []string{"restart the Mooring controller without --adopt-only"},
+		Checks:   always,
+		Rollback: []string{"restart the Mooring controller with --adopt-only"},
+	})
+	return steps
+}
+
+// WriteText prints the plan for an operator.
+func WriteText(w io.Writer, steps []Step, f Facts) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Migration from MetalLB (namespace %s) to Mooring: %d steps; `mooring migrate metallb run` walks them and stops at the first failed check.\n", f.MetalLBNamespace, len(steps))
+	if f.Interface == "" {
+		b.WriteString("NOTE: no --interface: ARP/NDP responders will not be counted; run from a host on the Services' segment with --interface to check them.\n")
+	}
+	if f.Probe == "" {
+		b.WriteString("NOTE: no --probe URL: no traffic check; give one that goes through a LoadBalancer address.\n")
+	}
+	for i, s := range steps {
+		fmt.Fprintf(&b, "\n%d. %s\n   why: %s\n", i, s.Name, s.Why)
+		for _, a := range s.Actions {
+			fmt.Fprintf(&b, "   do:       %s\n", a)
+		}
+		for _, c := range s.Checks {
+			line := string(c)
+			if c == CheckResponders {
+				line = fmt.Sprintf("%s (at most %d per address)", c, s.MaxResponders)
+			}
+			fmt.Fprintf(&b, "   check:    %s\n", line)
+		}
+		for _, r := range s.Rollback {
+			fmt.Fprintf(&b, "   rollback: %s\n", r)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
