@@ -18,9 +18,9 @@ build:
 deps:
 	hack/install-deps.sh
 
-# kubebin builds etcd, kube-apiserver, kube-controller-manager and kube-proxy
-# from Go modules (cached per user in ~/.cache/mooring/kubebin; ~8 min cold)
-# and prints their folder last.
+# kubebin builds etcd, kube-apiserver, kube-controller-manager, kube-proxy,
+# kube-scheduler and kubectl from Go modules (cached per user in
+# ~/.cache/mooring/kubebin; ~8 min cold) and prints their folder last.
 kubebin:
 	@hack/kubebin/build.sh
 
