@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -83,9 +85,14 @@ func TestDefaults(t *testing.T) {
 	if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false {
 		t.Errorf("agent securityContext %v", sc)
 	}
+	// The agent's key file format: one base64 key per line.
 	sec := find(t, objs, "Secret", "mooring-gossip-key")
-	if k := str(sec.Object, "data", "key"); k != testKey {
+	if k := str(sec.Object, "data", "keys"); k != base64.StdEncoding.EncodeToString([]byte(testKey+"\n")) {
 		t.Errorf("gossip key Secret holds %q", k)
+	}
+	args := fmt.Sprint(container(t, ds)["args"])
+	if !strings.Contains(args, "--gossip-key-file=/etc/mooring/gossip/keys") || !strings.Contains(args, "--gossip-bind-address=$(HOST_IP)") {
+		t.Errorf("agent args %s: want the mounted key file and the node's address", args)
 	}
 	vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
 	if len(vols) != 1 || str(vols[0].(map[string]any), "secret", "secretName") != "mooring-gossip-key" {
@@ -93,6 +100,11 @@ func TestDefaults(t *testing.T) {
 	}
 	if len(ofKind(objs, "PodMonitor"))+len(ofKind(objs, "ServiceMonitor")) != 0 {
 		t.Error("monitors are opt-in")
+	}
+	for _, v := range vols {
+		if _, ok := v.(map[string]any)["hostPath"]; ok {
+			t.Errorf("pod IPAM is off by default: no host folders, got %v", v)
+		}
 	}
 	for _, crd := range ofKind(objs, "CustomResourceDefinition") {
 		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
@@ -130,6 +142,26 @@ func TestCustomValues(t *testing.T) {
 	}
 	if len(ofKind(objs, "Secret")) != 0 {
 		t.Error("with existingSecret the chart must not create a Secret")
+	}
+	// Pod IPAM on: the agents get the host folders of the socket and state.
+	agent := find(t, objs, "DaemonSet", "lb-agent")
+	vols, _, _ := unstructured.NestedSlice(agent.Object, "spec", "template", "spec", "volumes")
+	var hostPaths []string
+	for _, v := range vols {
+		if p := str(v.(map[string]any), "hostPath", "path"); p != "" {
+			hostPaths = append(hostPaths, p)
+		}
+	}
+	if fmt.Sprint(hostPaths) != "[/run/mooring /var/lib/mooring-ipam]" {
+		t.Errorf("pod IPAM host folders %v", hostPaths)
+	}
+	args := fmt.Sprint(container(t, d)["args"])
+	if !strings.Contains(args, "--cluster-pool-ipv4-cidr=10.244.0.0/16") || !strings.Contains(args, "--pod-ipam-mode=cluster-pool") {
+		t.Errorf("controller args %s", args)
+	}
+	vap := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-own-node")
+	if m := fmt.Sprint(vap.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) {
+		t.Errorf("the own-node policy does not match this release's agent: %s", m)
 	}
 	if len(ofKind(objs, "PodMonitor")) != 1 || len(ofKind(objs, "ServiceMonitor")) != 1 {
 		t.Errorf("want one PodMonitor and one ServiceMonitor (agent only: controller metrics are off), got %d and %d",
