@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -47,11 +46,7 @@ func newPodCommand(deps *cliutil.Deps) *cobra.Command {
 			"It prints every sample and p50/p99/max, deletes its pods even on Ctrl-C, and exits 1 when any sample exceeds --threshold.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := o.kubeconfig
-			if path == "" {
-				path = os.Getenv("KUBECONFIG")
-			}
-			cfg, err := kube.RESTConfig(path, 20, 40)
+			cfg, err := kube.RESTConfig(o.kubeconfig, 20, 40)
 			if err != nil {
 				return err
 			}
@@ -63,7 +58,7 @@ func newPodCommand(deps *cliutil.Deps) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+	cliutil.AddKubeconfigFlag(cmd, &o.kubeconfig)
 	f.StringVarP(&o.namespace, "namespace", "n", o.namespace, "namespace for the probe pods")
 	f.StringSliceVar(&o.nodes, "nodes", nil, "the two nodes, e.g. --nodes=node-1,node-2 (default: the first two Ready nodes)")
 	f.IntVar(&o.pairs, "pairs", o.pairs, "pod pairs created together in each round")
