@@ -18,6 +18,8 @@ type PodIPAM struct {
 	Namespace   string
 	PreAllocate int
 	Grace       time.Duration
+	// Routes is "direct" or "none" (see podipamctl.NodeConfig.PodRoutes).
+	Routes string
 }
 
 // runPodIPAM is the agent's hook into pod IPAM.
@@ -28,6 +30,7 @@ func runPodIPAM(ctx context.Context, cfg *Config, rest *rest.Config) error {
 	}
 	return podipamctl.RunNode(ctx, podipamctl.NodeConfig{
 		REST: rest, NodeName: cfg.NodeName, Namespace: p.Namespace, StateDir: p.StateDir, Socket: p.Socket,
-		PreAllocate: p.PreAllocate, Grace: p.Grace, Interval: time.Second, Log: cfg.Log.With("component", "podipam"),
+		PreAllocate: p.PreAllocate, Grace: p.Grace, Interval: time.Second, PodRoutes: p.Routes,
+		Log: cfg.Log.With("component", "podipam"),
 	})
 }

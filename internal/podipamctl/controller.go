@@ -58,7 +58,7 @@ func Setup(mgr manager.Manager, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	st := &state{cfg: cfg, alloc: podipam.NewAllocator(), exhausted: map[string]string{}}
+	st := &state{cfg: cfg, alloc: podipam.NewAllocator(), exhausted: map[string]string{}, written: map[string]string{}}
 	if cfg.Mode == ModeClusterPool {
 		st.alloc.SetPools([]podipam.Pool{cfg.clusterPool()})
 	}
@@ -84,6 +84,10 @@ type state struct {
 	poolsSig  string
 	exhausted map[string]string // pool -> last exhaustion message
 	imported  bool
+	// written remembers the last status (and podCIDRs) written per node, so
+	// a reconcile on a cache that has not caught up yet does not write the
+	// same again (each would be a write, or a 409).
+	written map[string]string
 }
 
 type nodeReconciler struct {
@@ -201,13 +205,15 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	want.Status.Mode = string(r.st.cfg.Mode)
 	want.Status.Blocks = statusBlocks(rec.Status.Blocks, held)
 	setExhausted(want, cutErrs)
-	if !equality.Semantic.DeepEqual(rec.Status, want.Status) {
+	sig := fmt.Sprint(want.Status.Mode, want.Status.Blocks, want.Status.Conditions)
+	if !equality.Semantic.DeepEqual(rec.Status, want.Status) && !r.st.wrote("status/"+node.Name, sig) {
 		if err := r.c.Status().Update(ctx, want); err != nil {
 			if apierrors.IsConflict(err) {
 				return reconcile.Result{Requeue: true}, nil
 			}
 			return reconcile.Result{}, fmt.Errorf("write blocks of node %s: %w", node.Name, err)
 		}
+		r.st.remember("status/"+node.Name, sig)
 		for _, e := range cutErrs {
 			r.rec.Eventf(want, nil, corev1.EventTypeWarning, "PoolExhausted", "AllocateBlock", "%s", e.Error())
 		}
@@ -298,14 +304,27 @@ func (r *nodeReconciler) decide(ctx context.Context, rec *mooringv1.PodIPAMNode)
 	return st.alloc.Blocks(rec.Name), errs, nil
 }
 
-func (s *state) hasPool(name string) bool {
-	for _, p := range s.alloc.Status() {
-		if p.Name == name && (p.V4.Capacity > 0 || p.V6.Capacity > 0) {
-			return true
-		}
-	}
-	return false
+// wrote reports whether sig is what was last written under key.
+func (s *state) wrote(key, sig string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.written[key] == sig
 }
+
+func (s *state) remember(key, sig string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written[key] = sig
+}
+
+func (s *state) forget(node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.written, "status/"+node)
+	delete(s.written, "podcidr/"+node)
+}
+
+func (s *state) hasPool(name string) bool { return s.alloc.Usable(name) }
 
 func setExhausted(n *mooringv1.PodIPAMNode, errs []error) {
 	c := metav1.Condition{Type: mooringv1.ConditionExhausted, Status: metav1.ConditionFalse, Reason: "BlocksAllocated",
@@ -325,6 +344,7 @@ func (r *nodeReconciler) nodeGone(ctx context.Context, name string) error {
 	r.st.mu.Lock()
 	gone := r.st.alloc.ReleaseNode(name)
 	r.st.mu.Unlock()
+	r.st.forget(name)
 	if len(gone) > 0 {
 		r.log.Info("node deleted: released its pod address blocks", "node", name, "blocks", len(gone))
 	}

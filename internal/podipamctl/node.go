@@ -44,7 +44,13 @@ type NodeConfig struct {
 	PreAllocate int
 	Grace       time.Duration
 	Interval    time.Duration
-	Log         *slog.Logger
+	// PodRoutes is "direct" (route every other node's blocks via that
+	// node's address; nodes share one L2 segment) or "none".
+	PodRoutes string
+	// SetRoutes installs the routes; nil means ApplyRoutes in the agent's
+	// namespace. Tests pass one that records or works in a test namespace.
+	SetRoutes func([]podipam.Route) error
+	Log       *slog.Logger
 }
 
 // Validate names what is missing.
@@ -56,6 +62,8 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("pod IPAM agent: --pod-ipam-state-dir and --pod-ipam-socket must not be empty")
 	case c.Interval <= 0 || c.Grace < 0 || c.PreAllocate < 0:
 		return errors.New("pod IPAM agent: interval must be positive, grace and pre-allocation not negative")
+	case c.PodRoutes != "" && c.PodRoutes != "direct" && c.PodRoutes != "none":
+		return fmt.Errorf("--pod-routes %q: use direct or none", c.PodRoutes)
 	}
 	return nil
 }
@@ -83,13 +91,17 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil || mode == ModeOff {
 		return err
 	}
-	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: map[client.Object]cache.ByObject{
+	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
 		&corev1.Node{}:           {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
 		&mooringv1.PodIPAMNode{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
 		&corev1.Namespace{}:      {},
 		&mooringv1.PodIPPool{}:   {},
-	}})
+	}
+	if cfg.PodRoutes == "direct" { // every node's blocks and addresses
+		byObject[&corev1.Node{}], byObject[&mooringv1.PodIPAMNode{}] = cache.ByObject{}, cache.ByObject{}
+	}
+	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
 	if err != nil {
 		return err
 	}
@@ -153,6 +165,7 @@ type demandKey struct {
 }
 
 type nodeSide struct {
+	routes string // signature of the routes applied last
 	cfg    NodeConfig
 	mode   Mode
 	cache  cache.Cache
@@ -196,6 +209,11 @@ func (n *nodeSide) sync(ctx context.Context) error {
 	}
 	if mode != n.mode {
 		return &modeChanged{n.mode, mode}
+	}
+	if n.cfg.PodRoutes == "direct" {
+		if err := n.syncRoutes(ctx); err != nil {
+			n.cfg.Log.Warn("pod routes", "err", err)
+		}
 	}
 	if n.mode == ModeKubernetes {
 		var node corev1.Node
@@ -347,4 +365,59 @@ func poolFromPrefixes(cidrs []string) ipamd.Pool {
 		}
 	}
 	return pl
+}
+
+// syncRoutes installs a route to every other node's blocks via that
+// node's address (podipam.DirectRoutes), and removes routes to blocks that
+// are gone. Routes stay when the agent stops, so pods keep talking
+// through an agent restart.
+func (n *nodeSide) syncRoutes(ctx context.Context) error {
+	var nodes corev1.NodeList
+	if err := n.cache.List(ctx, &nodes); err != nil {
+		return err
+	}
+	blocks := map[string][]netip.Prefix{}
+	if n.mode == ModeKubernetes {
+		for _, nd := range nodes.Items {
+			blocks[nd.Name] = poolFromPrefixes(nd.Spec.PodCIDRs).Blocks
+		}
+	} else {
+		var recs mooringv1.PodIPAMNodeList
+		if err := n.cache.List(ctx, &recs); err != nil {
+			return err
+		}
+		for i := range recs.Items {
+			bs, err := blocksOf(&recs.Items[i])
+			if err != nil {
+				continue
+			}
+			for _, b := range bs {
+				blocks[b.Node] = append(blocks[b.Node], b.Prefix)
+			}
+		}
+	}
+	in := make([]podipam.NodeBlocks, 0, len(nodes.Items))
+	for _, nd := range nodes.Items {
+		nb := podipam.NodeBlocks{Name: nd.Name, Blocks: blocks[nd.Name]}
+		for _, a := range nd.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				nb.Addrs = append(nb.Addrs, ip)
+			}
+		}
+		in = append(in, nb)
+	}
+	want := podipam.DirectRoutes(n.cfg.NodeName, in)
+	sig := fmt.Sprint(want)
+	if sig == n.routes {
+		return nil
+	}
+	set := n.cfg.SetRoutes
+	if set == nil {
+		set = func(r []podipam.Route) error { return ApplyRoutes(nil, r) }
+	}
+	if err := set(want); err != nil {
+		return err
+	}
+	n.routes = sig
+	return nil
 }

@@ -6,26 +6,32 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/ipamd"
+	"github.com/mooringlb/mooring/internal/podipam"
 	"github.com/mooringlb/mooring/internal/podipamctl"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
 // startNode runs the agent side of pod IPAM for node and returns a client
 // on its socket.
-func startNode(t *testing.T, e *testenv.Env, node string, grace time.Duration) *ipamd.Client {
+func startNode(t *testing.T, e *testenv.Env, node string, grace time.Duration, opts ...func(*podipamctl.NodeConfig)) *ipamd.Client {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := podipamctl.NodeConfig{REST: e.Config, NodeName: node, Namespace: ns,
 		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "ipamd.sock"),
 		PreAllocate: 8, Grace: grace, Interval: 100 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- podipamctl.RunNode(ctx, cfg) }()
@@ -130,16 +136,54 @@ func TestNodeSideMultiPool(t *testing.T) {
 	}
 }
 
-// TestNodeSideKubernetesMode: the agent takes node.spec.podCIDRs.
+// TestNodeSideKubernetesMode: the agent takes node.spec.podCIDRs, and with
+// --pod-routes=direct routes the other nodes' podCIDRs via their
+// InternalIPs, following nodes as they come and go.
 func TestNodeSideKubernetesMode(t *testing.T) {
 	e := startEnv(t)
-	if err := podipamctl.LockMode(context.Background(), e.Client, ns, podipamctl.ModeKubernetes, "test"); err != nil {
+	ctx := context.Background()
+	if err := podipamctl.LockMode(ctx, e.Client, ns, podipamctl.ModeKubernetes, "test"); err != nil {
 		t.Fatal(err)
 	}
-	mkNode(t, e.Client, "node-1", "10.244.3.0/24", "fd00:244:3::/64")
-	cl := startNode(t, e, "node-1", time.Minute)
+	for i, n := range []string{"node-1", "node-2", "node-3"} {
+		mkNode(t, e.Client, n, fmt.Sprintf("10.244.%d.0/24", i+3), fmt.Sprintf("fd00:244:%d::/64", i+3))
+		var nd corev1.Node
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: n}, &nd); err != nil {
+			t.Fatal(err)
+		}
+		nd.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.0.2.%d", i+1)}, {Type: corev1.NodeInternalIP, Address: fmt.Sprintf("2001:db8::%d", i+1)}}
+		if err := e.Client.Status().Update(ctx, &nd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var routes []podipam.Route
+	cl := startNode(t, e, "node-1", time.Minute, func(c *podipamctl.NodeConfig) {
+		c.PodRoutes = "direct"
+		c.SetRoutes = func(r []podipam.Route) error { mu.Lock(); routes = r; mu.Unlock(); return nil }
+	})
 	al := add(t, cl, "web", "default", "web")
 	if len(al.IPs) != 2 || al.IPs[0].Address.String() != "10.244.3.2/24" || al.IPs[1].Address.String() != "fd00:244:3::2/64" {
 		t.Fatalf("allocation %+v", al)
 	}
+	want := "[{10.244.4.0/24 192.0.2.2} {10.244.5.0/24 192.0.2.3} {fd00:244:4::/64 2001:db8::2} {fd00:244:5::/64 2001:db8::3}]"
+	eventually(t, 10*time.Second, "direct routes", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(routes) != want {
+			return fmt.Errorf("routes %v, want %v", routes, want)
+		}
+		return nil
+	})
+	if err := e.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-3"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "routes to a deleted node removed", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(routes) != "[{10.244.4.0/24 192.0.2.2} {fd00:244:4::/64 2001:db8::2}]" {
+			return fmt.Errorf("routes %v", routes)
+		}
+		return nil
+	})
 }

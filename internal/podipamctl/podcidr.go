@@ -30,11 +30,15 @@ func (r *nodeReconciler) syncPodCIDR(ctx context.Context, node *corev1.Node, blo
 		have = []string{node.Spec.PodCIDR}
 	}
 	if len(have) == 0 {
+		if r.st.wrote("podcidr/"+node.Name, strings.Join(want, ",")) {
+			return nil // written; the cache has not caught up yet
+		}
 		patch := client.MergeFrom(node.DeepCopy())
 		node.Spec.PodCIDR, node.Spec.PodCIDRs = want[0], want
 		if err := r.c.Patch(ctx, node, patch); err != nil {
 			return fmt.Errorf("write spec.podCIDRs of node %s: %w", node.Name, err)
 		}
+		r.st.remember("podcidr/"+node.Name, strings.Join(want, ","))
 		return nil
 	}
 	same := samePrefixes(have, want)

@@ -18,4 +18,5 @@ func addPodIPAMFlags(f *pflag.FlagSet, p *agent.PodIPAM) {
 	f.StringVar(&p.Namespace, "pod-ipam-namespace", "mooring-system", "namespace of the controller, where the pod IPAM mode is recorded")
 	f.IntVar(&p.PreAllocate, "pod-ipam-pre-allocate", podipamctl.DefaultPreAllocate, "free addresses kept ready per pool in use")
 	f.DurationVar(&p.Grace, "pod-ipam-release-grace", 5*time.Minute, "how long a block stays empty before it is given back")
+	f.StringVar(&p.Routes, "pod-routes", "direct", "direct: route every other node's pod blocks via that node's address (nodes on one L2 segment); none: leave routing to something else")
 }

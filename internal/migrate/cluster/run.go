@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooringlb/mooring/internal/doctor"
@@ -43,6 +44,9 @@ type Runner struct {
 	Responders func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error)
 	// Traffic is the operator's probe; nil skips CheckTraffic.
 	Traffic *Traffic
+	// Reader computes who announces each address the way the agents do
+	// (gather.Announced); nil reads only the announced-by annotation.
+	Reader client.Reader
 	// CheckTimeout bounds how long checks may take to pass after a step.
 	CheckTimeout time.Duration
 	Out          io.Writer
@@ -83,7 +87,11 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 		if err := r.act(ctx, i); err != nil {
 			return &StepError{Step: s.Name, Failed: "the step itself: " + err.Error(), Undo: append(slices.Clone(s.Rollback), undo...)}
 		}
-		if err := r.checks(ctx, s); err != nil {
+		timeout := r.CheckTimeout
+		if i == 0 {
+			timeout = 0 // pre-checks describe the cluster as it is: no waiting
+		}
+		if err := r.checks(ctx, s, timeout); err != nil {
 			u := undo
 			if i > 0 {
 				u = append(slices.Clone(s.Rollback), undo...)
@@ -96,15 +104,22 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 		if i > 0 {
 			undo = append(slices.Clone(s.Rollback), undo...)
 		}
-		fmt.Fprintf(r.Out, "  ok: %s\n", joinChecks(s.Checks))
+		fmt.Fprintf(r.Out, "  ok: %s\n", r.joinChecks(s.Checks))
 	}
 	return nil
 }
 
-func joinChecks(cs []migrate.CheckID) string {
+func (r *Runner) joinChecks(cs []migrate.CheckID) string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, string(c))
+		switch {
+		case c == migrate.CheckResponders && r.Responders == nil:
+			out = append(out, string(c)+" (skipped: no --interface)")
+		case c == migrate.CheckTraffic && r.Traffic == nil:
+			out = append(out, string(c)+" (skipped: no --probe)")
+		default:
+			out = append(out, string(c))
+		}
 	}
 	return strings.Join(out, ", ")
 }
@@ -198,10 +213,10 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 	return nil
 }
 
-// checks polls the step's checks until all pass or CheckTimeout passes;
+// checks polls the step's checks until all pass or timeout passes;
 // the traffic check is not retried: a failed request is a failure.
-func (r *Runner) checks(ctx context.Context, s migrate.Step) error {
-	deadline := time.Now().Add(r.CheckTimeout)
+func (r *Runner) checks(ctx context.Context, s migrate.Step, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		err := r.checkOnce(ctx, s)
 		if err == nil || time.Now().After(deadline) || isFinal(err) {
@@ -286,6 +301,10 @@ func (r *Runner) addressesUnchanged(ctx context.Context) error {
 }
 
 func (r *Runner) mooringAnnounces(ctx context.Context) error {
+	owners, err := gather.Announced(ctx, r.Reader)
+	if err != nil {
+		return err
+	}
 	var missing []string
 	for k, addrs := range r.Snapshot {
 		ns, name, _ := strings.Cut(k, "/")
@@ -295,7 +314,7 @@ func (r *Runner) mooringAnnounces(ctx context.Context) error {
 		}
 		by := announcedBy(svc)
 		for _, a := range addrs {
-			if by[a] == "" {
+			if by[a] == "" && owners[a] == "" {
 				missing = append(missing, fmt.Sprintf("%s (%s)", a, k))
 			}
 		}
