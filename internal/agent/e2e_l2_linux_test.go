@@ -3,12 +3,15 @@
 package agent_test
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -308,5 +311,69 @@ func (c *cluster) nft(h *netlab.Host, script string) {
 	}
 	if err := p.Wait(); err != nil {
 		c.t.Fatalf("nft in %s: %v: %s", h.Name, err, out.String())
+	}
+}
+
+// Gossip with a key (issue 9, item 5): agents sharing --gossip-key-file
+// form the cluster; an agent without the key cannot join it, so it moves
+// nothing: the keyed agents keep their three members and their owners
+// (with the key, node-4 would join and take about a quarter of the
+// addresses). Under a node's name it gets no further: memberlist refuses a
+// second member of a live name whatever the key.
+func TestE2EGossipKeyKeepsStrangersOut(t *testing.T) {
+	c := newCluster(t, 4, nil)
+	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
+	key := filepath.Join(c.dir, "gossip.keys")
+	if err := os.WriteFile(key, []byte(base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wouldMove := 0
+	for i := range 8 {
+		a := netip.AddrFrom4([4]byte{10, 213, 0, byte(160 + i)})
+		c.service(fmt.Sprintf("keyed-%d", i), nil, false, a.String())
+		if announce.Rank([]string{"node-1", "node-2", "node-3", "node-4"}, a)[0] == "node-4" {
+			wouldMove++
+		}
+	}
+	if wouldMove == 0 {
+		t.Fatal("fixture: node-4 would own none of the addresses; pick others")
+	}
+	keyed := []*netlab.Host{c.lab.Host("node-1"), c.lab.Host("node-2"), c.lab.Host("node-3")}
+	for _, h := range keyed {
+		c.startAgent(h, "--gossip-key-file", key)
+	}
+	members := func() string {
+		var out []string
+		for _, h := range keyed {
+			v, err := c.scrape(h, "mooring_members_live")
+			if err != nil {
+				return err.Error()
+			}
+			out = append(out, fmt.Sprint(v))
+		}
+		return strings.Join(out, ",")
+	}
+	waitFor(t, 20*time.Second, "the keyed agents see each other", func() (bool, string) { m := members(); return m == "3,3,3", m })
+	moves := func() float64 {
+		sum := 0.0
+		for _, h := range keyed {
+			v, _ := c.scrape(h, "mooring_agent_ownership_changes_total")
+			sum += v
+		}
+		return sum
+	}
+	before := moves()
+	// node-4's agent, without the key.
+	c.startAgent(c.lab.Host("node-4"), "--settle-timeout", "500ms")
+	time.Sleep(4 * time.Second) // several join attempts (one a second)
+	if m := members(); m != "3,3,3" {
+		t.Fatalf("live members on the keyed agents: %s, want 3 each", m)
+	}
+	if after := moves(); after != before {
+		t.Fatalf("ownership changes on the keyed agents went from %v to %v", before, after)
+	}
+	b, _ := os.ReadFile(filepath.Join(c.dir, "node-4.log"))
+	if !strings.Contains(string(b), "gossip started") {
+		t.Fatalf("the stranger never ran gossip:\n%s", b)
 	}
 }
