@@ -37,6 +37,9 @@ type Config struct {
 	// decides); a member whose node answers stays for AgentLossTimeout.
 	NodeCheckWait    time.Duration
 	AgentLossTimeout time.Duration
+	// HoldDown is how long an agent that comes back to a cluster serving
+	// without it waits before it is a candidate again (0: at once).
+	HoldDown time.Duration
 	// GratuitousCount and GratuitousInterval shape the gratuitous ARP /
 	// unsolicited NA after a takeover (responder.Config).
 	GratuitousCount    int
@@ -70,6 +73,7 @@ func DefaultConfig() Config {
 		GossipSuspicionMult: 1,
 		NodeCheckWait:       150 * time.Millisecond,
 		AgentLossTimeout:    4 * time.Second,
+		HoldDown:            3 * time.Second,
 		GratuitousCount:     5,
 		GratuitousInterval:  200 * time.Millisecond,
 		MetricsAddr:         ":9473",
@@ -115,6 +119,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodeCheckWait < 0 || c.AgentLossTimeout <= 0 {
 		errs = append(errs, errors.New("--node-check-wait must not be negative (0 disables the check) and --agent-loss-timeout must be positive"))
+	}
+	if c.HoldDown < 0 {
+		errs = append(errs, errors.New("--hold-down must not be negative"))
 	}
 	if c.GratuitousCount < 1 || c.GratuitousInterval <= 0 {
 		errs = append(errs, errors.New("--gratuitous-count must be at least 1 and --gratuitous-interval positive"))

@@ -328,8 +328,10 @@ func TestE2EGossipKeyKeepsStrangersOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	wouldMove := 0
+	var vips []netip.Addr
 	for i := range 8 {
 		a := netip.AddrFrom4([4]byte{10, 213, 0, byte(160 + i)})
+		vips = append(vips, a)
 		c.service(fmt.Sprintf("keyed-%d", i), nil, false, a.String())
 		if announce.Rank([]string{"node-1", "node-2", "node-3", "node-4"}, a)[0] == "node-4" {
 			wouldMove++
@@ -354,6 +356,9 @@ func TestE2EGossipKeyKeepsStrangersOut(t *testing.T) {
 		return strings.Join(out, ",")
 	}
 	waitFor(t, 20*time.Second, "the keyed agents see each other", func() (bool, string) { m := members(); return m == "3,3,3", m })
+	for _, a := range vips {
+		c.waitResponders(a, []string{owner(a, three...)}, 10*time.Second)
+	}
 	moves := func() float64 {
 		sum := 0.0
 		for _, h := range keyed {

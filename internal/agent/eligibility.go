@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -42,6 +43,14 @@ type linkInspector interface {
 	Inspect() ([]LinkInfo, error)
 }
 
+// reasonStarting is what an agent publishes from its first gossip until its
+// first decision; coldStartWindow is how long after its own start an agent
+// still counts such peers as candidates (see capabilities).
+const (
+	reasonStarting  = "starting"
+	coldStartWindow = 10 * time.Second
+)
+
 // EventReasonCannotAnnounce is the Node Event of a node that a policy
 // selects but that has no usable interface the policy allows.
 const EventReasonCannotAnnounce = "CannotAnnounce"
@@ -52,6 +61,10 @@ type eligibility struct {
 	log  *slog.Logger
 
 	// Owned by the decision loop.
+	born         time.Time                      // wall clock at New: peers' Since is compared with it
+	started      bool                           // the first decision has run
+	readyAt      time.Time                      // the end of the hold-down, by the agent's clock (zero: none)
+	since        int64                          // wall clock (Unix s) when first ready, published
 	gen          uint64                         // gossip generation caps were computed at
 	caps         announce.Capabilities          // the last result
 	last         map[string]announce.Capability // every node's last known capability
@@ -77,7 +90,7 @@ func newEligibility(node string, log *slog.Logger, reg prometheus.Registerer, me
 	g := func(name, help string) prometheus.Gauge {
 		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
 	}
-	e := &eligibility{node: node, log: log, events: newMailbox[event](), met: eligibilityMetrics{
+	e := &eligibility{node: node, log: log, born: time.Now(), events: newMailbox[event](), met: eligibilityMetrics{
 		eligible: g("mooring_agent_eligible", "1 if this node is a candidate for addresses (agent ready, a usable interface, no exclude-from-external-load-balancers label), else 0."),
 		usable:   g("mooring_agent_usable_interfaces", "Interfaces this node may answer ARP/NDP on (up, ARP, Ethernet, not a bridge/bond port or pod veth)."),
 		unservable: g("mooring_agent_unservable_policies",
@@ -91,7 +104,7 @@ func newEligibility(node string, log *slog.Logger, reg prometheus.Registerer, me
 		reg.MustRegister(e.met.eligible, e.met.usable, e.met.unservable, e.met.otherRanking, e.met.deferring)
 	}
 	if g, ok := members.(Gossip); ok {
-		if err := g.SetMeta(membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: "starting"}); err != nil {
+		if err := g.SetMeta(membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: reasonStarting}); err != nil {
 			log.Warn("publishing node metadata", "err", err)
 		}
 	}
@@ -149,6 +162,7 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		e.local, e.meta = a.localCapability(insp, self)
 	}
 	meta := e.meta
+	holding := a.holdDown(ctx, g, &meta)
 	if excluded[a.cfg.NodeName] {
 		meta.Reason = "the Node has the label " + corev1.LabelNodeExcludeBalancers
 	}
@@ -169,8 +183,14 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		case m.Name == a.cfg.NodeName:
 		case errors.Is(m.MetaErr, membership.ErrNoMeta):
 			e.last[m.Name] = announce.Capability{Any: true}
+		case m.MetaErr == nil && m.Meta.Reason == reasonStarting && time.Since(e.born) < coldStartWindow:
+			// A cold start (this agent started moments ago too): every
+			// agent is starting, and counting only the ready ones would
+			// move addresses as each becomes ready. Optimistic, as before
+			// capabilities; a restart into a running cluster is not this.
+			e.last[m.Name] = announce.Capability{Any: true}
 		case m.MetaErr != nil || !m.Meta.Ready:
-			delete(e.last, m.Name) // not ready (restarting, unhealthy): no candidate
+			delete(e.last, m.Name) // not ready (restarting, holding down): no candidate
 		default:
 			e.last[m.Name] = announce.Capability{Interfaces: m.Meta.Interfaces, Defaults: m.Meta.Defaults}
 		}
@@ -179,6 +199,9 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		}
 	}
 	e.last[a.cfg.NodeName] = e.local
+	if holding {
+		delete(e.last, a.cfg.NodeName)
+	}
 	caps := announce.Capabilities{}
 	for i := range nodes.Items {
 		n := nodes.Items[i].Name
@@ -194,6 +217,52 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 	e.caps = caps
 	a.reportEligibility(self, caps, convertPolicies(pols.Items), other)
 	return caps, nil
+}
+
+// holdDown decides, at the first decision, whether this agent is coming
+// back to a cluster that has been serving without it (a peer ready since
+// before it started): then it stays no candidate for --hold-down, so the
+// node's own data path (kube-proxy rules, routes) settles before it pulls
+// addresses back, and a flapping node does not pull them back and forth.
+// At a cold start (no peer ready before us) it serves at once. It sets
+// meta's readiness and reports whether the node is held back now.
+func (a *Agent) holdDown(ctx context.Context, g Gossip, meta *membership.NodeMeta) bool {
+	e := a.elig
+	now := a.deps.Clock.Now()
+	if !e.started {
+		e.started = true
+		if a.cfg.HoldDown > 0 {
+			for _, m := range g.Snapshot() {
+				// Ready since before this process started (with slack for
+				// clock skew and simultaneous starts): not a cold start.
+				if m.Name != a.cfg.NodeName && m.MetaErr == nil && m.Meta.Ready && m.Meta.Since > 0 &&
+					time.Unix(m.Meta.Since, 0).Before(e.born.Add(-2*time.Second)) {
+					e.readyAt = now.Add(a.cfg.HoldDown)
+					a.log.Info("peers have served without this node: holding back before taking addresses", "for", a.cfg.HoldDown, "peer", m.Name)
+					// Re-decide when it ends (bounded by ctx: Run's).
+					timer := a.deps.Clock.After(a.cfg.HoldDown)
+					go func() {
+						select {
+						case <-ctx.Done():
+						case <-timer:
+							a.Trigger()
+						}
+					}()
+					break
+				}
+			}
+		}
+	}
+	if now.Before(e.readyAt) {
+		meta.Ready = false
+		meta.Reason = fmt.Sprintf("holding down for %s after start: the cluster served without this node", a.cfg.HoldDown)
+		return true
+	}
+	if meta.Ready && e.since == 0 {
+		e.since = time.Now().Unix()
+	}
+	meta.Since = e.since
+	return false
 }
 
 // localCapability works out where this node can answer, and the metadata

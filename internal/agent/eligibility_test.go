@@ -282,3 +282,57 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 		t.Fatalf("alone after the timeout: %d addresses, want all %d", got, len(vips))
 	}
 }
+
+// Coming back to a cluster that has served without it, an agent holds back
+// for --hold-down before it is a candidate again; at a cold start (no peer
+// ready before it) it serves at once (the other tests).
+func TestHoldDownAfterRestart(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	old := func(ifs ...string) membership.NodeMeta {
+		m := ready(ifs...)
+		m.Since = clk.Now().Add(-time.Hour).Unix()
+		return m
+	}
+	metas := map[string]membership.NodeMeta{"node-2": old("eth0"), "node-3": old("eth0")}
+	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
+	a.deps.Clock = clk
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = a.decideLoop(ctx) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for resp.get() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := len(resp.get()[eth0.Index]); got != 0 {
+		t.Fatalf("answers for %d addresses during the hold-down", got)
+	}
+	mem.mu.Lock()
+	held := mem.mine
+	mem.mu.Unlock()
+	if held.Ready || !strings.Contains(held.Reason, "holding down") {
+		t.Fatalf("published %+v during the hold-down", held)
+	}
+	wantOwned := 0
+	for _, v := range vips {
+		if announce.Rank([]string{"node-1", "node-2", "node-3"}, v)[0] == "node-1" {
+			wantOwned++
+		}
+	}
+	for !clk.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(a.cfg.HoldDown)
+	deadline = time.Now().Add(5 * time.Second)
+	for len(resp.get()[eth0.Index]) != wantOwned && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		clk.Step(10 * time.Millisecond) // the decision loop's coalescing window
+	}
+	if got := len(resp.get()[eth0.Index]); got != wantOwned {
+		t.Fatalf("after the hold-down: %d addresses, want node-1's share %d", got, wantOwned)
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if !mem.mine.Ready || mem.mine.Since == 0 {
+		t.Fatalf("published %+v after the hold-down", mem.mine)
+	}
+}

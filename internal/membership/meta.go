@@ -21,6 +21,10 @@ type NodeMeta struct {
 	// Ready says the agent serves: caches synced, gossip settled, responder
 	// running. A member that is not ready is not a candidate.
 	Ready bool `json:"ok,omitempty"`
+	// Since is when the agent became ready (Unix seconds): a restarting
+	// agent that finds peers ready since before it started holds back
+	// (agent: --hold-down) instead of pulling its addresses back at once.
+	Since int64 `json:"t,omitempty"`
 	// Interfaces are its usable interfaces; Defaults those a policy naming
 	// no interfaces uses.
 	Interfaces []string `json:"if,omitempty"`

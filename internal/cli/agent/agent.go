@@ -53,6 +53,7 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.IntVar(&cfg.GossipSuspicionMult, "gossip-suspicion-mult", cfg.GossipSuspicionMult, "how many probe intervals gossip suspects a silent member before declaring it failed")
 	f.DurationVar(&cfg.NodeCheckWait, "node-check-wait", cfg.NodeCheckWait, "how long to wait for a failed member's node to answer ARP/NDP before its addresses move (a live kernel means a stalled agent: nothing moves); 0 disables the check")
 	f.DurationVar(&cfg.AgentLossTimeout, "agent-loss-timeout", cfg.AgentLossTimeout, "how long a member whose node still answers ARP/NDP keeps its addresses after its agent went silent")
+	f.DurationVar(&cfg.HoldDown, "hold-down", cfg.HoldDown, "how long an agent coming back to a cluster that served without it waits before taking addresses back (its node's data path settles first); 0: at once")
 	f.IntVar(&cfg.GratuitousCount, "gratuitous-count", cfg.GratuitousCount, "gratuitous ARP / unsolicited NA rounds after a takeover (the first at once)")
 	f.DurationVar(&cfg.GratuitousInterval, "gratuitous-interval", cfg.GratuitousInterval, "gap before the second gratuitous round; each later gap doubles")
 	f.DurationVar(&cfg.SafetyInterval, "safety-interval", cfg.SafetyInterval, "how often to look for stale local copies of announced addresses")
