@@ -37,6 +37,10 @@ type Config struct {
 	// decides); a member whose node answers stays for AgentLossTimeout.
 	NodeCheckWait    time.Duration
 	AgentLossTimeout time.Duration
+	// TakeDelay is how long after publishing its readiness an agent waits
+	// before it takes addresses: several gossip rounds, so that its peers
+	// know and have let them go (eligibility.go). Not a flag.
+	TakeDelay time.Duration
 	// HoldDown is how long an agent that comes back to a cluster serving
 	// without it waits before it is a candidate again (0: at once).
 	HoldDown time.Duration
@@ -74,6 +78,7 @@ func DefaultConfig() Config {
 		NodeCheckWait:       150 * time.Millisecond,
 		AgentLossTimeout:    4 * time.Second,
 		HoldDown:            3 * time.Second,
+		TakeDelay:           500 * time.Millisecond,
 		GratuitousCount:     5,
 		GratuitousInterval:  200 * time.Millisecond,
 		MetricsAddr:         ":9473",

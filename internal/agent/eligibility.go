@@ -65,6 +65,7 @@ type eligibility struct {
 	started      bool                           // the first decision has run
 	readyAt      time.Time                      // the end of the hold-down, by the agent's clock (zero: none)
 	since        int64                          // wall clock (Unix s) when first ready, published
+	takeAt       time.Time                      // when this node may take addresses, by the agent\'s clock
 	gen          uint64                         // gossip generation caps were computed at
 	caps         announce.Capabilities          // the last result
 	last         map[string]announce.Capability // every node's last known capability
@@ -260,9 +261,23 @@ func (a *Agent) holdDown(ctx context.Context, g Gossip, meta *membership.NodeMet
 	}
 	if meta.Ready && e.since == 0 {
 		e.since = time.Now().Unix()
+		// Ready is published now; this node takes its addresses only a
+		// few gossip rounds later, once its peers know and have let them
+		// go. Taking them first would leave a peer answering beside it,
+		// and were this node to die before its readiness spread, that
+		// peer would never re-announce them (it never saw them move).
+		e.takeAt = now.Add(a.cfg.TakeDelay)
+		timer := a.deps.Clock.After(a.cfg.TakeDelay)
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-timer:
+				a.Trigger()
+			}
+		}()
 	}
 	meta.Since = e.since
-	return false
+	return now.Before(e.takeAt)
 }
 
 // localCapability works out where this node can answer, and the metadata

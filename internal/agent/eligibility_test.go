@@ -99,6 +99,7 @@ func eligibilityFixture(t *testing.T, local string, links []LinkInfo, metas map[
 	resp := &fakeResponder{}
 	cfg := DefaultConfig()
 	cfg.NodeName = local
+	cfg.TakeDelay = 0 // TestHoldDownAfterRestart tests it
 	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Responder: resp, Links: inspectLinks{links: links},
 		Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
 	return a, c, mem, resp, vips
@@ -296,6 +297,7 @@ func TestHoldDownAfterRestart(t *testing.T) {
 	metas := map[string]membership.NodeMeta{"node-2": old("eth0"), "node-3": old("eth0")}
 	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
 	a.deps.Clock = clk
+	a.cfg.TakeDelay = 500 * time.Millisecond // published ready first, takes later
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.decideLoop(ctx) }()
