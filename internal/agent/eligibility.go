@@ -63,6 +63,7 @@ type eligibility struct {
 	// Owned by the decision loop.
 	born         time.Time                      // wall clock at New: peers' Since is compared with it
 	started      bool                           // the first decision has run
+	returning    bool                           // a peer was ready since before this agent started (a restart)
 	readyAt      time.Time                      // the end of the hold-down, by the agent's clock (zero: none)
 	since        int64                          // wall clock (Unix s) when first ready, published
 	takeAt       time.Time                      // when this node may take addresses, by the agent\'s clock
@@ -232,25 +233,17 @@ func (a *Agent) holdDown(ctx context.Context, g Gossip, meta *membership.NodeMet
 	now := a.deps.Clock.Now()
 	if !e.started {
 		e.started = true
-		if a.cfg.HoldDown > 0 {
-			for _, m := range g.Snapshot() {
-				// Ready since before this process started (with slack for
-				// clock skew and simultaneous starts): not a cold start.
-				if m.Name != a.cfg.NodeName && m.MetaErr == nil && m.Meta.Ready && m.Meta.Since > 0 &&
-					time.Unix(m.Meta.Since, 0).Before(e.born.Add(-2*time.Second)) {
-					e.readyAt = now.Add(a.cfg.HoldDown)
-					a.log.Info("peers have served without this node: holding back before taking addresses", "for", a.cfg.HoldDown, "peer", m.Name)
-					// Re-decide when it ends (bounded by ctx: Run's).
-					timer := a.deps.Clock.After(a.cfg.HoldDown)
-					go func() {
-						select {
-						case <-ctx.Done():
-						case <-timer:
-							a.Trigger()
-						}
-					}()
-					break
-				}
+		for _, m := range g.Snapshot() {
+			// Ready since before this process started (with slack for
+			// clock skew and simultaneous starts): not a cold start, the
+			// cluster has been serving without this node.
+			if m.Name != a.cfg.NodeName && m.MetaErr == nil && m.Meta.Ready && m.Meta.Since > 0 &&
+				time.Unix(m.Meta.Since, 0).Before(e.born.Add(-2*time.Second)) {
+				e.returning = true
+				e.readyAt = now.Add(a.cfg.HoldDown)
+				a.log.Info("peers have served without this node: holding back before taking addresses", "for", a.cfg.HoldDown, "peer", m.Name)
+				a.triggerAfter(ctx, a.cfg.HoldDown)
+				break
 			}
 		}
 	}
@@ -261,23 +254,32 @@ func (a *Agent) holdDown(ctx context.Context, g Gossip, meta *membership.NodeMet
 	}
 	if meta.Ready && e.since == 0 {
 		e.since = time.Now().Unix()
-		// Ready is published now; this node takes its addresses only a
-		// few gossip rounds later, once its peers know and have let them
-		// go. Taking them first would leave a peer answering beside it,
-		// and were this node to die before its readiness spread, that
-		// peer would never re-announce them (it never saw them move).
-		e.takeAt = now.Add(a.cfg.TakeDelay)
-		timer := a.deps.Clock.After(a.cfg.TakeDelay)
-		go func() {
-			select {
-			case <-ctx.Done():
-			case <-timer:
-				a.Trigger()
-			}
-		}()
+		if e.returning {
+			// Ready is published now; a returning node takes its
+			// addresses a few gossip rounds later, once its peers know
+			// and have let them go. Taking them first would leave a peer
+			// answering beside it, and were this node to die before its
+			// readiness spread, that peer would never re-announce them
+			// (it never saw them move). At a cold start peers count it
+			// already (capabilities), so it takes them at once.
+			e.takeAt = now.Add(a.cfg.TakeDelay)
+			a.triggerAfter(ctx, a.cfg.TakeDelay)
+		}
 	}
 	meta.Since = e.since
 	return now.Before(e.takeAt)
+}
+
+// triggerAfter re-decides after d (bounded by ctx: Run's).
+func (a *Agent) triggerAfter(ctx context.Context, d time.Duration) {
+	timer := a.deps.Clock.After(d)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-timer:
+			a.Trigger()
+		}
+	}()
 }
 
 // localCapability works out where this node can answer, and the metadata
