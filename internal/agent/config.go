@@ -67,9 +67,9 @@ func DefaultConfig() Config {
 	return Config{
 		GossipBind:          "0.0.0.0",
 		GossipPort:          7946,
-		GossipSuspicionMult: 2,
+		GossipSuspicionMult: 1,
 		NodeCheckWait:       150 * time.Millisecond,
-		AgentLossTimeout:    5 * time.Second,
+		AgentLossTimeout:    4 * time.Second,
 		GratuitousCount:     5,
 		GratuitousInterval:  200 * time.Millisecond,
 		MetricsAddr:         ":9473",

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,11 +84,12 @@ func TestE2ENodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
 }
 
 // No false deaths (issue 9, item 3): the owner's agent stopped (SIGSTOP)
-// for 2 s, three times, while clients connect every 50 ms. Gossip declares
-// it failed, but its kernel still answers ARP, so nothing moves: no
-// ownership change on any agent, and every request is served by the owner.
+// for 2 s, twice (the benchmark form below: 10 times), while clients
+// connect every 50 ms. Gossip declares it failed, but its kernel still
+// answers ARP, so nothing moves: no ownership change on any agent, and
+// every request is served by the owner.
 func TestE2EAgentStallMovesNothing(t *testing.T) {
-	stallRuns(t, 3)
+	stallRuns(t, 2)
 }
 
 func stallRuns(t *testing.T, runs int) {
@@ -222,4 +225,88 @@ func (c *cluster) get(h *netlab.Host, path string) (int, string, error) {
 func TestBenchStall(t *testing.T) {
 	requireBench(t)
 	stallRuns(t, *benchRuns)
+}
+
+// Fail-safe partitions (issue 9, item 4): gossip blocked between node-1
+// and the others with nftables while L2 keeps working. Within a bounded
+// time every address has exactly one responder (node-1, the minority,
+// defers), the annotation stops being written, and everything recovers
+// once gossip flows again.
+func TestE2EGossipPartitionOneResponder(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
+	var vips []netip.Addr
+	for i := range 6 {
+		a := netip.AddrFrom4([4]byte{10, 213, 0, byte(150 + i)})
+		vips = append(vips, a)
+		c.service(fmt.Sprintf("part-%d", i), nil, false, a.String())
+	}
+	c.startAgents()
+	for _, a := range vips {
+		c.waitResponders(a, []string{owner(a, three...)}, 20*time.Second)
+	}
+	n1 := c.lab.Host("node-1")
+	c.nft(n1, `table inet mooring_e2e_partition {
+  chain in { type filter hook input priority 0; udp dport 7946 drop; tcp dport 7946 drop; udp sport 7946 drop; tcp sport 7946 drop; }
+  chain out { type filter hook output priority 0; udp dport 7946 drop; tcp dport 7946 drop; udp sport 7946 drop; tcp sport 7946 drop; }
+}`)
+	cut := time.Now()
+	// Detection (~0.5 s) + the agent-loss timeout (4 s) + a decision.
+	deadline := cut.Add(8 * time.Second)
+	for _, a := range vips {
+		want := []string{owner(a, "node-2", "node-3")}
+		c.waitResponders(a, want, time.Until(deadline))
+	}
+	settled := time.Since(cut)
+	waitFor(t, 5*time.Second, "node-1 defers", func() (bool, string) {
+		v, err := c.scrape(n1, "mooring_agent_partition_deferring")
+		return err == nil && v == 1, err2s(err, v)
+	})
+	writes := func() float64 {
+		sum := 0.0
+		for _, n := range c.lab.Nodes() {
+			v, _ := c.scrape(n, "mooring_agent_api_writes_total")
+			sum += v
+		}
+		return sum
+	}
+	before := writes()
+	for range 3 { // samples over ~3 s: never two responders, never node-1
+		for _, a := range vips {
+			if got, want := c.responders(a), []string{owner(a, "node-2", "node-3")}; !slices.Equal(got, want) {
+				t.Fatalf("during the partition %s answered by %v, want %v", a, got, want)
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if after := writes(); after != before {
+		t.Errorf("API writes went from %v to %v while the partition lasted: the sides fight", before, after)
+	}
+	t.Logf("PARTITION: one responder per address %v after the cut (bound 8 s; probes are sequential, so this is an upper bound); 0 API writes in the next ~3 s",
+		settled.Round(100*time.Millisecond))
+
+	c.nft(n1, "delete table inet mooring_e2e_partition")
+	for _, a := range vips {
+		c.waitResponders(a, []string{owner(a, three...)}, 15*time.Second)
+	}
+	waitFor(t, 5*time.Second, "node-1 serves again", func() (bool, string) {
+		v, err := c.scrape(n1, "mooring_agent_partition_deferring")
+		return err == nil && v == 0, err2s(err, v)
+	})
+}
+
+// nft runs nft with script inside h's namespace.
+func (c *cluster) nft(h *netlab.Host, script string) {
+	c.t.Helper()
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	p, err := h.Start(cmd)
+	if err != nil {
+		c.t.Fatalf("nft in %s: %v", h.Name, err)
+	}
+	if err := p.Wait(); err != nil {
+		c.t.Fatalf("nft in %s: %v: %s", h.Name, err, out.String())
+	}
 }

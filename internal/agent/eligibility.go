@@ -66,7 +66,8 @@ type eligibility struct {
 }
 
 type eligibilityMetrics struct {
-	eligible, usable, unservable, otherRanking prometheus.Gauge
+	deferringNow                                          bool
+	eligible, usable, unservable, otherRanking, deferring prometheus.Gauge
 }
 
 // newEligibility also publishes "not ready yet", so that from its first
@@ -81,11 +82,13 @@ func newEligibility(node string, log *slog.Logger, reg prometheus.Registerer, me
 		usable:   g("mooring_agent_usable_interfaces", "Interfaces this node may answer ARP/NDP on (up, ARP, Ethernet, not a bridge/bond port or pod veth)."),
 		unservable: g("mooring_agent_unservable_policies",
 			"L2AnnouncementPolicies that select this node but allow none of its usable interfaces: it is no candidate for their addresses (see the node's CannotAnnounce Event)."),
+		deferring: g("mooring_agent_partition_deferring",
+			"1 while gossip is cut from most nodes whose kernels still answer (a partition) and this side, not being the majority, announces nothing."),
 		otherRanking: g("mooring_agent_members_other_ranking",
 			"Live members that rank with another hash version (a mixed-version cluster): owners may disagree until every agent runs one version."),
 	}}
 	if reg != nil {
-		reg.MustRegister(e.met.eligible, e.met.usable, e.met.unservable, e.met.otherRanking)
+		reg.MustRegister(e.met.eligible, e.met.usable, e.met.unservable, e.met.otherRanking, e.met.deferring)
 	}
 	if g, ok := members.(Gossip); ok {
 		if err := g.SetMeta(membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: "starting"}); err != nil {
@@ -110,6 +113,14 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		return nil, nil
 	}
 	e := a.elig
+	if d, ok := a.deps.Members.(interface{ Deferring() bool }); ok {
+		deferring := d.Deferring()
+		if deferring != (e.met.deferringNow) {
+			e.met.deferringNow = deferring
+			e.met.deferring.Set(b2f(deferring))
+			a.log.Warn("gossip partition: this side is not the majority", "deferring", deferring, "members", a.deps.Members.Members())
+		}
+	}
 	gen := g.Generation()
 	if e.caps != nil && gen == e.gen && !d.all && !d.nodes && !d.policies && !d.links {
 		return e.caps, nil

@@ -34,6 +34,9 @@ func (a *Agent) Serving() error {
 	if n := a.ready.peers.Load(); n > 0 && len(a.deps.Members.Members()) < 2 {
 		errs = append(errs, fmt.Errorf("gossip reaches none of the %d other nodes (port %d blocked, or a wrong key?)", n, a.cfg.GossipPort))
 	}
+	if d, ok := a.deps.Members.(interface{ Deferring() bool }); ok && d.Deferring() {
+		errs = append(errs, errors.New("deferring: gossip is cut from most nodes while their kernels answer (a partition); this side is not the majority and announces nothing"))
+	}
 	if h, ok := a.deps.Responder.(interface{ Healthy() error }); ok {
 		if err := h.Healthy(); err != nil {
 			errs = append(errs, fmt.Errorf("responder: %w", err))

@@ -62,7 +62,7 @@ func Run(ctx context.Context, cfg Config) error {
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
 		log.With("component", "responder"), reg)
 	a := New(cfg, Deps{
-		Reader: informers, Client: writer, Members: mem, Responder: resp,
+		Reader: informers, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
 	})

@@ -2,7 +2,9 @@ package membership
 
 import (
 	"context"
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -122,12 +124,14 @@ func (m *Membership) dueChecks() []dueCheck {
 	defer m.mu.Unlock()
 	var out []dueCheck
 	now := time.Now()
-	for name, h := range m.held {
-		if h.checking || !h.checked.IsZero() && now.Sub(h.checked) < m.cfg.NodeCheckInterval {
-			continue
+	for _, set := range []map[string]*held{m.held, m.unreachable} {
+		for name, h := range set {
+			if h.checking || !h.checked.IsZero() && now.Sub(h.checked) < m.cfg.NodeCheckInterval {
+				continue
+			}
+			h.checking = true
+			out = append(out, dueCheck{name: name, addr: h.addr})
 		}
-		h.checking = true
-		out = append(out, dueCheck{name: name, addr: h.addr})
 	}
 	return out
 }
@@ -137,6 +141,19 @@ func (m *Membership) checked(r checkResult) {
 		return
 	}
 	m.mu.Lock()
+	if u, ok := m.unreachable[r.name]; ok && m.held[r.name] == nil {
+		u.checking = false
+		u.checked = time.Now()
+		if r.err != nil || !r.alive { // its node is gone too: no partition
+			delete(m.unreachable, r.name)
+			m.mu.Unlock()
+			m.log.Info("an unreachable member's node stopped answering: counted as dead", "node", r.name)
+			m.notify()
+			return
+		}
+		m.mu.Unlock()
+		return
+	}
 	h, ok := m.held[r.name]
 	if !ok { // came back meanwhile
 		m.mu.Unlock()
@@ -171,6 +188,11 @@ func (m *Membership) expire() {
 		if time.Since(h.since) >= m.cfg.AgentLossTimeout {
 			m.drop(name)
 			gone = append(gone, name)
+			if !h.checked.IsZero() {
+				// Its node answered all along: its agent is gone, or
+				// gossip is cut between us (a partition; see Unreachable).
+				m.unreachable[name] = &held{addr: h.addr, since: h.since, checked: h.checked}
+			}
 		}
 	}
 	m.mu.Unlock()
@@ -188,4 +210,16 @@ func (m *Membership) drop(name string) {
 	m.met.held.Set(float64(len(m.held)))
 	m.met.failures.Inc()
 	m.met.live.Set(float64(len(m.live)))
+}
+
+// Unreachable returns, sorted, the members that gossip lost while their
+// node kept answering ARP/NDP past AgentLossTimeout: their agent is gone,
+// or gossip is cut between us while the segment works (a partition). Each
+// is re-checked every NodeCheckInterval and forgotten once it rejoins or
+// its node stops answering. The agent uses it to tell a majority from a
+// minority (fail-safe partitions).
+func (m *Membership) Unreachable() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.unreachable))
 }

@@ -204,3 +204,26 @@ func TestNodePeersKeyedByName(t *testing.T) {
 		t.Errorf("missingPeers() = %v, want %v", got, want)
 	}
 }
+
+// A member dropped after AgentLossTimeout while its node still answers is
+// unreachable (a gone agent, or a gossip partition) until its node stops
+// answering or it rejoins.
+func TestUnreachable(t *testing.T) {
+	kernel := &fakeKernel{}
+	kernel.alive.Store(true)
+	a, b, bcfg := checkedPair(t, kernel, 300*time.Millisecond)
+	crash(b)
+	b.stop(t)
+	waitFor(t, 5*time.Second, "b unreachable", func() bool { return slices.Equal(a.Unreachable(), []string{"b"}) })
+	if got := a.Members(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("Members() = %v", got)
+	}
+	b2, _ := runMember(t, bcfg)
+	b2.SetPeers([]string{a.Addr()})
+	waitFor(t, 5*time.Second, "b back", func() bool { return len(a.Members()) == 2 && len(a.Unreachable()) == 0 })
+	crash(b2)
+	b2.stop(t)
+	waitFor(t, 5*time.Second, "b unreachable again", func() bool { return slices.Equal(a.Unreachable(), []string{"b"}) })
+	kernel.alive.Store(false)
+	waitFor(t, 5*time.Second, "b's node gone: no longer unreachable", func() bool { return len(a.Unreachable()) == 0 })
+}

@@ -44,7 +44,10 @@ type Membership struct {
 	metas   map[string][]byte   // name -> its metadata, as last gossiped
 	leaving map[string]bool     // names that announced a graceful leave
 	held    map[string]*held    // failed members whose node still answers (hold.go)
-	addr    string              // our advertised address once running
+	// unreachable: dropped after AgentLossTimeout while their node still
+	// answered (hold.go, Unreachable).
+	unreachable map[string]*held
+	addr        string // our advertised address once running
 
 	meta atomic.Value  // []byte: our own node metadata (SetMeta)
 	gen  atomic.Uint64 // Generation
@@ -71,6 +74,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		metas:    map[string][]byte{},
 		leaving:  map[string]bool{},
 		held:     map[string]*held{},
+
+		unreachable: map[string]*held{},
 	}
 	m.meta.Store([]byte(nil))
 	return m, nil
@@ -280,6 +285,7 @@ func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	clear(m.live)
 	clear(m.metas)
 	clear(m.held)
+	clear(m.unreachable)
 	m.met.held.Set(0)
 	m.addr = ""
 	m.met.live.Set(0)
@@ -333,6 +339,7 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	m.live[n.Name] = n.Address()
 	m.metas[n.Name] = slices.Clone(n.Meta)
 	delete(m.leaving, n.Name)
+	delete(m.unreachable, n.Name)
 	wasHeld := m.unhold(n.Name)
 	count := len(m.live)
 	if !wasHeld {
