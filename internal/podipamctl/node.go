@@ -193,9 +193,9 @@ func (n *nodeSide) poolOf(ctx context.Context, namespace, pod string) (string, e
 	name, from := DefaultPool, ""
 	var p corev1.Pod
 	var ns corev1.Namespace
-	if err := n.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil && p.Annotations[mooringv1.AnnotationPodIPPool] != "" {
+	if err := n.get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil && p.Annotations[mooringv1.AnnotationPodIPPool] != "" {
 		name, from = p.Annotations[mooringv1.AnnotationPodIPPool], "pod "+namespace+"/"+pod
-	} else if err := n.cache.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil && ns.Annotations[mooringv1.AnnotationPodIPPool] != "" {
+	} else if err := n.get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil && ns.Annotations[mooringv1.AnnotationPodIPPool] != "" {
 		name, from = ns.Annotations[mooringv1.AnnotationPodIPPool], "namespace "+namespace
 	}
 	if from != "" {
@@ -205,6 +205,22 @@ func (n *nodeSide) poolOf(ctx context.Context, namespace, pod string) (string, e
 		}
 	}
 	return name, nil
+}
+
+// get reads from the cache, and from the API server when the cache does
+// not have the object yet: the runtime calls ADD right after the pod is
+// bound, and a pod must not land in the wrong pool because this agent's
+// watch was a few milliseconds late. A pod without a name (a bare CNI
+// call) is not looked up.
+func (n *nodeSide) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	if key.Name == "" {
+		return apierrors.NewNotFound(corev1.Resource("pods"), "")
+	}
+	err := n.cache.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = n.c.Get(ctx, key, obj)
+	}
+	return err
 }
 
 // sync feeds the node's blocks to ipamd and, in the cutting modes, writes
