@@ -94,15 +94,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil || mode == ModeOff {
 		return err
 	}
+	// This node's objects only, unless direct routes need every node's
+	// blocks and addresses. (ByObject is keyed by pointer: one key per type.)
+	own := cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)}
+	if cfg.PodRoutes == "direct" {
+		own = cache.ByObject{}
+	}
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
-		&corev1.Node{}:           {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
-		&mooringv1.PodIPAMNode{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
+		&corev1.Node{}:           own,
+		&mooringv1.PodIPAMNode{}: own,
 		&corev1.Namespace{}:      {},
 		&mooringv1.PodIPPool{}:   {},
-	}
-	if cfg.PodRoutes == "direct" { // every node's blocks and addresses
-		byObject[&corev1.Node{}], byObject[&mooringv1.PodIPAMNode{}] = cache.ByObject{}, cache.ByObject{}
 	}
 	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
 	if err != nil {
