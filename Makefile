@@ -31,6 +31,7 @@ generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(CONTROLLER_GEN) rbac:roleName=mooring-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac/controller
 	$(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac/agent
+	$(CONTROLLER_GEN) rbac:roleName=mooring-pod-ipam paths=./internal/podipamctl/... output:rbac:artifacts:config=config/rbac/podipam
 	$(GO) run ./hack/chart
 
 # verify fails when generated files, gofmt or go mod tidy are stale.

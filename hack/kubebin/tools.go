@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package tools pins the control-plane commands this module builds, so that
+// Package tools pins the Kubernetes commands this module builds, so that
 // go mod tidy keeps their dependencies.
 package tools
 
@@ -8,4 +8,6 @@ import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-proxy"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubectl"
 )

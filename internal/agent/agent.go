@@ -73,11 +73,13 @@ type Deps struct {
 // the way: only the informer caches and the live member set are read, so it
 // keeps announcing and failing over while the API server is away.
 type Agent struct {
-	cfg  Config
-	deps Deps
-	log  *slog.Logger
-	met  *metrics
-	rec  *recorder
+	cfg   Config
+	deps  Deps
+	log   *slog.Logger
+	met   *metrics
+	rec   *recorder
+	elig  *eligibility // eligibility.go
+	ready readiness    // health.go
 
 	dirty *dirty
 	// One mailbox per consumer of decisions, so each sees the latest.
@@ -114,6 +116,7 @@ func New(cfg Config, deps Deps) *Agent {
 	return &Agent{
 		cfg: cfg, deps: deps, log: log, met: met,
 		rec:          &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
+		elig:         newEligibility(cfg.NodeName, log, deps.Registerer, deps.Members),
 		dirty:        newDirty(),
 		publishEvery: publishEvery,
 		toStatus:     newMailbox[decision](),
@@ -139,6 +142,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		node: a.cfg.NodeName, log: a.log, met: a.met, in: a.toStatus, events: a.events, patched: map[string]string{}}
 	g.Go(func() error { return w.run(ctx) })
 	g.Go(func() error { return a.staleLoop(ctx) })
+	g.Go(func() error { return a.elig.eventLoop(ctx, a.deps.Client, a.deps.Clock) })
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
@@ -217,7 +221,7 @@ func (a *Agent) setPeers(nodes []corev1.Node) {
 	slices.Sort(peers)
 	if !slices.Equal(peers, a.peers) {
 		a.peers = peers
-		a.deps.Members.SetPeers(peers)
+		a.setMemberPeers(nodes, peers) // gossip.go
 	}
 }
 
@@ -303,6 +307,13 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 			changes = append(changes, a.state.SetInterfaces(ifaces)...)
 		}
 	}
+	// What members can serve first, members second: a member that leaves
+	// keeps its capability, so its loss stays an incremental change.
+	caps, err := a.capabilities(ctx, d) // eligibility.go
+	if err != nil {
+		return nil, err
+	}
+	changes = append(changes, a.state.SetCapabilities(caps)...)
 	changes = append(changes, a.state.SetMembers(a.deps.Members.Members())...)
 	if d.all {
 		ch, err := a.syncAllServices(ctx)

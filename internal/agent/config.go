@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"time"
 )
 
@@ -24,6 +25,22 @@ type Config struct {
 	// GossipAdvertise is the address peers dial, when it differs from the
 	// bind address; empty lets memberlist choose.
 	GossipAdvertise string
+	// GossipKeyFile holds the gossip encryption keys (a Secret mounted as a
+	// file: one base64 key per line, the first sent with); re-read every
+	// 10 s, so keys rotate without a restart. Empty: no encryption.
+	GossipKeyFile string
+	// GossipSuspicionMult scales how long gossip suspects a silent member
+	// before declaring it failed (membership.DefaultConfig).
+	GossipSuspicionMult int
+	// NodeCheckWait is how long the kernel check waits for a failed
+	// member's node to answer ARP/NDP (0 turns the check off: gossip alone
+	// decides); a member whose node answers stays for AgentLossTimeout.
+	NodeCheckWait    time.Duration
+	AgentLossTimeout time.Duration
+	// GratuitousCount and GratuitousInterval shape the gratuitous ARP /
+	// unsolicited NA after a takeover (responder.Config).
+	GratuitousCount    int
+	GratuitousInterval time.Duration
 	// MetricsAddr serves /metrics and /healthz; empty disables it.
 	MetricsAddr string
 	// SafetyInterval paces the stale-local-address check (it also runs on
@@ -41,20 +58,27 @@ type Config struct {
 	Burst int
 	// Log receives everything; nil discards.
 	Log *slog.Logger
+	// PodIPAM configures pod address allocation (see podipam.go).
+	PodIPAM PodIPAM
 }
 
 // DefaultConfig returns the flag defaults.
 func DefaultConfig() Config {
 	return Config{
-		GossipBind:     "0.0.0.0",
-		GossipPort:     7946,
-		MetricsAddr:    ":9473",
-		SafetyInterval: 5 * time.Second,
-		ProbeInterval:  10 * time.Second,
-		ProbeWait:      300 * time.Millisecond,
-		SettleTimeout:  3 * time.Second,
-		QPS:            5,
-		Burst:          10,
+		GossipBind:          "0.0.0.0",
+		GossipPort:          7946,
+		GossipSuspicionMult: 1,
+		NodeCheckWait:       150 * time.Millisecond,
+		AgentLossTimeout:    4 * time.Second,
+		GratuitousCount:     5,
+		GratuitousInterval:  200 * time.Millisecond,
+		MetricsAddr:         ":9473",
+		SafetyInterval:      5 * time.Second,
+		ProbeInterval:       10 * time.Second,
+		ProbeWait:           300 * time.Millisecond,
+		SettleTimeout:       3 * time.Second,
+		QPS:                 5,
+		Burst:               10,
 	}
 }
 
@@ -65,7 +89,7 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--node-name is required (the DaemonSet sets NODE_NAME from spec.nodeName)"))
 	}
 	if _, err := netip.ParseAddr(c.GossipBind); err != nil {
-		errs = append(errs, fmt.Errorf("--gossip-bind %q is not an IP address", c.GossipBind))
+		errs = append(errs, fmt.Errorf("--gossip-bind-address %q is not an IP address", c.GossipBind))
 	}
 	if c.GossipAdvertise != "" {
 		if _, err := netip.ParseAddr(c.GossipAdvertise); err != nil {
@@ -85,6 +109,20 @@ func (c Config) Validate() error {
 	}
 	if c.ProbeInterval > 0 && (c.ProbeWait <= 0 || c.ProbeWait >= c.ProbeInterval) {
 		errs = append(errs, fmt.Errorf("--probe-wait %s: want more than 0 and less than --probe-interval %s", c.ProbeWait, c.ProbeInterval))
+	}
+	if c.GossipSuspicionMult < 1 {
+		errs = append(errs, fmt.Errorf("--gossip-suspicion-mult %d: want at least 1", c.GossipSuspicionMult))
+	}
+	if c.NodeCheckWait < 0 || c.AgentLossTimeout <= 0 {
+		errs = append(errs, errors.New("--node-check-wait must not be negative (0 disables the check) and --agent-loss-timeout must be positive"))
+	}
+	if c.GratuitousCount < 1 || c.GratuitousInterval <= 0 {
+		errs = append(errs, errors.New("--gratuitous-count must be at least 1 and --gratuitous-interval positive"))
+	}
+	if c.GossipKeyFile != "" {
+		if _, err := os.Stat(c.GossipKeyFile); err != nil {
+			errs = append(errs, fmt.Errorf("--gossip-key-file: %w", err))
+		}
 	}
 	if c.QPS <= 0 || c.Burst < 1 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))

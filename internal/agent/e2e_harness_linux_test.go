@@ -266,7 +266,7 @@ func (c *cluster) startAgent(h *netlab.Host, extra ...string) *netlab.Process {
 	}
 	c.t.Cleanup(func() { logf.Close() })
 	args := append([]string{"agent", "--kubeconfig", c.kcs[h.Name], "--node-name", h.Name,
-		"--gossip-bind", h.Addr4.String(), "--gossip-port", fmt.Sprint(gossipPort),
+		"--gossip-bind-address", h.Addr4.String(), "--gossip-port", fmt.Sprint(gossipPort),
 		"--metrics-addr", net.JoinHostPort(h.Addr4.String(), fmt.Sprint(metricsPort)),
 		"--probe-interval", "1s", "--safety-interval", "1s", "--log-level", "debug"}, extra...)
 	cmd := exec.Command(agentBinary(c.t), args...)

@@ -84,8 +84,8 @@ func TestE2EAnnouncementSelection(t *testing.T) {
 	}
 
 	// Visible state: every node's own L2Announcer (its gossip view and
-	// interfaces); the owner of the wrong-interface address reports it
-	// there; an Event per move and none for a first announcement; no
+	// interfaces); the status writer reports that no node may announce
+	// the wrong-interface address; an Event per move and none for a first announcement; no
 	// Service written by an agent.
 	waitFor(t, 10*time.Second, "L2Announcers", func() (bool, string) {
 		var anns mooringv1.L2AnnouncerList
@@ -101,7 +101,9 @@ func TestE2EAnnouncementSelection(t *testing.T) {
 				return false, desc
 			}
 			for _, p := range an.Status.Problems {
-				problem = problem || (p.Address == "10.213.0.113" && p.Reason == mooringv1.ProblemNoMatchingInterface && an.Name == owner(addr("10.213.0.113"), three...))
+				// No node has an interface "eth" matches, so none is a
+				// candidate (eligibility): the status writer reports it.
+				problem = problem || (p.Address == "10.213.0.113" && p.Reason == mooringv1.ProblemNoEligibleNode && an.Status.StatusWriter)
 			}
 		}
 		return problem, desc

@@ -102,4 +102,12 @@ func TestDaemonSetManifest(t *testing.T) {
 		c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Fatal("NODE_NAME must come from spec.nodeName")
 	}
+	if i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "HOST_IP" }); i < 0 ||
+		c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.FieldRef == nil || c.Env[i].ValueFrom.FieldRef.FieldPath != "status.hostIP" ||
+		!slices.Contains(c.Args, "--gossip-bind-address=$(HOST_IP)") {
+		t.Fatal("gossip must bind the node's own address: HOST_IP from status.hostIP, --gossip-bind-address=$(HOST_IP)")
+	}
+	if c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+		t.Fatal("the agent's readiness probe must read /readyz")
+	}
 }

@@ -55,15 +55,14 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mem, err := membership.New(membership.Config{
-		NodeName: cfg.NodeName, BindAddr: cfg.GossipBind, BindPort: cfg.GossipPort, AdvertiseAddr: cfg.GossipAdvertise,
-	}, log.With("component", "membership"), reg)
+	mem, err := membership.New(cfg.membershipConfig(), log.With("component", "membership"), reg)
 	if err != nil {
 		return err
 	}
-	resp := responder.New(responder.Config{}, log.With("component", "responder"), reg)
+	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
+		log.With("component", "responder"), reg)
 	a := New(cfg, Deps{
-		Reader: informers, Client: writer, Members: mem, Responder: resp,
+		Reader: informers, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
 	})
@@ -75,8 +74,9 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return informers.Start(ctx) })
 	g.Go(func() error { return mem.Run(ctx) })
 	g.Go(func() error { return resp.Run(ctx) })
-	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.Ready, log) })
+	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
+	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })
 	g.Go(func() error {
 		// The first decision must see complete caches: a partial Service
 		// list would withdraw addresses for a moment.

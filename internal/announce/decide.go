@@ -71,7 +71,7 @@ type addrState struct {
 func Decide(in Input) Result {
 	u := newUniverse(in.Nodes, in.Members)
 	pols, problems := compile(in.Policies)
-	selectNodes(pols, in.Nodes, u)
+	selectNodes(pols, in.Nodes, u, in.Capabilities)
 	states := collect(in, pols, u)
 
 	res := Result{Problems: problems}
@@ -96,7 +96,7 @@ func Decide(in Input) Result {
 			res.Problems = append(res.Problems, Problem{Addr: a, Message: fmt.Sprintf(
 				"no live node may announce %s for %s: check the policies' nodeSelector, the nodes' gossip and, for externalTrafficPolicy: Local, the ready endpoints", a, keyList(o.Services))})
 		case best == local:
-			res.Local, res.Problems = localEntries(res.Local, res.Problems, a, st, in.Interfaces)
+			res.Local, res.Problems = localEntries(res.Local, res.Problems, a, st, in.Interfaces, in.Capabilities.interfaceMatcher(in.Local))
 		}
 	}
 	slices.SortFunc(res.Local, func(x, y Entry) int {
@@ -162,11 +162,11 @@ func compileInterface(expr string) (*regexp.Regexp, error) {
 	return re, nil
 }
 
-func selectNodes(pols []*policy, nodes []Node, u *universe) {
+func selectNodes(pols []*policy, nodes []Node, u *universe, caps Capabilities) {
 	for _, p := range pols {
 		p.nodes = newNodeSet(len(u.names))
 		for _, n := range nodes {
-			if i := u.indexOf(n.Name); i >= 0 && p.NodeSelector.Matches(n.Labels) {
+			if i := u.indexOf(n.Name); i >= 0 && p.NodeSelector.Matches(n.Labels) && caps.canServe(p, n.Name) {
 				p.nodes.add(i)
 			}
 		}
@@ -254,11 +254,11 @@ func announceable(a netip.Addr) (netip.Addr, bool) {
 
 // localEntries adds the interfaces the local node (the owner of a) answers
 // on: those matched by the policies under which it was eligible.
-func localEntries(out []Entry, problems []Problem, a netip.Addr, st *addrState, ifaces []Interface) ([]Entry, []Problem) {
+func localEntries(out []Entry, problems []Problem, a netip.Addr, st *addrState, ifaces []Interface, matches func(*policy, Interface) bool) ([]Entry, []Problem) {
 	n := len(out)
 	for _, ifi := range ifaces {
 		for p := range st.localPols {
-			if matchesInterface(p, ifi) {
+			if matches(p, ifi) {
 				out = append(out, Entry{Addr: a, IfIndex: ifi.Index, IfName: ifi.Name})
 				break
 			}

@@ -38,7 +38,7 @@ func OwnerInterfaces(in Input, owners []Owner, ifaces map[string][]Interface) ma
 			}
 		}
 		st := &addrState{localPols: selected}
-		es, _ := localEntries(nil, nil, o.Addr, st, ifaces[o.Node])
+		es, _ := localEntries(nil, nil, o.Addr, st, ifaces[o.Node], in.Capabilities.interfaceMatcher(o.Node))
 		var names []string
 		for _, e := range sortEntries(es) {
 			names = append(names, e.IfName)

@@ -26,6 +26,7 @@ type State struct {
 	policies []Policy
 	nodes    []Node // sorted by name
 
+	caps        Capabilities // SetCapabilities (eligibility.go); nil: no filter
 	pols        []*policy
 	polProblems []Problem
 	u           *universe // every known node, live or not
@@ -164,7 +165,7 @@ func (s *State) SetNodes(nodes []Node) []Change {
 	if slices.EqualFunc(ns, s.nodes, func(a, b Node) bool { return a.Name == b.Name && maps.Equal(a.Labels, b.Labels) }) {
 		return nil
 	}
-	same := sameSelection(s.pols, ns, s.u)
+	same := sameSelection(s.pols, ns, s.u, s.caps)
 	s.nodes = ns
 	if same {
 		return nil
@@ -207,7 +208,7 @@ func (s *State) SetInterfaces(ifaces []Interface) []Change {
 // Input returns the state's input, for Decide.
 func (s *State) Input() Input {
 	in := Input{Policies: slices.Clone(s.policies), Nodes: slices.Clone(s.nodes), Members: slices.Clone(s.members),
-		Local: s.local, Interfaces: slices.Clone(s.ifaces)}
+		Local: s.local, Interfaces: slices.Clone(s.ifaces), Capabilities: maps.Clone(s.caps)}
 	for _, k := range slices.SortedFunc(maps.Keys(s.services), compareKeys) {
 		in.Services = append(in.Services, s.services[k].svc)
 	}
@@ -427,7 +428,7 @@ func (s *State) finish(a netip.Addr, e *addrEntry) {
 			}
 		}
 		var probs []Problem
-		e.local, probs = localEntries(nil, nil, a, st, s.ifaces)
+		e.local, probs = localEntries(nil, nil, a, st, s.ifaces, s.caps.interfaceMatcher(s.local))
 		if len(probs) > 0 {
 			e.problem = &probs[0]
 		}
@@ -442,7 +443,7 @@ func (s *State) rebuild() {
 	}
 	s.u = newUniverse(s.nodes, names)
 	s.pols, s.polProblems = compile(s.policies)
-	selectNodes(s.pols, s.nodes, s.u)
+	selectNodes(s.pols, s.nodes, s.u, s.caps)
 	s.live = s.liveSet()
 	s.listen = listen(s.pols, s.ifaces)
 }
@@ -491,7 +492,7 @@ func (s *State) rebuildAll() []Change {
 
 // sameSelection reports whether nodes (sorted) select exactly the nodes
 // each policy selects now, with the same universe.
-func sameSelection(pols []*policy, nodes []Node, u *universe) bool {
+func sameSelection(pols []*policy, nodes []Node, u *universe, caps Capabilities) bool {
 	if len(nodes) != len(u.names) {
 		return false
 	}
@@ -502,7 +503,7 @@ func sameSelection(pols []*policy, nodes []Node, u *universe) bool {
 	}
 	for _, p := range pols {
 		for i, n := range nodes {
-			if p.NodeSelector.Matches(n.Labels) != p.nodes.has(i) {
+			if (p.NodeSelector.Matches(n.Labels) && caps.canServe(p, n.Name)) != p.nodes.has(i) {
 				return false
 			}
 		}

@@ -70,6 +70,9 @@ type Input struct {
 	// Local is the local node's name; Interfaces are its interfaces.
 	Local      string
 	Interfaces []Interface
+	// Capabilities, when non-nil, limits each member to the policies it
+	// can serve (eligibility.go); nil keeps every live member eligible.
+	Capabilities Capabilities
 }
 
 // Entry is one (address, interface) pair the local node must answer for.

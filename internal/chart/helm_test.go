@@ -79,7 +79,13 @@ func helm(t testing.TB, args ...string) (string, error) {
 // (-f, --set, ...) and returns the objects.
 func render(t testing.TB, args ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out, err := helm(t, append([]string{"template", "mooring", Dir, "--namespace", "mooring-system"}, args...)...)
+	return renderRelease(t, "mooring", args...)
+}
+
+// renderRelease is render with another release name.
+func renderRelease(t testing.TB, release string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out, err := helm(t, append([]string{"template", release, Dir, "--namespace", "mooring-system"}, args...)...)
 	if err != nil {
 		t.Fatalf("helm template %v: %v", args, err)
 	}

@@ -305,3 +305,15 @@ func TestInstallDocIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// The CRDs' CEL IP/CIDR library needs Kubernetes 1.31: the chart says so.
+func TestRefusesKubernetesBefore131(t *testing.T) {
+	set := "agent.gossipKey.value=" + testKey
+	_, err := helm(t, "template", "mooring", Dir, "--set", set, "--kube-version", "1.30.9")
+	if err == nil || !strings.Contains(err.Error(), "1.31") {
+		t.Errorf("Kubernetes 1.30: err %v, want a refusal naming 1.31", err)
+	}
+	if _, err := helm(t, "template", "mooring", Dir, "--set", set, "--kube-version", "1.31.0"); err != nil {
+		t.Errorf("Kubernetes 1.31: %v", err)
+	}
+}

@@ -42,7 +42,7 @@ func TestSharedFlagWording(t *testing.T) {
 				}
 				return
 			}
-			if strings.Contains(f.Name, "kubeconfig") || strings.HasPrefix(f.Name, "metrics") {
+			if strings.Contains(f.Name, "kubeconfig") || servesMetrics(f.Name) {
 				t.Errorf("%s --%s: name the flag --%s or --%s", c.CommandPath(), f.Name, cliutil.KubeconfigFlag, cliutil.MetricsAddrFlag)
 			}
 		})
@@ -51,6 +51,21 @@ func TestSharedFlagWording(t *testing.T) {
 	if seen[cliutil.KubeconfigFlag] < 3 || seen[cliutil.MetricsAddrFlag] < 2 {
 		t.Errorf("too few shared flags found: %v", seen)
 	}
+}
+
+// servesMetrics says whether a flag's name says it is where metrics are
+// served (--metrics-bind-address, --metrics-listen, ...); a client-side
+// setting such as doctor's --metrics-port is another flag.
+func servesMetrics(name string) bool {
+	if !strings.HasPrefix(name, "metrics") {
+		return false
+	}
+	for _, s := range []string{"addr", "address", "bind", "listen"} {
+		if strings.HasSuffix(name, s) || strings.Contains(name, "-"+s+"-") {
+			return true
+		}
+	}
+	return false
 }
 
 // doubled reports an error line that repeats a segment: "lab: lab: ...".

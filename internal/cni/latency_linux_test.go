@@ -39,8 +39,8 @@ func TestCNIAddLatency(t *testing.T) {
 	mi := fmt.Sprintf(`"ipam":{"type":"mooring-ipam","socket":%q}`, ag.sock)
 	list := func(s string) *libcni.NetworkConfigList { return mustList(t, s) }
 	type variant struct {
-		name string
-		l    *libcni.NetworkConfigList
+		name  string
+		l     *libcni.NetworkConfigList
 		every int // run in every n-th round only
 		lat   []time.Duration
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
+
+	"github.com/mooringlb/mooring/internal/podipamctl"
 )
 
 // Defaults for the flags of `mooring controller`.
@@ -75,6 +77,10 @@ type Config struct {
 
 	// Clock stamps condition transition times; nil means the real clock.
 	Clock clock.PassiveClock
+
+	// PodIPAM configures pod IPAM (internal/podipamctl); its zero value is
+	// mode off. Namespace and Log are taken from this Config.
+	PodIPAM podipamctl.Config
 }
 
 // Validate reports the first unusable setting, naming the fix.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
@@ -35,12 +37,20 @@ type poolReconciler struct {
 }
 
 func (r *poolReconciler) setup(mgr manager.Manager) error {
+	// Nodes and L2AnnouncementPolicies only feed the pools' subnet
+	// condition: a change asks the status writer for a recompute.
+	kick := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		r.st.kick()
+		return nil
+	})
 	return builder.ControllerManagedBy(mgr).
 		Named("lbipam-pools").
 		Watches(&mooringv1.LoadBalancerIPPool{},
 			handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 				return []reconcile.Request{allPools}
 			})).
+		Watches(&corev1.Node{}, kick, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&mooringv1.L2AnnouncementPolicy{}, kick, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(r)
 }
 
@@ -103,6 +113,12 @@ func (w *poolStatusWriter) Start(ctx context.Context) error {
 
 func (w *poolStatusWriter) flush(ctx context.Context) {
 	reports, inputs := w.snapshot()
+	var subnets *nodeSubnets
+	if ns, err := readNodeSubnets(ctx, w.c); err != nil {
+		w.log.Warn("nodes or L2AnnouncementPolicies not readable; pool subnet conditions left as they are", "err", err)
+	} else {
+		subnets = &ns
+	}
 	for _, k := range w.st.takeRequeue() {
 		select {
 		case w.st.requeue <- requeueEvent(k):
@@ -111,7 +127,7 @@ func (w *poolStatusWriter) flush(ctx context.Context) {
 		}
 	}
 	for _, rep := range reports {
-		if err := w.writePool(ctx, rep, inputs[rep.Name]); err != nil && ctx.Err() == nil {
+		if err := w.writePool(ctx, rep, inputs[rep.Name], subnets); err != nil && ctx.Err() == nil {
 			w.log.Warn("pool status not written; retrying", "pool", rep.Name, "err", err)
 			w.st.kick()
 		}
@@ -147,12 +163,12 @@ func (w *poolStatusWriter) snapshot() ([]lbipam.PoolReport, map[string]poolInput
 	return reports, inputs
 }
 
-func (w *poolStatusWriter) writePool(ctx context.Context, rep lbipam.PoolReport, in poolInput) error {
+func (w *poolStatusWriter) writePool(ctx context.Context, rep lbipam.PoolReport, in poolInput, subnets *nodeSubnets) error {
 	var p mooringv1.LoadBalancerIPPool
 	if err := w.c.Get(ctx, types.NamespacedName{Name: rep.Name}, &p); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	desired := desiredPoolStatus(&p, rep, in, metav1.NewTime(w.clock.Now()))
+	desired := desiredPoolStatus(&p, rep, in, subnets, metav1.NewTime(w.clock.Now()))
 	if equality.Semantic.DeepEqual(p.Status, desired) {
 		return nil
 	}
@@ -165,7 +181,8 @@ func (w *poolStatusWriter) writePool(ctx context.Context, rep lbipam.PoolReport,
 	return err
 }
 
-func desiredPoolStatus(p *mooringv1.LoadBalancerIPPool, rep lbipam.PoolReport, in poolInput, now metav1.Time) mooringv1.LoadBalancerIPPoolStatus {
+// desiredPoolStatus: subnets nil leaves the subnet condition as it is.
+func desiredPoolStatus(p *mooringv1.LoadBalancerIPPool, rep lbipam.PoolReport, in poolInput, subnets *nodeSubnets, now metav1.Time) mooringv1.LoadBalancerIPPoolStatus {
 	st := *p.Status.DeepCopy()
 	st.ObservedGeneration = p.Generation
 	st.IPv4, st.IPv6 = familyUsage(rep.IPv4), familyUsage(rep.IPv6)
@@ -191,6 +208,11 @@ func desiredPoolStatus(p *mooringv1.LoadBalancerIPPool, rep lbipam.PoolReport, i
 	}
 	ready, reason, msg := poolReadiness(p, rep, in)
 	set(mooringv1.ConditionReady, ready, reason, msg)
+	if subnets != nil {
+		status, reason, msg := subnetCondition(in.pool, *subnets)
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionOutsideNodeSubnets, Status: status, Reason: reason,
+			Message: truncate(msg, 32768), ObservedGeneration: p.Generation, LastTransitionTime: now})
+	}
 	return st
 }
 

@@ -25,6 +25,8 @@ import (
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=services/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=loadbalancerippools,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=loadbalancerippools/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -44,6 +46,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := lockPodIPAMMode(ctx, &cfg); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg.REST, managerOptions(&cfg))
 	if err != nil {
 		return fmt.Errorf("controller: build manager: %w", err)
@@ -57,6 +62,9 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("controller: register metrics: %w", err)
 	}
 	if err := wire(mgr, &cfg, newState(m)); err != nil {
+		return err
+	}
+	if err := setupPodIPAM(mgr, &cfg); err != nil {
 		return err
 	}
 	cfg.Log.Info("starting LB-IPAM controller", "lease", cfg.LeaseNamespace+"/"+cfg.LeaseName,

@@ -29,7 +29,7 @@ func (s *startup) Start(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return errors.New("controller: caches did not sync; check that the ServiceAccount may list and watch services, namespaces and loadbalancerippools")
+		return errors.New("controller: caches did not sync; check that the ServiceAccount may list and watch services, namespaces, nodes, loadbalancerippools and l2announcementpolicies")
 	}
 	pools, err := listPools(ctx, s.c)
 	if err != nil {

@@ -135,10 +135,14 @@ func warningConditions(res lbipam.Result) []metav1.Condition {
 	return out
 }
 
+// joinProblems joins the messages, each once (an invalid request is
+// pending in every family with the same message).
 func joinProblems(ps []lbipam.Problem) string {
 	msgs := make([]string, 0, len(ps))
 	for _, p := range ps {
-		msgs = append(msgs, p.Message)
+		if !slices.Contains(msgs, p.Message) {
+			msgs = append(msgs, p.Message)
+		}
 	}
 	return strings.Join(msgs, "; ")
 }

@@ -57,7 +57,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	slices.SortStableFunc(es, func(a, b Entry) int { return cmp.Compare(order[a.Outcome], order[b.Outcome]) })
 	var b strings.Builder
 	for _, e := range es {
-		fmt.Fprintf(&b, "%-10s %s: %s %s: %s", strings.ToUpper(string(e.Outcome)), e.File, e.Kind, e.Object, e.Field)
+		field := e.Field
+		if field == "" {
+			field = "(whole object)"
+		}
+		fmt.Fprintf(&b, "%-10s %s: %s %s: %s", strings.ToUpper(string(e.Outcome)), e.File, e.Kind, e.Object, field)
 		if e.Target != "" {
 			fmt.Fprintf(&b, " -> %s", e.Target)
 		}

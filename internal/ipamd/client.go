@@ -1,31 +1,19 @@
 package ipamd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
+	"time"
 )
 
 // Client talks to an ipamd over its unix socket; the CNI plugin uses it.
-type Client struct {
-	socket string
-	hc     *http.Client
-}
+// It imports no HTTP stack, to keep the plugin small and quick to start.
+type Client struct{ socket string }
 
 // NewClient returns a client for the socket.
-func NewClient(socket string) *Client {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
-		},
-		DisableKeepAlives: true,
-	}
-	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
-}
+func NewClient(socket string) *Client { return &Client{socket: socket} }
 
 // UnreachableError means the agent did not answer at all.
 type UnreachableError struct {
@@ -46,57 +34,65 @@ func (e *CallError) Error() string { return e.Message }
 
 // Add asks for an allocation.
 func (c *Client) Add(ctx context.Context, req AddRequest) (Allocation, error) {
-	var al Allocation
-	return al, c.call(ctx, http.MethodPost, pathAdd, req, &al)
+	r, err := c.call(ctx, Request{Op: OpAdd, Add: &req})
+	if err != nil || r.Allocation == nil {
+		return Allocation{}, err
+	}
+	return *r.Allocation, nil
 }
 
 // Del frees an allocation.
 func (c *Client) Del(ctx context.Context, k Key) error {
-	return c.call(ctx, http.MethodPost, pathDel, k, nil)
+	_, err := c.call(ctx, Request{Op: OpDel, Key: &k})
+	return err
 }
 
 // Check returns the allocation of an attachment.
 func (c *Client) Check(ctx context.Context, k Key) (Allocation, error) {
-	var al Allocation
-	return al, c.call(ctx, http.MethodPost, pathCheck, k, &al)
+	r, err := c.call(ctx, Request{Op: OpCheck, Key: &k})
+	if err != nil || r.Allocation == nil {
+		return Allocation{}, err
+	}
+	return *r.Allocation, nil
 }
 
 // GC frees every allocation not in valid.
 func (c *Client) GC(ctx context.Context, valid []Key) (GCResponse, error) {
-	var out GCResponse
-	return out, c.call(ctx, http.MethodPost, pathGC, GCRequest{Valid: valid}, &out)
+	r, err := c.call(ctx, Request{Op: OpGC, GC: &GCRequest{Valid: valid}})
+	if err != nil || r.GC == nil {
+		return GCResponse{}, err
+	}
+	return *r.GC, nil
 }
 
 // Status returns nil when the node can give a pod an address.
 func (c *Client) Status(ctx context.Context) error {
-	return c.call(ctx, http.MethodGet, pathStatus, nil, nil)
+	_, err := c.call(ctx, Request{Op: OpStatus})
+	return err
 }
 
-func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
-	var body bytes.Buffer
-	if in != nil {
-		if err := json.NewEncoder(&body).Encode(in); err != nil {
-			return err
-		}
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://ipamd"+path, &body)
+func (c *Client) call(ctx context.Context, req Request) (Response, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
 	if err != nil {
-		return err
+		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return &UnreachableError{Socket: c.socket, Err: err}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	} else {
+		_ = conn.SetDeadline(time.Now().Add(connTimeout))
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var eb ErrorBody
-		if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil {
-			eb = ErrorBody{Kind: KindInternal, Message: fmt.Sprintf("agent answered %s", resp.Status)}
-		}
-		return &CallError{eb}
+	if err := json.NewEncoder(conn).Encode(req); err != nil {
+		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
 	}
-	if out == nil {
-		return nil
+	var resp Response
+	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
+		// The agent closed without answering: it is stopping.
+		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	if resp.Error != nil {
+		return resp, &CallError{*resp.Error}
+	}
+	return resp, nil
 }

@@ -7,20 +7,37 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 )
 
-// Wire protocol: JSON over HTTP on a unix socket. Paths below; an error is
-// a non-2xx status with an ErrorBody.
+// Wire protocol: one JSON Request per connection on a unix socket, one
+// JSON Response back, then the server closes. No HTTP: the plugin is a
+// process started per call, and every millisecond of its start-up and
+// round trip is a millisecond of pod start.
+type Request struct {
+	Op  string      `json:"op"` // add, del, check, gc, status
+	Add *AddRequest `json:"add,omitempty"`
+	Key *Key        `json:"key,omitempty"`
+	GC  *GCRequest  `json:"gc,omitempty"`
+}
+
+// Response answers a Request: Error is set when it failed.
+type Response struct {
+	Error      *ErrorBody  `json:"error,omitempty"`
+	Allocation *Allocation `json:"allocation,omitempty"`
+	GC         *GCResponse `json:"gc,omitempty"`
+}
+
+// Operations.
 const (
-	pathAdd    = "/v1/add"
-	pathDel    = "/v1/del"
-	pathCheck  = "/v1/check"
-	pathGC     = "/v1/gc"
-	pathStatus = "/v1/status"
+	OpAdd    = "add"
+	OpDel    = "del"
+	OpCheck  = "check"
+	OpGC     = "gc"
+	OpStatus = "status"
 )
 
 // Error kinds on the wire, so the plugin maps them to CNI codes.
@@ -31,7 +48,7 @@ const (
 	KindInternal = "internal"
 )
 
-// ErrorBody is the body of a failed call.
+// ErrorBody is a failed call's error.
 type ErrorBody struct {
 	Kind    string `json:"kind"`
 	Message string `json:"message"`
@@ -54,8 +71,13 @@ type Server struct {
 	Log    *slog.Logger
 }
 
+// connTimeout bounds one connection: a stuck plugin cannot hold a goroutine.
+const connTimeout = 30 * time.Second
+
 // Run listens on the socket (replacing a stale one: the store's lock proves
-// no other ipamd runs) and serves until ctx ends, then removes the socket.
+// no other ipamd runs) and serves until ctx ends; it then waits for the
+// calls in flight, so an answered ADD is always saved, and removes the
+// socket.
 func (s *Server) Run(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Dir(s.Socket), 0o755); err != nil {
 		return fmt.Errorf("ipamd: socket folder: %w", err)
@@ -69,95 +91,84 @@ func (s *Server) Run(ctx context.Context) error {
 		l.Close()
 		return err
 	}
-	srv := &http.Server{Handler: s.handler(), ReadHeaderTimeout: 5 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-done
-		_ = os.Remove(s.Socket)
-		return nil
-	case err := <-done:
-		return fmt.Errorf("ipamd: serve: %w", err)
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			wg.Wait()
+			_ = os.Remove(s.Socket)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("ipamd: accept: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serve(ctx, conn)
+		}()
 	}
 }
 
-func (s *Server) handler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+pathAdd, func(w http.ResponseWriter, r *http.Request) {
-		var req AddRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		al, err := s.Alloc.Add(r.Context(), req)
-		s.reply(w, "add", req.Key, al, err)
-	})
-	mux.HandleFunc("POST "+pathDel, func(w http.ResponseWriter, r *http.Request) {
-		var k Key
-		if !decode(w, r, &k) {
-			return
-		}
-		s.reply(w, "del", k, struct{}{}, s.Alloc.Del(k))
-	})
-	mux.HandleFunc("POST "+pathCheck, func(w http.ResponseWriter, r *http.Request) {
-		var k Key
-		if !decode(w, r, &k) {
-			return
-		}
+func (s *Server) serve(ctx context.Context, conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(connTimeout))
+	var req Request
+	if err := json.NewDecoder(conn).Decode(&req); err != nil {
+		_ = json.NewEncoder(conn).Encode(Response{Error: &ErrorBody{Kind: KindBad, Message: err.Error()}})
+		return
+	}
+	resp, key := s.handle(context.WithoutCancel(ctx), req)
+	if resp.Error != nil && s.Log != nil && req.Op != OpStatus {
+		s.Log.Debug("ipamd request failed", "op", req.Op, "container", key.ContainerID, "ifname", key.IfName, "err", resp.Error.Message)
+	}
+	_ = json.NewEncoder(conn).Encode(resp)
+}
+
+func (s *Server) handle(ctx context.Context, req Request) (Response, Key) {
+	var k Key
+	if req.Key != nil {
+		k = *req.Key
+	}
+	switch {
+	case req.Op == OpAdd && req.Add != nil:
+		al, err := s.Alloc.Add(ctx, *req.Add)
+		return reply(&al, err), req.Add.Key
+	case req.Op == OpDel && req.Key != nil:
+		return reply(nil, s.Alloc.Del(k)), k
+	case req.Op == OpCheck && req.Key != nil:
 		al, err := s.Alloc.Get(k)
-		s.reply(w, "check", k, al, err)
-	})
-	mux.HandleFunc("POST "+pathGC, func(w http.ResponseWriter, r *http.Request) {
-		var req GCRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		freed, err := s.Alloc.GC(req.Valid)
+		return reply(&al, err), k
+	case req.Op == OpGC && req.GC != nil:
+		freed, err := s.Alloc.GC(req.GC.Valid)
 		if len(freed) > 0 && s.Log != nil {
 			s.Log.Info("CNI GC freed stale allocations", "count", len(freed))
 		}
-		s.reply(w, "gc", Key{}, GCResponse{Freed: freed}, err)
-	})
-	mux.HandleFunc("GET "+pathStatus, func(w http.ResponseWriter, r *http.Request) {
-		s.reply(w, "status", Key{}, struct{}{}, s.Alloc.Status())
-	})
-	return mux
-}
-
-func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(v); err != nil {
-		writeJSON(w, http.StatusBadRequest, ErrorBody{Kind: KindBad, Message: err.Error()})
-		return false
+		r := reply(nil, err)
+		if err == nil {
+			r.GC = &GCResponse{Freed: freed}
+		}
+		return r, k
+	case req.Op == OpStatus:
+		return reply(nil, s.Alloc.Status()), k
 	}
-	return true
+	return Response{Error: &ErrorBody{Kind: KindBad, Message: fmt.Sprintf("unknown or incomplete request %q", req.Op)}}, k
 }
 
-func (s *Server) reply(w http.ResponseWriter, op string, k Key, v any, err error) {
+func reply(al *Allocation, err error) Response {
 	if err == nil {
-		writeJSON(w, http.StatusOK, v)
-		return
+		return Response{Allocation: al}
 	}
-	body := ErrorBody{Kind: KindInternal, Message: err.Error()}
-	code := http.StatusInternalServerError
+	body := &ErrorBody{Kind: KindInternal, Message: err.Error()}
 	switch {
 	case errors.Is(err, ErrNoBlock):
-		body.Kind, code = KindNoBlock, http.StatusServiceUnavailable
+		body.Kind = KindNoBlock
 	case errors.Is(err, ErrNotFound):
-		body.Kind, code = KindNotFound, http.StatusNotFound
+		body.Kind = KindNotFound
 	case errors.Is(err, ErrBadRequest):
-		body.Kind, code = KindBad, http.StatusBadRequest
+		body.Kind = KindBad
 	}
-	if s.Log != nil && op != "status" {
-		s.Log.Debug("ipamd request failed", "op", op, "container", k.ContainerID, "ifname", k.IfName, "err", err)
-	}
-	writeJSON(w, code, body)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+	return Response{Error: body}
 }

@@ -60,6 +60,10 @@ type Ready struct {
 	URL, From string
 	// Elapsed is the time from Run's start until ready.
 	Elapsed time.Duration
+	// KubectlDir holds only `kubectl`, a link to the one built with the
+	// control plane (its version matches the apiserver's), for $PATH; ""
+	// when the kubebin folder has none.
+	KubectlDir string
 	// Cluster gives the caller (tests, `mooring failover`) the namespaces.
 	Cluster *Cluster
 }
@@ -154,7 +158,7 @@ func (c *Cluster) build(ctx context.Context) error {
 		return fmt.Errorf("lab: control socket: %w", err)
 	}
 	fwd := &forwarder{ln: fwdLn, host: c.cp, target: netip.AddrPortFrom(c.cp.Addr4, APIServerPort), log: c.log}
-	ctl := &controlServer{ln: ctlLn, kill: c.Kill, restore: c.Restore, down: c.down}
+	ctl := &controlServer{ln: ctlLn, kill: c.Kill, restore: c.Restore, record: c.RecordRestart, down: c.down}
 	c.wg.Go(func() { fwd.Run(ctx) })
 	c.wg.Go(func() { ctl.Run(ctx) })
 	if err := c.pki.writeKubeconfig(c.paths.Kubeconfig, "https://"+fwdLn.Addr().String()); err != nil {
@@ -246,6 +250,12 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	if err := c.startComponent(kcmComponent(&c.cfg, c.paths)); err != nil {
 		return nil, err
 	}
+	// kube-scheduler came later to `make kubebin`: an older build lacks it.
+	if sched := schedulerComponent(&c.cfg, c.paths); isExecutable(sched.Path) {
+		if err := c.startComponent(sched); err != nil {
+			return nil, err
+		}
+	}
 	for _, n := range c.nodes {
 		comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
 		if c.cfg.Mooring {
@@ -257,7 +267,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			}
 		}
 	}
-	if err := createCore(ctx, c.cs, c.nodes); err != nil {
+	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring); err != nil {
 		return nil, err
 	}
 	c.progress("all processes started")
@@ -386,6 +396,9 @@ func (c *Cluster) close(cancel context.CancelFunc) error {
 		<-p.p.Done()
 		errs = append(errs, waitGroupGone(p.p.PID, 5*time.Second))
 	}
+	// What users started inside the lab (`lab exec ... &`) goes too: it
+	// would otherwise keep a dead lab's namespace alive.
+	errs = append(errs, c.killStrays())
 	cancel()
 	if c.cp != nil {
 		errs = append(errs, c.cp.Release())
@@ -400,6 +413,29 @@ func (c *Cluster) close(cancel context.CancelFunc) error {
 		}
 	}
 	errs = append(errs, os.RemoveAll(c.paths.Dir))
+	return errors.Join(errs...)
+}
+
+// killStrays SIGKILLs every process left in the lab's namespaces.
+func (c *Cluster) killStrays() error {
+	var hosts []*netlab.Host
+	if c.net != nil {
+		hosts = append(c.net.Nodes(), c.net.Client())
+	}
+	if c.cp != nil {
+		hosts = append(hosts, c.cp)
+	}
+	var errs []error
+	for _, h := range hosts {
+		ns, err := nsOfFD(int(h.NS()))
+		if err == nil {
+			var n int
+			if n, err = killNetNS(ns, 5*time.Second); n > 0 {
+				c.log.Info("killed processes left in the lab", "host", h.Name, "count", n)
+			}
+		}
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

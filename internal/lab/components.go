@@ -21,6 +21,7 @@ type component struct {
 	Path string
 	Args []string
 	Env  []string // added to the lab's environment
+	Dir  string   // working directory; "" is the lab's
 }
 
 // paths is the layout of the state dir.
@@ -30,6 +31,7 @@ type paths struct {
 	Control        string // control socket
 	PKI            string
 	Logs           string
+	Bin            string // kubectl, for $PATH
 	Etcd           string
 	Kubeconfig     string // admin, via the host's forwarder (127.0.0.1)
 	ClusterKubecfg string // admin, for processes inside the lab (10.213.0.2)
@@ -42,6 +44,7 @@ func newPaths(dir string) paths {
 		Control:        filepath.Join(dir, "control.sock"),
 		PKI:            filepath.Join(dir, "pki"),
 		Logs:           filepath.Join(dir, "logs"),
+		Bin:            filepath.Join(dir, "bin"),
 		Etcd:           filepath.Join(dir, "etcd"),
 		Kubeconfig:     filepath.Join(dir, "kubeconfig"),
 		ClusterKubecfg: filepath.Join(dir, "cluster.kubeconfig"),
@@ -118,6 +121,21 @@ func kcmComponent(c *Config, p paths) component {
 			// Kubernetes checks every 5 s; 1 s keeps the phase-2 measurement
 			// from being quantised by the check period.
 			"--node-monitor-period=1s",
+		},
+	}
+}
+
+// schedulerComponent runs kube-scheduler next to the apiserver, so that
+// pods created without spec.nodeName land on a node (the demo pods are
+// bound by name and do not need it).
+func schedulerComponent(c *Config, p paths) component {
+	return component{
+		Name: "kube-scheduler", Host: controlPlaneHost,
+		Path: filepath.Join(c.KubeBin, "kube-scheduler"),
+		Args: []string{
+			"--kubeconfig=" + p.ClusterKubecfg,
+			"--leader-elect=false",
+			"--secure-port=0",
 		},
 	}
 }
@@ -205,6 +223,7 @@ func (comp component) command(logs string) (*exec.Cmd, *os.File, error) {
 	}
 	cmd := exec.Command(comp.Path, comp.Args...)
 	cmd.Env = append(os.Environ(), comp.Env...)
+	cmd.Dir = comp.Dir
 	cmd.Stdout, cmd.Stderr = f, f
 	return cmd, f, nil
 }

@@ -2,20 +2,24 @@ package lab
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"time"
 )
 
 // controlServer serves the unix socket that `lab kill` and `lab down` use:
-// POST /kill?node=<name>, POST /restore?node=<name> and POST /down. Kills run in the `lab up` process
+// POST /kill?node=<name>, POST /restore?node=<name>, POST
+// /restart-on-restore (a Restart as JSON) and POST /down. Kills run in the `lab up` process
 // because it holds the processes and the namespaces.
 type controlServer struct {
 	ln      net.Listener
 	kill    func(node string) error
 	restore func(node string) error
+	record  func(Restart) error
 	down    func()
 }
 
@@ -37,6 +41,18 @@ func (s *controlServer) Run(ctx context.Context) {
 			return
 		}
 		fmt.Fprintf(w, "restored %s\n", node)
+	})
+	mux.HandleFunc("POST /restart-on-restore", func(w http.ResponseWriter, r *http.Request) {
+		var rs Restart
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&rs); err != nil {
+			http.Error(w, "lab: reading the command to record: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := s.record(rs); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		fmt.Fprintf(w, "recorded for %s\n", rs.Node)
 	})
 	mux.HandleFunc("POST /down", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "going down")

@@ -19,21 +19,21 @@ import (
 // never unlocked: on error the process is about to exit anyway.
 func Exec(nsPath string, argv []string) error {
 	if len(argv) == 0 {
-		return errors.New("lab: exec: no command given (use: mooring lab exec <host> -- <command>)")
+		return errors.New("lab: no command given: use mooring lab exec <host> -- <command> [args...]")
 	}
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
-		return fmt.Errorf("lab: exec: %w", err)
+		return fmt.Errorf("lab: %w", err) // exec.LookPath's error says "exec: ..."
 	}
 	runtime.LockOSThread()
 	fd, err := unix.Open(nsPath, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("lab: exec: opening %s: %w", nsPath, err)
+		return fmt.Errorf("lab: opening %s: %w", nsPath, err)
 	}
 	err = unix.Setns(fd, unix.CLONE_NEWNET)
 	unix.Close(fd)
 	if err != nil {
-		return fmt.Errorf("lab: exec: entering %s: %w", nsPath, err)
+		return fmt.Errorf("lab: entering %s: %w", nsPath, err)
 	}
-	return fmt.Errorf("lab: exec %s: %w", path, syscall.Exec(path, argv, os.Environ()))
+	return fmt.Errorf("lab: running %s: %w", path, syscall.Exec(path, argv, os.Environ()))
 }

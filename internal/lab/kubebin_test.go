@@ -56,7 +56,7 @@ func TestKubeBinCacheIsPerUser(t *testing.T) {
 			if filepath.Dir(out) != tc.want || !key.MatchString(filepath.Base(out)) {
 				t.Fatalf("built into %s, want %s/<key>", out, tc.want)
 			}
-			for _, b := range kubeBinaries {
+			for _, b := range append(kubeBinaries, "kubectl", "kube-scheduler") {
 				if _, err := os.Stat(filepath.Join(out, b)); err != nil {
 					t.Errorf("%s missing: %v", b, err)
 				}

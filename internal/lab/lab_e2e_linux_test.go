@@ -122,7 +122,15 @@ func TestLabEndToEnd(t *testing.T) {
 	t.Run("pod IPs", func(t *testing.T) { checkPodIPs(t, r) })
 	t.Run("ClusterIP", func(t *testing.T) { checkClusterIP(t, r) })
 	t.Run("LoadBalancer", func(t *testing.T) { checkLoadBalancer(t, r) })
-	t.Run("failover", func(t *testing.T) { checkFailover(t, r) })
+	t.Run("kubectl", func(t *testing.T) { checkKubectl(t, r) })
+	t.Run("status now", func(t *testing.T) { checkStatusNow(t, self, dir) })
+	t.Run("foreign pods left alone", func(t *testing.T) { checkForeignPodsLeftAlone(t, r.Kubeconfig) })
+	t.Run("scheduler", func(t *testing.T) { checkScheduled(t, kubebin, r.Kubeconfig) })
+	// Users' processes in the two announcing nodes: one of them is killed.
+	fs := []*foreign{startForeign(t, self, dir, "node-1"), startForeign(t, self, dir, "node-2")}
+	restarted := 0
+	t.Run("failover", func(t *testing.T) { checkFailover(t, r, fs, &restarted) })
+	t.Run("failover --help example", func(t *testing.T) { checkFailoverHelpExample(t, self, dir) })
 
 	cancel()
 	select {
@@ -135,6 +143,17 @@ func TestLabEndToEnd(t *testing.T) {
 		t.Fatal("lab did not stop within 30s")
 	}
 	checkNothingLeft(t, dir)
+	// The lab also ends what users started in it.
+	for _, f := range fs {
+		select {
+		case <-f.done:
+		case <-time.After(5 * time.Second):
+			t.Errorf("the user's process in %s survived the lab", f.node)
+		}
+	}
+	if restarted != 0 && alive(restarted) {
+		t.Errorf("the command restarted by lab restore (pid %d) survived the lab", restarted)
+	}
 }
 
 func checkState(t *testing.T, dir string) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -53,11 +54,18 @@ func (c *Cluster) routeNode(n nodeSpec) error {
 }
 
 // Kill hard-kills a node: SIGKILL to every process group the lab started
-// there (the kubelet's holds its pods), then eth0 down. Nothing graceful.
+// there (the kubelet's holds its pods), then to every other process living
+// in the node's network namespace (whoever started it), then eth0 down.
+// Nothing graceful.
 func (c *Cluster) Kill(node string) error {
 	n, err := c.node(node)
 	if err != nil {
 		return err
+	}
+	h := c.net.Host(n.Name)
+	ns, err := nsOfFD(int(h.NS()))
+	if err != nil {
+		return fmt.Errorf("lab: %s: reading its namespace: %w", node, err)
 	}
 	c.mu.Lock()
 	var errs []error
@@ -69,16 +77,52 @@ func (c *Cluster) Kill(node string) error {
 	}
 	c.killed[node] = true
 	c.mu.Unlock()
-	errs = append(errs, c.net.Host(node).SetLinkDown("eth0"))
-	c.log.Info("node killed", "node", node)
+	others, err := killNetNS(ns, 5*time.Second)
+	errs = append(errs, err, h.SetLinkDown("eth0"))
+	c.log.Info("node killed", "node", node, "other processes", others)
 	return errors.Join(errs...)
+}
+
+// RecordRestart remembers a command that Restore runs again in node's
+// namespace (`lab exec --restart-on-restore`): the first instance is the
+// user's, the ones Restore starts are the lab's (logged under logs/,
+// killed with the node and on the way out).
+func (c *Cluster) RecordRestart(r Restart) error {
+	if _, err := c.node(r.Node); err != nil {
+		return err
+	}
+	if len(r.Argv) == 0 || !filepath.IsAbs(r.Argv[0]) {
+		return fmt.Errorf("lab: a command to restart needs an absolute path, got %q", r.Argv)
+	}
+	c.mu.Lock()
+	c.state.Restarts = append(c.state.Restarts, r)
+	st := c.state
+	c.mu.Unlock()
+	c.log.Info("command recorded for restore", "node", r.Node, "argv", r.Argv)
+	return writeState(c.paths.State, &st)
+}
+
+// restarts are the components that Restore starts for node's recorded
+// commands.
+func (c *Cluster) restarts(node string) []component {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var comps []component
+	for i, r := range c.state.Restarts {
+		if r.Node == node {
+			comps = append(comps, component{Name: fmt.Sprintf("user-%d/%s", i+1, node), Host: node,
+				Path: r.Argv[0], Args: r.Argv[1:], Dir: r.Dir})
+		}
+	}
+	return comps
 }
 
 // Restore brings a killed node back, as a rebooted machine would come
 // back: eth0 up with its addresses and routes (setting a link down drops
 // its IPv6 address and routes), then the kubelet stand-in (which restarts
 // the node's pods), kube-proxy and the agent. The Node turns Ready again
-// at its first heartbeat.
+// at its first heartbeat. Commands recorded with RecordRestart run again
+// last.
 func (c *Cluster) Restore(node string) error {
 	n, err := c.node(node)
 	if err != nil {
@@ -107,6 +151,7 @@ func (c *Cluster) Restore(node string) error {
 	if c.cfg.Mooring {
 		comps = append(comps, agentComponent(&c.cfg, c.paths, n))
 	}
+	comps = append(comps, c.restarts(node)...)
 	for _, comp := range comps {
 		if err := c.startComponent(comp); err != nil {
 			return err

@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/lab/kubelet"
 )
 
 // The demo objects `lab up` creates.
@@ -29,8 +31,8 @@ const (
 	// EchoPort is the echo server's port inside each pod.
 	EchoPort = 8080
 	// EchoImage marks pods the kubelet stand-in runs as `mooring lab echo`;
-	// it is never pulled (see docs/lab.md).
-	EchoImage = "mooring.dev/lab-echo"
+	// it is never pulled (see docs/lab.md). It leaves other pods alone.
+	EchoImage = kubelet.Image
 	// demoName names the pool and the policy.
 	demoName = "lab"
 	// mooringNamespace holds the controller's leader-election Lease.
@@ -114,14 +116,15 @@ func crdsEstablished(ctx context.Context, dyn dynamic.Interface, names []string)
 }
 
 // createCore creates the built-in objects: Mooring's namespace, the echo
-// Service and one echo pod on each of the first two nodes (bound by
-// spec.nodeName: the lab runs no scheduler).
-func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec) error {
+// Service (of Mooring's class when mooring is set) and one echo pod on each
+// of the first two nodes (bound by spec.nodeName: one per node whatever a
+// scheduler would do, and no wait for one).
+func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec, mooring bool) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mooringNamespace}}
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("lab: creating namespace %s: %w", mooringNamespace, err)
 	}
-	if _, err := cs.CoreV1().Services(DemoNamespace).Create(ctx, demoService(), metav1.CreateOptions{}); err != nil {
+	if _, err := cs.CoreV1().Services(DemoNamespace).Create(ctx, demoService(mooring), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("lab: creating Service %s: %w", DemoService, err)
 	}
 	for i, n := range nodes[:2] {
@@ -132,14 +135,20 @@ func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec) 
 	return nil
 }
 
-func demoService() *corev1.Service {
-	class := mooringv1.LoadBalancerClass
+// demoService is the echo Service. Without Mooring it has no
+// loadBalancerClass, so that the cluster's default implementation (another
+// one the user runs in the lab, e.g. MetalLB) serves it.
+func demoService(mooring bool) *corev1.Service {
+	var class *string
+	if mooring {
+		class = ptr.To(mooringv1.LoadBalancerClass)
+	}
 	policy := corev1.IPFamilyPolicyPreferDualStack
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: DemoService, Namespace: DemoNamespace, Labels: map[string]string{"app": "echo"}},
 		Spec: corev1.ServiceSpec{
 			Type:              corev1.ServiceTypeLoadBalancer,
-			LoadBalancerClass: &class,
+			LoadBalancerClass: class,
 			IPFamilyPolicy:    &policy,
 			IPFamilies:        []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
 			Selector:          map[string]string{"app": "echo"},

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -114,6 +116,11 @@ func (c *Cluster) waitReady(ctx context.Context) (*Ready, error) {
 			time.Since(c.start).Round(time.Millisecond), stage, err)
 	}
 	r := &Ready{Kubeconfig: c.paths.Kubeconfig, Elapsed: time.Since(c.start), Cluster: c}
+	if k := filepath.Join(c.cfg.KubeBin, "kubectl"); isExecutable(k) {
+		if err := os.Symlink(k, filepath.Join(c.paths.Bin, "kubectl")); err == nil || errors.Is(err, os.ErrExist) {
+			r.KubectlDir = c.paths.Bin
+		}
+	}
 	r.Service = ServiceState{Namespace: DemoNamespace, Name: DemoService, ClusterIP: svc.Spec.ClusterIPs, Port: DemoPort}
 	for _, in := range svc.Status.LoadBalancer.Ingress {
 		r.Service.Ingress = append(r.Service.Ingress, in.IP)
@@ -235,4 +242,9 @@ func HTTPGet(ctx context.Context, h *netlab.Host, url string, timeout time.Durat
 		return string(b), fmt.Errorf("lab: GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
+}
+
+func isExecutable(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }

@@ -30,8 +30,18 @@ type State struct {
 	Hosts []HostState `json:"hosts"`
 	// Ready is set once the lab has printed its ready lines.
 	Ready bool `json:"ready"`
-	// Service is the demo Service once ready.
+	// Service is the demo Service as it was when the lab became ready
+	// (`lab status` asks the apiserver for how it is now).
 	Service *ServiceState `json:"service,omitempty"`
+	// Restarts are the commands `lab restore` runs again in their node.
+	Restarts []Restart `json:"restarts,omitempty"`
+}
+
+// Restart is a command recorded with `lab exec --restart-on-restore`.
+type Restart struct {
+	Node string   `json:"node"`
+	Argv []string `json:"argv"` // Argv[0] is an absolute path
+	Dir  string   `json:"dir,omitempty"`
 }
 
 // HostState describes one namespace of a running lab.
@@ -161,6 +171,16 @@ func (h *Handle) Restore(ctx context.Context, node string) error {
 	return h.post(ctx, "/restore?node="+url.QueryEscape(node))
 }
 
+// RecordRestart asks `lab up` to run r again each time `lab restore`
+// brings r.Node back.
+func (h *Handle) RecordRestart(ctx context.Context, r Restart) error {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return h.postBody(ctx, "/restart-on-restore", b)
+}
+
 // Down asks `lab up` to remove everything and waits until its process has
 // exited (bounded by ctx).
 func (h *Handle) Down(ctx context.Context) error {
@@ -182,8 +202,10 @@ func (h *Handle) Down(ctx context.Context) error {
 	return nil
 }
 
-func (h *Handle) post(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://lab"+path, nil)
+func (h *Handle) post(ctx context.Context, path string) error { return h.postBody(ctx, path, nil) }
+
+func (h *Handle) postBody(ctx context.Context, path string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://lab"+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -192,9 +214,10 @@ func (h *Handle) post(ctx context.Context, path string) error {
 		return fmt.Errorf("lab: control socket %s: %w", h.State.Control, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("lab: %s", bytes.TrimSpace(body))
+		// The lab's errors already say "lab: ...".
+		return errors.New(string(bytes.TrimSpace(msg)))
 	}
 	return nil
 }
@@ -217,7 +240,7 @@ func claimDir(dir string) error {
 			return fmt.Errorf("lab: sweeping a dead lab's %s: %w", dir, err)
 		}
 	}
-	for _, d := range []string{dir, filepath.Join(dir, "logs"), filepath.Join(dir, "pki")} {
+	for _, d := range []string{dir, filepath.Join(dir, "logs"), filepath.Join(dir, "pki"), filepath.Join(dir, "bin")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return err
 		}

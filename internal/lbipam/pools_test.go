@@ -2,6 +2,7 @@ package lbipam
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"strings"
 	"testing"
@@ -195,5 +196,29 @@ func TestIPv6Slash64(t *testing.T) {
 	}
 	if got := a.Holders(ip("2001:db8::3")); len(got) != 1 || got[0].Name != "c" {
 		t.Fatalf("holders %v", got)
+	}
+}
+
+func TestOutsideSubnets(t *testing.T) {
+	p := mkPool("p", 0, cidr(t, "192.168.1.0/24"), rng(t, "192.168.2.250", "192.168.3.9"), cidr(t, "2001:db8:1::/64"),
+		Block{First: ip("10.0.0.9"), Last: ip("10.0.0.1")}) // invalid: ignored
+	v6 := "2001:db8:1::-2001:db8:1:0:ffff:ffff:ffff:ffff"
+	for _, tt := range []struct {
+		subnets []string
+		want    string
+	}{
+		{[]string{"192.168.0.0/23", "2001:db8:1::/48"}, "[192.168.2.250-192.168.3.9]"},
+		{[]string{"192.168.1.0/24", "192.168.2.0/24", "2001:db8:1::/64"}, "[192.168.3.0-192.168.3.9]"},
+		{[]string{"192.168.1.7/24"}, "[192.168.2.250-192.168.3.9 " + v6 + "]"}, // host bits ignored
+		{nil, "[192.168.1.0-192.168.1.255 192.168.2.250-192.168.3.9 " + v6 + "]"},
+		{[]string{"0.0.0.0/0", "::/0"}, "[]"},
+	} {
+		var subnets []netip.Prefix
+		for _, s := range tt.subnets {
+			subnets = append(subnets, netip.MustParsePrefix(s))
+		}
+		if got := fmt.Sprint(OutsideSubnets(p, subnets)); got != tt.want {
+			t.Errorf("%v: got %s, want %s", tt.subnets, got, tt.want)
+		}
 	}
 }

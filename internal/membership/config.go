@@ -44,6 +44,21 @@ type Config struct {
 	LeaveTimeout time.Duration
 	// SecretKey, if set (16, 24 or 32 bytes), encrypts gossip with AES-GCM.
 	SecretKey []byte
+	// KeyFile, if set, holds the gossip keys instead (keys.go: one base64
+	// key per line, the first sent with); it is re-read every
+	// KeyReloadInterval (default 10s), so a Secret can be rotated live.
+	KeyFile           string
+	KeyReloadInterval time.Duration
+
+	// NodeCheck, if set, is the kernel's second opinion (hold.go): a member
+	// gossip declares failed stays live while its node answers it, for up
+	// to AgentLossTimeout (default 5s), re-checked every NodeCheckInterval
+	// (default 500ms); NodeCheckWait is how long one check may wait for an
+	// answer (the caller's; used to bound it, default 150ms).
+	NodeCheck         NodeCheck
+	NodeCheckWait     time.Duration
+	NodeCheckInterval time.Duration
+	AgentLossTimeout  time.Duration
 }
 
 // DefaultPort is memberlist's customary port.
@@ -106,6 +121,10 @@ func (c Config) withDefaults() Config {
 	setDur(&c.TCPTimeout, d.TCPTimeout)
 	setDur(&c.RejoinInterval, d.RejoinInterval)
 	setDur(&c.LeaveTimeout, d.LeaveTimeout)
+	setDur(&c.KeyReloadInterval, 10*time.Second)
+	setDur(&c.NodeCheckWait, 150*time.Millisecond)
+	setDur(&c.NodeCheckInterval, 500*time.Millisecond)
+	setDur(&c.AgentLossTimeout, 5*time.Second)
 	if c.SuspicionMult == 0 {
 		c.SuspicionMult = d.SuspicionMult
 	}
@@ -131,6 +150,8 @@ func (c Config) Validate() error {
 	for name, d := range map[string]time.Duration{
 		"ProbeInterval": c.ProbeInterval, "ProbeTimeout": c.ProbeTimeout, "GossipInterval": c.GossipInterval,
 		"TCPTimeout": c.TCPTimeout, "RejoinInterval": c.RejoinInterval, "LeaveTimeout": c.LeaveTimeout,
+		"KeyReloadInterval": c.KeyReloadInterval, "NodeCheckWait": c.NodeCheckWait,
+		"NodeCheckInterval": c.NodeCheckInterval, "AgentLossTimeout": c.AgentLossTimeout,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %s must not be negative", name, d))
@@ -146,6 +167,9 @@ func (c Config) Validate() error {
 	case 0, 16, 24, 32:
 	default:
 		errs = append(errs, fmt.Errorf("SecretKey has %d bytes, want 16, 24 or 32", len(c.SecretKey)))
+	}
+	if len(c.SecretKey) > 0 && c.KeyFile != "" {
+		errs = append(errs, errors.New("set SecretKey or KeyFile, not both"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("membership: invalid config: %w", err)

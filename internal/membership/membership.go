@@ -6,6 +6,7 @@ import (
 	"log"
 	"log/slog"
 	"maps"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -15,9 +16,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// metaLeaving is the node metadata a member gossips just before a graceful
-// Leave, so that peers can count its departure as a leave, not a failure
-// (memberlist's EventDelegate does not say which it was).
+// metaLeaving is the node metadata older agents gossip just before a
+// graceful Leave (newer ones set NodeMeta.Leaving), so that peers can count
+// the departure as a leave, not a failure (memberlist's EventDelegate does
+// not say which it was).
 const metaLeaving = "leaving"
 
 // Membership is one member of the agents' gossip cluster.
@@ -26,8 +28,10 @@ type Membership struct {
 	log *slog.Logger
 	met *metrics
 
-	changes chan struct{}
-	kick    chan struct{}
+	changes  chan struct{}
+	kick     chan struct{}
+	metaKick chan struct{} // SetMeta: broadcast the new metadata
+	holdKick chan struct{} // a member was held (hold.go)
 	// crash, when closed, makes Run stop without leaving: the tests' hard
 	// node loss.
 	crash     chan struct{}
@@ -35,11 +39,18 @@ type Membership struct {
 
 	mu      sync.Mutex
 	peers   []string
-	live    map[string]string // name -> address, from the event delegate
-	leaving map[string]bool   // names that announced a graceful leave
-	addr    string            // our advertised address once running
+	named   map[string][]string // SetNodePeers: node name -> its addresses
+	live    map[string]string   // name -> address, from the event delegate
+	metas   map[string][]byte   // name -> its metadata, as last gossiped
+	leaving map[string]bool     // names that announced a graceful leave
+	held    map[string]*held    // failed members whose node still answers (hold.go)
+	// unreachable: dropped after AgentLossTimeout while their node still
+	// answered (hold.go, Unreachable).
+	unreachable map[string]*held
+	addr        string // our advertised address once running
 
-	meta atomic.Value // string: our own node metadata
+	meta atomic.Value  // []byte: our own node metadata (SetMeta)
+	gen  atomic.Uint64 // Generation
 }
 
 // New validates cfg and prepares a member; nothing listens until Run.
@@ -51,16 +62,22 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := &Membership{
-		cfg:     cfg.withDefaults(),
-		log:     logger,
-		met:     newMetrics(reg),
-		changes: make(chan struct{}, 1),
-		kick:    make(chan struct{}, 1),
-		crash:   make(chan struct{}),
-		live:    map[string]string{},
-		leaving: map[string]bool{},
+		cfg:      cfg.withDefaults(),
+		log:      logger,
+		met:      newMetrics(reg),
+		changes:  make(chan struct{}, 1),
+		kick:     make(chan struct{}, 1),
+		metaKick: make(chan struct{}, 1),
+		holdKick: make(chan struct{}, 1),
+		crash:    make(chan struct{}),
+		live:     map[string]string{},
+		metas:    map[string][]byte{},
+		leaving:  map[string]bool{},
+		held:     map[string]*held{},
+
+		unreachable: map[string]*held{},
 	}
-	m.meta.Store("")
+	m.meta.Store([]byte(nil))
 	return m, nil
 }
 
@@ -85,6 +102,29 @@ func (m *Membership) SetPeers(addrs []string) {
 	}
 }
 
+// SetNodePeers replaces the peers by node name, each with its addresses
+// ("host" or "host:port"): a node is joined only while no member of that
+// name is live, and at the addresses of this member's own family when it
+// has any, so that a dual-stack node is not re-joined at its other address
+// forever. It replaces what SetPeers set.
+func (m *Membership) SetNodePeers(peers map[string][]string) {
+	named := make(map[string][]string, len(peers))
+	for name, addrs := range peers {
+		for _, a := range addrs {
+			if a != "" {
+				named[name] = append(named[name], normalizePeer(a, m.cfg.BindPort))
+			}
+		}
+	}
+	m.mu.Lock()
+	m.named, m.peers = named, nil
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Members returns the names of the live members (this one included),
 // sorted. Suspect members still count as live until declared dead.
 func (m *Membership) Members() []string {
@@ -92,6 +132,10 @@ func (m *Membership) Members() []string {
 	defer m.mu.Unlock()
 	return slices.Sorted(maps.Keys(m.live))
 }
+
+// Generation changes after every change Changes announces (a join, leave,
+// failure or new metadata): a reader can skip work when it has not.
+func (m *Membership) Generation() uint64 { return m.gen.Load() }
 
 // Changes delivers one (coalesced) notification after any join, leave or
 // failure; read Members afterwards.
@@ -110,7 +154,11 @@ func (m *Membership) Addr() string {
 // restart: peers drop us at once instead of after failure detection) and
 // shuts down. It returns an error only if it cannot start listening.
 func (m *Membership) Run(ctx context.Context) error {
-	ml, err := memberlist.Create(m.memberlistConfig())
+	mc, err := m.memberlistConfig()
+	if err != nil {
+		return err
+	}
+	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return fmt.Errorf("membership: starting memberlist on %s:%d: %w", m.cfg.BindAddr, m.cfg.BindPort, err)
 	}
@@ -123,10 +171,16 @@ func (m *Membership) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	joining := make(chan struct{}, 1) // one join attempt at a time
 	graceful := true
+	loopCtx, stopLoops := context.WithCancel(ctx)
 	defer func() {
+		stopLoops()
 		wg.Wait()
 		m.stop(ml, graceful)
 	}()
+	wg.Go(func() { m.holdLoop(loopCtx) })
+	if m.cfg.KeyFile != "" {
+		wg.Go(func() { m.keyLoop(loopCtx, mc.Keyring) })
+	}
 	tick := time.NewTicker(m.cfg.RejoinInterval)
 	defer tick.Stop()
 	for {
@@ -136,6 +190,11 @@ func (m *Membership) Run(ctx context.Context) error {
 		case <-m.crash:
 			graceful = false
 			return nil
+		case <-m.metaKick:
+			if err := ml.UpdateNode(0); err != nil {
+				m.log.Warn("publishing node metadata", "err", err)
+			}
+			continue
 		case <-m.kick:
 		case <-tick.C:
 		}
@@ -161,14 +220,19 @@ func (m *Membership) Run(ctx context.Context) error {
 }
 
 // missingPeers lists configured peers that are neither us nor a live member.
+// A held member (hold.go) counts as missing: gossip declared it dead, and
+// joining it is how it learns so and refutes once its agent runs again
+// (the dead message's retransmissions may be long over by then).
 // It reads our own copy of the live set: the *Node values memberlist's
 // Members returns are mutated under its lock while we would read them.
 func (m *Membership) missingPeers() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	have := map[string]bool{m.addr: true}
-	for _, a := range m.live {
-		have[a] = true
+	for name, a := range m.live {
+		if m.held[name] == nil {
+			have[a] = true
+		}
 	}
 	var missing []string
 	for _, p := range m.peers {
@@ -176,6 +240,24 @@ func (m *Membership) missingPeers() []string {
 			missing = append(missing, p)
 		}
 	}
+	self := netip.IPv4Unspecified()
+	if ap, err := netip.ParseAddrPort(m.addr); err == nil {
+		self = ap.Addr()
+	}
+	for name, addrs := range m.named {
+		if _, live := m.live[name]; live && m.held[name] == nil || name == m.cfg.NodeName {
+			continue
+		}
+		same := slices.DeleteFunc(slices.Clone(addrs), func(a string) bool {
+			ap, err := netip.ParseAddrPort(a)
+			return err != nil || ap.Addr().Is4() != self.Is4()
+		})
+		if len(same) == 0 {
+			same = addrs
+		}
+		missing = append(missing, same...)
+	}
+	slices.Sort(missing)
 	return missing
 }
 
@@ -184,7 +266,11 @@ func (m *Membership) missingPeers() []string {
 // peers detect us as failed instead.
 func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	if graceful {
-		m.meta.Store(metaLeaving)
+		meta, _ := DecodeNodeMeta(m.meta.Load().([]byte))
+		meta.Leaving = true
+		if b, err := meta.Encode(); err == nil {
+			m.meta.Store(b)
+		}
 		if err := ml.UpdateNode(m.cfg.LeaveTimeout); err != nil {
 			m.log.Warn("announcing leave", "err", err)
 		}
@@ -197,13 +283,17 @@ func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	}
 	m.mu.Lock()
 	clear(m.live)
+	clear(m.metas)
+	clear(m.held)
+	clear(m.unreachable)
+	m.met.held.Set(0)
 	m.addr = ""
 	m.met.live.Set(0)
 	m.mu.Unlock()
 	m.log.Info("gossip stopped")
 }
 
-func (m *Membership) memberlistConfig() *memberlist.Config {
+func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	c := memberlist.DefaultLANConfig()
 	c.Name = m.cfg.NodeName
 	c.BindAddr = m.cfg.BindAddr
@@ -224,10 +314,17 @@ func (m *Membership) memberlistConfig() *memberlist.Config {
 	// rebuilt machine) may take its name back after this long.
 	c.DeadNodeReclaimTime = 10 * time.Second
 	c.SecretKey = m.cfg.SecretKey
+	if m.cfg.KeyFile != "" {
+		kr, err := loadKeyring(m.cfg.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		c.Keyring = kr
+	}
 	c.Events = (*events)(m)
 	c.Delegate = (*delegate)(m)
 	c.Logger = log.New(&slogWriter{log: m.log}, "", 0)
-	return c
+	return c, nil
 }
 
 // events receives memberlist's notifications. memberlist calls it with its
@@ -240,21 +337,38 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	m := (*Membership)(e)
 	m.mu.Lock()
 	m.live[n.Name] = n.Address()
+	m.metas[n.Name] = slices.Clone(n.Meta)
 	delete(m.leaving, n.Name)
+	delete(m.unreachable, n.Name)
+	wasHeld := m.unhold(n.Name)
 	count := len(m.live)
-	m.met.joins.Inc()
+	if !wasHeld {
+		m.met.joins.Inc()
+	}
 	m.met.live.Set(float64(count))
 	m.mu.Unlock()
-	m.log.Info("member joined", "node", n.Name, "addr", n.Address(), "live", count)
+	if wasHeld {
+		m.log.Info("member back after a gossip failure; its node answered all along, nothing moved", "node", n.Name)
+	} else {
+		m.log.Info("member joined", "node", n.Name, "addr", n.Address(), "live", count)
+	}
 	m.notify()
 }
 
 func (e *events) NotifyLeave(n *memberlist.Node) {
 	m := (*Membership)(e)
+	meta, _ := DecodeNodeMeta(n.Meta)
 	m.mu.Lock()
-	delete(m.live, n.Name)
-	graceful := m.leaving[n.Name] || string(n.Meta) == metaLeaving
+	graceful := m.leaving[n.Name] || meta.Leaving
 	delete(m.leaving, n.Name)
+	if !graceful && m.hold(n) {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.live, n.Name)
+	delete(m.metas, n.Name)
+	delete(m.held, n.Name)
+	m.met.held.Set(float64(len(m.held)))
 	count := len(m.live)
 	m.met.live.Set(float64(count))
 	if graceful {
@@ -273,26 +387,36 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 
 func (e *events) NotifyUpdate(n *memberlist.Node) {
 	m := (*Membership)(e)
-	if string(n.Meta) == metaLeaving {
-		m.mu.Lock()
+	meta, _ := DecodeNodeMeta(n.Meta)
+	m.mu.Lock()
+	if meta.Leaving {
 		m.leaving[n.Name] = true
-		m.mu.Unlock()
+	}
+	_, live := m.live[n.Name]
+	changed := live && string(m.metas[n.Name]) != string(n.Meta)
+	if live {
+		m.metas[n.Name] = slices.Clone(n.Meta)
+	}
+	m.mu.Unlock()
+	if changed {
+		m.notify()
 	}
 }
 
 func (m *Membership) notify() {
+	m.gen.Add(1)
 	select {
 	case m.changes <- struct{}{}:
 	default:
 	}
 }
 
-// delegate only publishes our metadata (the leaving mark); Mooring sends no
-// user messages over gossip.
+// delegate only publishes our metadata (SetMeta, and the leaving mark);
+// Mooring sends no user messages over gossip.
 type delegate Membership
 
 func (d *delegate) NodeMeta(limit int) []byte {
-	b := []byte((*Membership)(d).meta.Load().(string))
+	b := (*Membership)(d).meta.Load().([]byte)
 	if len(b) > limit {
 		return nil
 	}

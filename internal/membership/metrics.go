@@ -7,6 +7,8 @@ type metrics struct {
 	joins    prometheus.Counter
 	failures prometheus.Counter
 	leaves   prometheus.Counter
+	held     prometheus.Gauge
+	refuted  prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: not
@@ -29,9 +31,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mooring_members_leaves_total",
 			Help: "Members that left gracefully.",
 		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mooring_members_held",
+			Help: "Members gossip declared failed whose node still answers ARP/NDP, kept live (a stalled agent) for up to the agent-loss timeout.",
+		}),
+		refuted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_false_failures_total",
+			Help: "Members gossip declared failed that came back while their node still answered: a false death that moved nothing.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.live, m.joins, m.failures, m.leaves)
+		reg.MustRegister(m.live, m.joins, m.failures, m.leaves, m.held, m.refuted)
 	}
 	return m
 }

@@ -2,15 +2,24 @@ package netlab
 
 import (
 	"context"
+	"errors"
+	"os"
 	"testing"
 	"time"
 )
 
 // RequirePrivileges skips t, with the reason, unless the process can build
-// a lab (see Check). CI runs as root, where it never skips.
+// a lab (see Check). Under CI=true missing privileges fail t instead: CI
+// runs as root, so a privileged test that skips there would pass while
+// testing nothing. (Other systems than Linux still skip.)
 func RequirePrivileges(t testing.TB) {
 	t.Helper()
-	if err := Check(); err != nil {
+	err := Check()
+	switch {
+	case err == nil:
+	case os.Getenv("CI") == "true" && errors.Is(err, ErrPrivileges):
+		t.Fatalf("CI=true but this test lacks privileges (run as root, or with CAP_NET_ADMIN, CAP_NET_RAW and CAP_SYS_ADMIN): %v", err)
+	default:
 		t.Skipf("skipping: %v", err)
 	}
 }

@@ -116,6 +116,13 @@ func (a *Allocator) ReleaseNode(node string) []Block {
 	return gone
 }
 
+// Usable reports whether blocks can be cut from the named pool at all
+// (it exists, is valid and does not conflict). Cost: O(1).
+func (a *Allocator) Usable(pool string) bool {
+	ps, ok := a.pools[pool]
+	return ok && ps.usable() == nil
+}
+
 // Blocks returns node's blocks ("" means every block), lowest first.
 // Cost: O(n).
 func (a *Allocator) Blocks(node string) []Block {

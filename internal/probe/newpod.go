@@ -168,7 +168,8 @@ func (cfg *Config) pod(name, node string) *corev1.Pod {
 }
 
 // round creates Pairs pairs, records when each pod turns Ready (as the
-// watch delivers it) and measures each pair once both are Ready.
+// watch delivers it) and, once both pods of a pair are Ready, measures each
+// pod's first successful request to the other.
 func round(ctx context.Context, cfg Config, nodes []string, r int) ([]Sample, error) {
 	pods := cfg.Client.CoreV1().Pods(cfg.Namespace)
 	sel := LabelRun + "=" + cfg.RunID
@@ -230,14 +231,18 @@ func round(ctx context.Context, cfg Config, nodes []string, r int) ([]Sample, er
 				continue
 			}
 			started[p] = true
-			from := ra
-			if rb.After(ra) {
-				from = rb
-			}
 			a, b := latest[p.a], latest[p.b]
-			for _, dir := range [][2]*corev1.Pod{{a, b}, {b, a}} {
+			both := ra
+			if rb.After(ra) {
+				both = rb
+			}
+			for _, dir := range []struct {
+				from, to *corev1.Pod
+				ready    time.Time
+			}{{a, b, ra}, {b, a, rb}} {
 				wg.Go(func() {
-					s := measure(ctx, cfg, dir[0], dir[1], from, r)
+					s := measure(ctx, cfg, dir.from, dir.to, both, r)
+					s.SinceOwnReady = s.Delay + both.Sub(dir.ready)
 					mu.Lock()
 					samples = append(samples, s)
 					mu.Unlock()
@@ -270,7 +275,9 @@ func isReady(p *corev1.Pod) bool {
 }
 
 // measure requests from -> to until one succeeds or the timeout passes;
-// the delay counts from since (both pods Ready).
+// the delay counts from since, when both pods are Ready: the earliest a
+// request between them can succeed, so a partner that turns Ready late
+// does not count as network delay.
 func measure(ctx context.Context, cfg Config, from, to *corev1.Pod, since time.Time, r int) Sample {
 	s := Sample{Round: r, Pod: from.Name, Node: from.Spec.NodeName, Partner: to.Name}
 	ip, err := netip.ParseAddr(to.Status.PodIP)

@@ -175,7 +175,7 @@ func TestNewPodProbe(t *testing.T) {
 	for _, s := range rep.Samples {
 		// Requests TO a node-b pod wait ~2 s. (Here the fault holds only
 		// the server side; a real one drops both directions.)
-		if strings.HasSuffix(s.Partner, "-b") && s.Delay < 1900*time.Millisecond {
+		if strings.HasSuffix(s.Partner, "-b") && s.Delay < 1500*time.Millisecond {
 			t.Errorf("sample %+v: its partner is on node-b, so it must wait ~2 s", s)
 		}
 	}

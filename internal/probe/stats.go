@@ -22,8 +22,12 @@ type Sample struct {
 	Pod     string `json:"pod"`
 	Node    string `json:"node"`
 	Partner string `json:"partner"`
-	// Delay is Ready -> first successful request to the partner.
+	// Delay runs from the moment both pods of the pair are Ready to the
+	// first successful request to the partner; the summary is over it.
 	Delay time.Duration `json:"delayNanos"`
+	// SinceOwnReady runs from this pod's own Ready (it includes any wait
+	// for a partner that turned Ready later).
+	SinceOwnReady time.Duration `json:"sinceOwnReadyNanos"`
 	// Failed: no request succeeded before the timeout; Delay is the time
 	// waited.
 	Failed bool   `json:"failed,omitempty"`

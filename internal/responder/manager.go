@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mdlayher/packet"
@@ -23,12 +24,13 @@ var ErrUnsupported = errors.New("responder: raw ARP/NDP sockets need Linux")
 // Config tunes a Manager. The zero value is valid: every field has a default.
 type Config struct {
 	// GratuitousCount is how many gratuitous ARP pairs / unsolicited NAs are
-	// sent for an address newly owned on an interface; default 3. The first
-	// goes out at once; the repeats cover a lost frame.
+	// sent for an address newly owned on an interface; default 5. The first
+	// goes out at once (the takeover is never delayed); the repeats cover a
+	// lost frame and clients that were busy, like MetalLB's 5 s of them.
 	GratuitousCount int
-	// GratuitousInterval spaces the repeats; default 200ms, so the last one
-	// leaves 400ms after takeover — well inside a client's retry window and
-	// short against the ~1 s it takes to detect a dead node.
+	// GratuitousInterval is the gap before the first repeat; each later gap
+	// doubles. Default 200ms: with 5 rounds they leave at 0, 0.2, 0.6, 1.4
+	// and 3.0 s after the takeover.
 	GratuitousInterval time.Duration
 	// RetryInterval is how often an interface whose listeners failed to open
 	// is tried again (the link may not exist yet, or IPv6 may still be
@@ -51,7 +53,7 @@ func (c Config) Validate() error {
 
 func (c Config) withDefaults() Config {
 	if c.GratuitousCount == 0 {
-		c.GratuitousCount = 3
+		c.GratuitousCount = 5
 	}
 	if c.GratuitousInterval == 0 {
 		c.GratuitousInterval = 200 * time.Millisecond
@@ -101,6 +103,18 @@ type Manager struct {
 	mu      sync.Mutex
 	desired map[int][]netip.Addr
 	kick    chan struct{}
+	// openErr is the last failure to open a desired interface, nil once
+	// every desired interface is open (Healthy).
+	openErr atomic.Pointer[error]
+}
+
+// Healthy returns nil when every interface of the table is open and
+// answering, else why not (it is retried every RetryInterval).
+func (m *Manager) Healthy() error {
+	if p := m.openErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // New returns a Manager that opens real AF_PACKET sockets. The process (at
@@ -201,6 +215,7 @@ type announcement struct {
 	addr    netip.Addr
 	left    int
 	due     time.Time
+	gap     time.Duration // before the next round; doubles
 }
 
 func (s *runState) nextWake() (time.Duration, bool) {
@@ -228,6 +243,14 @@ func (s *runState) retryDue() bool {
 func (s *runState) reconcile(table map[int][]netip.Addr) {
 	m := s.m
 	s.retryAt = time.Time{}
+	var openErr error
+	defer func() {
+		if openErr == nil {
+			m.openErr.Store(nil)
+		} else {
+			m.openErr.Store(&openErr)
+		}
+	}()
 	sets := make(map[int]map[netip.Addr]struct{}, len(table))
 	for ifindex, addrs := range table {
 		if set := toSet(addrs); len(set) > 0 {
@@ -246,6 +269,7 @@ func (s *runState) reconcile(table map[int][]netip.Addr) {
 		if !ok {
 			var err error
 			if l, err = s.openLink(ifindex); err != nil {
+				openErr = err
 				m.met.errors.WithLabelValues("open").Inc()
 				m.log.Error("cannot open listeners; will retry", "ifindex", ifindex,
 					"retry", m.cfg.RetryInterval, "err", err)
@@ -256,7 +280,7 @@ func (s *runState) reconcile(table map[int][]netip.Addr) {
 		}
 		for _, a := range l.setOwned(sets[ifindex]) {
 			s.pending = append(s.pending, announcement{
-				ifindex: ifindex, addr: a, left: m.cfg.GratuitousCount, due: m.cfg.Clock.Now(),
+				ifindex: ifindex, addr: a, left: m.cfg.GratuitousCount, due: m.cfg.Clock.Now(), gap: m.cfg.GratuitousInterval,
 			})
 		}
 	}
@@ -299,7 +323,8 @@ func (s *runState) sendDue() {
 		}
 		l.announce(a.addr)
 		if a.left--; a.left > 0 {
-			a.due = now.Add(s.m.cfg.GratuitousInterval)
+			a.due = now.Add(a.gap)
+			a.gap *= 2
 			kept = append(kept, a)
 		}
 	}

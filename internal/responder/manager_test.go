@@ -149,7 +149,7 @@ func startManager(t *testing.T, fail int) *harness {
 		reg:   prometheus.NewRegistry(),
 		done:  make(chan error, 1),
 	}
-	h.m = NewWithOpener(Config{GratuitousInterval: 100 * time.Millisecond, Clock: h.clock}, nil, h.reg, h.net.open)
+	h.m = NewWithOpener(Config{GratuitousCount: 3, GratuitousInterval: 100 * time.Millisecond, Clock: h.clock}, nil, h.reg, h.net.open)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { h.done <- h.m.Run(ctx) }()
 	t.Cleanup(func() {
@@ -237,9 +237,12 @@ func TestManagerGratuitousSchedule(t *testing.T) {
 		})
 	}
 	round(1) // at once
-	for n := 2; n <= 3; n++ {
+	for n, gap := 2, 100*time.Millisecond; n <= 3; n, gap = n+1, gap*2 {
 		eventually(t, "timer armed", h.clock.HasWaiters)
-		h.clock.Step(100 * time.Millisecond)
+		h.clock.Step(gap - time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
+		round(n - 1) // not yet: the gap doubles each round
+		h.clock.Step(time.Millisecond)
 		round(n)
 	}
 	h.clock.Step(time.Second)
@@ -279,6 +282,7 @@ func TestManagerGratuitousSchedule(t *testing.T) {
 func TestManagerRetriesFailedOpen(t *testing.T) {
 	h := startManager(t, 2)
 	h.m.Apply(map[int][]netip.Addr{1: {vip4}})
+	eventually(t, "unhealthy while the open fails", func() bool { return h.m.Healthy() != nil })
 	for want := 2; want <= 3; want++ {
 		eventually(t, "retry timer", h.clock.HasWaiters)
 		h.clock.Step(time.Second)
@@ -290,6 +294,9 @@ func TestManagerRetriesFailedOpen(t *testing.T) {
 	})
 	if got := value(h.m.met.errors.WithLabelValues("open")); got != 2 {
 		t.Errorf("open errors %v, want 2", got)
+	}
+	if err := h.m.Healthy(); err != nil {
+		t.Errorf("healthy after the open succeeded: %v", err)
 	}
 }
 

@@ -109,15 +109,28 @@ type Result struct {
 }
 
 // Verdict explains a result in words an operator can act on.
-func (r Result) Verdict() string {
+func (r Result) Verdict() string { return r.verdict(nil) }
+
+// verdict is Verdict with the responders' machines named where names
+// knows them.
+func (r Result) verdict(names map[string]string) string {
 	switch n := len(r.Responders); n {
 	case 0:
 		return "nobody answers: no node announces it (is the Service selected by an L2AnnouncementPolicy, and does an agent run on this segment?)"
 	case 1:
 		return "ok"
-	default:
-		return fmt.Sprintf("SPLIT: %d responders; find the node with each MAC and look for the address on a local interface (ip -br addr | grep %s) with arp_ignore=0 (sysctl net.ipv4.conf.all.arp_ignore), e.g. a stale kube-ipvs0", n, r.Addr)
 	}
+	var who []string
+	for _, m := range r.Responders {
+		if name, ok := names[m.String()]; ok {
+			who = append(who, name)
+		}
+	}
+	where := "find the node with each MAC and look"
+	if len(who) == len(r.Responders) {
+		where = "on " + strings.Join(who, " and ") + ", look"
+	}
+	return fmt.Sprintf("SPLIT: %d responders; %s for the address on a local interface (ip -br addr | grep %s) with arp_ignore=0 (sysctl net.ipv4.conf.all.arp_ignore), e.g. a stale kube-ipvs0, or for a second announcer", len(r.Responders), where, r.Addr)
 }
 
 // ProbeOne probes addr from ifi, using the source address of its family.
@@ -183,7 +196,7 @@ func Print(w io.Writer, results []Result, names map[string]string) error {
 		if list == "" {
 			list = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Addr, len(r.Responders), list, r.Verdict())
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Addr, len(r.Responders), list, r.verdict(names))
 	}
 	return tw.Flush()
 }

@@ -24,6 +24,13 @@ func TestVerdictAndPrint(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
+	b.Reset()
+	if err := Print(&b, rs[2:], map[string]string{"02:00:00:00:00:01": "node-1", "02:00:00:00:00:02": "node-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if named := b.String(); !strings.Contains(named, "02:00:00:00:00:01 (node-1),02:00:00:00:00:02 (node-2)") || !strings.Contains(named, "on node-1 and node-2, look") {
+		t.Errorf("named output:\n%s", named)
+	}
 	for _, want := range []string{"nobody answers", " ok", "SPLIT: 2 responders", "02:00:00:00:00:01,02:00:00:00:00:02", "arp_ignore"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -16,6 +16,7 @@ type flags struct {
 	qps        float32
 	burst      int
 	cfg        controller.Config
+	podIPAM    podIPAMFlags
 }
 
 // NewCommand builds `mooring controller`.
@@ -45,6 +46,9 @@ addresses to LoadBalancer Services with no loadBalancerClass (unless
 			}
 			cfg := f.cfg
 			cfg.REST, cfg.Log = rest, deps.Log
+			if cfg.PodIPAM, err = f.podIPAM.config(); err != nil {
+				return err
+			}
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
@@ -66,5 +70,6 @@ addresses to LoadBalancer Services with no loadBalancerClass (unless
 	fl.DurationVar(&f.cfg.PoolStatusInterval, "pool-status-interval", f.cfg.PoolStatusInterval, "minimum time between two pool status recomputations")
 	cliutil.AddMetricsAddrFlag(cmd, &f.cfg.MetricsAddr, f.cfg.MetricsAddr)
 	fl.StringVar(&f.cfg.HealthAddr, "health-addr", f.cfg.HealthAddr, "address to serve /healthz and /readyz on (host:port); \"0\" disables it")
+	f.podIPAM.bind(fl)
 	return cmd
 }

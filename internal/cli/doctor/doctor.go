@@ -63,7 +63,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+	f.StringVar(&o.Kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
 	f.StringArrayVar(&o.NodeSubnets, "node-subnet", nil, "the nodes' L2 network, CIDR (every node) or NODE=CIDR; repeatable (default: the /24 or /64 around each InternalIP, marked as assumed)")
 	f.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "agent metrics port on each node's InternalIP; 0 skips node metrics")

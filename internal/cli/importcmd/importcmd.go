@@ -79,7 +79,7 @@ func newSub(deps *cliutil.Deps, system, short string, imp func([]importer.Input)
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "file or directory (.yaml, .yml, .json) to import; repeatable")
 	f.BoolVar(&o.FromCluster, "from-cluster", false, "read the configuration from the cluster (read-only)")
-	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig for --from-cluster (default $KUBECONFIG, else in-cluster)")
+	f.StringVar(&o.Kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
 	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: yaml or json")
 	f.StringVar(&o.ReportFile, "report", "", "write the report to this file instead of stderr (JSON when it ends in .json)")
 	if system == "metallb" {

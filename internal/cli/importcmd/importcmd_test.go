@@ -27,13 +27,14 @@ func TestImportFilesAndDirectories(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(inputs) != 5 {
-		t.Fatalf("read %d files, want 4 from the directory and 1 file", len(inputs))
+	n := len(inputs)
+	if n < 5 || inputs[n-1].Name != filepath.Join(fixtures, "cilium", "pools.yaml") {
+		t.Fatalf("read %d files, want every fixture of the directory, then the file", n)
 	}
 	dir := t.TempDir()
 	var out, errOut bytes.Buffer
 	o := Options{Output: "json", ReportFile: filepath.Join(dir, "report.json")}
-	if err := Run(o, inputs[:4], importer.MetalLB, &out, &errOut); err != nil {
+	if err := Run(o, inputs[:n-1], importer.MetalLB, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	var list struct {
@@ -56,7 +57,7 @@ func TestImportFilesAndDirectories(t *testing.T) {
 	}
 	out.Reset()
 	errOut.Reset()
-	if err := Run(Options{Output: "yaml"}, inputs[4:], importer.Cilium, &out, &errOut); err != nil {
+	if err := Run(Options{Output: "yaml"}, inputs[n-1:], importer.Cilium, &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
 	if n := strings.Count(out.String(), "kind: LoadBalancerIPPool"); n != 5 {
@@ -65,7 +66,7 @@ func TestImportFilesAndDirectories(t *testing.T) {
 	if !strings.Contains(errOut.String(), "summary:") {
 		t.Errorf("report on stderr missing: %q", errOut.String())
 	}
-	if err := Run(Options{Output: "xml"}, inputs[4:], importer.Cilium, &out, &errOut); err == nil {
+	if err := Run(Options{Output: "xml"}, inputs[n-1:], importer.Cilium, &out, &errOut); err == nil {
 		t.Error("-o xml accepted")
 	}
 }

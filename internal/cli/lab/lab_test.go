@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mooringlb/mooring/internal/cliutil"
@@ -72,5 +73,37 @@ func TestDownSweepsADeadLabsLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("%s still there: %v", dir, err)
+	}
+}
+
+// Issue 8 item 10: `lab up --help` says it needs root and what it prints;
+// exec's usage errors say where the command goes.
+func TestHelpAndUsageErrors(t *testing.T) {
+	out, err := run(t, "up", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"needs root", "KUBECONFIG=", "kubectl", "Ready in", "--no-mooring", "loadBalancerClass"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("lab up --help lacks %q:\n%s", s, out)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "none")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "node-1", "ip", "-br", "addr"}, "put the command after --: mooring lab exec [--restart-on-restore] <host> -- <command>"},
+		{[]string{"exec", "node-1"}, "no command given for node-1: use mooring lab exec"},
+		{[]string{"exec", "--", "ip", "addr"}, "no host given: use mooring lab exec"},
+		{[]string{"exec", "node-1", "node-2", "--", "ip"}, "one host before --"},
+	} {
+		_, err := run(t, append([]string{"--state-dir", dir}, tc.args...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lab %v: %v, want %q", tc.args, err, tc.want)
+		}
+		if err != nil && (strings.Contains(err.Error(), "lab: lab:") || strings.Contains(err.Error(), "exec: exec:")) {
+			t.Errorf("lab %v: doubled prefix in %q", tc.args, err)
+		}
 	}
 }

@@ -2,9 +2,12 @@ package lab
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,8 +27,32 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Bring the lab up and stay in the foreground (Ctrl-C removes everything)",
-		Args:  cobra.NoArgs,
+		Long: `lab up builds the whole lab on this machine and stays in the foreground. It needs root
+(it creates network namespaces, veths and nftables rules, and runs kube-proxy), the
+Kubernetes binaries of ` + "`make kubebin`" + ` and the nft tool (` + "`make deps`" + `).
+
+Once the demo Service answers through its address it prints, on standard output:
+  KUBECONFIG=<path>                     the admin kubeconfig (127.0.0.1, verified TLS)
+  kubectl: export ...                   how to use the kubectl built with the control plane
+  Service default/echo: <addresses> ... the Service's LoadBalancer addresses (or ClusterIPs)
+  Try: mooring lab exec client -- curl -s http://<address>/
+  Ready in <seconds>s. ...
+Progress and warnings go to standard error.
+
+Ctrl-C, SIGTERM or ` + "`mooring lab down`" + ` removes everything it made (processes, namespaces,
+the state dir), also when its output has gone away (e.g. ` + "`make demo | tee log`" + ` interrupted).`,
+		Example: `  sudo bin/mooring lab up
+  sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
+  sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// The lab must tear down whatever happens to its output: with
+			// SIGPIPE caught, a write to a closed pipe fails with EPIPE (and
+			// is dropped) instead of killing the process half-way. Caught,
+			// not ignored: an ignored signal would stay ignored in every
+			// program the lab starts.
+			sigpipe := make(chan os.Signal, 1)
+			signal.Notify(sigpipe, syscall.SIGPIPE)
 			self, err := os.Executable()
 			if err != nil {
 				return err
@@ -53,19 +80,19 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of node namespaces (2 or more)")
-	f.StringVar(&cfg.KubeBin, "kubebin", "", "folder with etcd, kube-apiserver, kube-controller-manager and kube-proxy (default: $"+lab.EnvKubeBin+", else the current build of `make kubebin` under ~/.cache/mooring/kubebin)")
+	f.StringVar(&cfg.KubeBin, "kubebin", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-proxy and kubectl (default: $"+lab.EnvKubeBin+", else the current `make kubebin` build under ~/.cache/mooring/kubebin)")
 	f.StringVar(&cfg.CRDDir, "crds", "", "folder of Mooring's CRD manifests (default: config/crd of the repository)")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a silent node stays Ready (Kubernetes' default is 50s)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
 	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
-	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents (the Service then has only a ClusterIP)")
+	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }
 
-// printReady prints the lines the issue promises: KUBECONFIG=, the
-// Service's address and a command that reaches it.
-func printReady(w interface{ Write([]byte) (int, error) }, r *lab.Ready, self, stateDir string) {
+// printReady prints the lines `lab up --help` promises. Write errors are
+// ignored: the reader may be gone, and the lab stays up regardless.
+func printReady(w io.Writer, r *lab.Ready, self, stateDir string) {
 	prog := self
 	if wd, err := os.Getwd(); err == nil {
 		if rel, err := filepath.Rel(wd, self); err == nil && !strings.HasPrefix(rel, "..") {
@@ -81,6 +108,9 @@ func printReady(w interface{ Write([]byte) (int, error) }, r *lab.Ready, self, s
 		addrs, kind = r.Service.ClusterIP, "ClusterIP (no LoadBalancer address: Mooring is not running)"
 	}
 	fmt.Fprintf(w, "KUBECONFIG=%s\n", r.Kubeconfig)
+	if r.KubectlDir != "" {
+		fmt.Fprintf(w, "kubectl: export KUBECONFIG=%s PATH=%s:$PATH   (kubectl v1.37.2, as the apiserver)\n", r.Kubeconfig, r.KubectlDir)
+	}
 	fmt.Fprintf(w, "Service %s/%s: %s port %d, %s\n", r.Service.Namespace, r.Service.Name,
 		strings.Join(addrs, ", "), r.Service.Port, kind)
 	fmt.Fprintf(w, "Try: %s lab exec %s -- curl -s %s\n", prog, r.From, r.URL)

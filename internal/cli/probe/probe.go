@@ -143,7 +143,7 @@ func Print(w io.Writer, format string, rep *probe.Report) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ROUND\tPOD\tNODE\tPARTNER\tREADY->FIRST OK\tATTEMPTS\tRESULT")
+	fmt.Fprintln(tw, "ROUND\tPOD\tNODE\tPARTNER\tBOTH READY->FIRST OK\tOWN READY->FIRST OK\tATTEMPTS\tRESULT")
 	for _, s := range rep.Samples {
 		res := "ok"
 		if s.Failed {
@@ -151,7 +151,7 @@ func Print(w io.Writer, format string, rep *probe.Report) error {
 		} else if s.Delay > rep.Threshold {
 			res = "SLOW"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Round, s.Pod, s.Node, s.Partner, s.Delay.Round(time.Millisecond), s.Attempts, res)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", s.Round, s.Pod, s.Node, s.Partner, s.Delay.Round(time.Millisecond), s.SinceOwnReady.Round(time.Millisecond), s.Attempts, res)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -102,18 +103,41 @@ func assigned(r Row) string {
 	return r.Assigned.Status + "/" + r.Assigned.Reason
 }
 
-// announcedBy is "node/if" per address in the default table (in the order
-// of ADDRESSES) and "addr=node/if" in the wide one.
+// announcedBy is, in the default table, "node/if" per address of
+// ADDRESSES, in its order ("-" for one nobody announces), or once when
+// every address has the same announcer; in the wide one "addr=node/if".
 func announcedBy(r Row, wide bool) string {
 	var parts []string
-	for _, a := range r.AnnouncedBy {
-		if wide {
+	if wide {
+		for _, a := range r.AnnouncedBy {
 			parts = append(parts, a.Address+"="+a.By)
-		} else {
-			parts = append(parts, a.By)
 		}
+		return orDash(strings.Join(parts, ","))
+	}
+	by := map[string]string{}
+	for _, a := range r.AnnouncedBy {
+		by[a.Address] = a.By
+	}
+	same := true
+	for _, addr := range r.Addresses {
+		who, ok := by[canonical(addr)]
+		if !ok {
+			who = "-"
+		}
+		parts = append(parts, who)
+		same = same && who == parts[0]
+	}
+	if same && len(parts) > 0 {
+		parts = parts[:1]
 	}
 	return orDash(strings.Join(parts, ","))
+}
+
+func canonical(addr string) string {
+	if a, err := netip.ParseAddr(addr); err == nil {
+		return a.Unmap().String()
+	}
+	return addr
 }
 
 // problems is "Reason (age)" per reason in the default table and

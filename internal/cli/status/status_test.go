@@ -173,3 +173,17 @@ func TestBadOutput(t *testing.T) {
 		t.Errorf("-o xml: %v", err)
 	}
 }
+
+func TestAnnouncedByOnceWhenSame(t *testing.T) {
+	r := Row{Addresses: []string{"10.0.0.1", "fd00::1"}, AnnouncedBy: []Announcement{{"10.0.0.1", "node-2/eth0"}, {"fd00::1", "node-2/eth0"}}}
+	if got := announcedBy(r, false); got != "node-2/eth0" {
+		t.Errorf("same announcer: %q", got)
+	}
+	if got := announcedBy(r, true); got != "10.0.0.1=node-2/eth0,fd00::1=node-2/eth0" {
+		t.Errorf("wide: %q", got)
+	}
+	r.AnnouncedBy = r.AnnouncedBy[:1] // the IPv6 address is not announced
+	if got := announcedBy(r, false); got != "node-2/eth0,-" {
+		t.Errorf("one of two: %q", got)
+	}
+}

@@ -1,7 +1,9 @@
 // Package kubelet is the lab's kubelet stand-in: one process per node
 // namespace that registers the Node, keeps its Lease and Ready status fresh,
-// and runs the pods bound to it as `mooring lab echo` processes, each in a
-// network namespace of its own joined to the node by a veth pair.
+// and runs the pods bound to it whose image is Image as `mooring lab echo`
+// processes, each in a network namespace of its own joined to the node by a
+// veth pair. Other pods bound to it (hostNetwork, other images) it leaves
+// alone.
 //
 // It plays only the parts of a kubelet that Mooring's experiments observe:
 // heartbeats (so node-lifecycle notices a dead node), pod IPs and readiness
@@ -77,7 +79,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	// Offset 1 of each pod CIDR is the node's gateway address.
-	k := &kubelet{cfg: cfg, log: cfg.Log.With("node", cfg.NodeName), pods: map[string]*pod{}, next: 1}
+	k := &kubelet{cfg: cfg, log: cfg.Log.With("node", cfg.NodeName), pods: map[string]*pod{}, ignored: map[string]bool{}, next: 1}
 	// The apiserver may answer /readyz before every write path works (its
 	// post-start hooks create kube-node-lease, for one): retry, bounded.
 	var err error
@@ -107,9 +109,10 @@ type kubelet struct {
 	cfg Config
 	log *slog.Logger
 
-	mu   sync.Mutex
-	pods map[string]*pod // by namespace/name
-	next int             // last pod address offset handed out
+	mu      sync.Mutex
+	pods    map[string]*pod // by namespace/name
+	ignored map[string]bool // pods left alone (see runnable), logged once
+	next    int             // last pod address offset handed out
 
 	requeue func(key string) // set by runPods: re-sync a pod whose process exited
 }

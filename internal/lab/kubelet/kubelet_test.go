@@ -52,3 +52,57 @@ func TestPodPort(t *testing.T) {
 		t.Fatal("podPort")
 	}
 }
+
+// The stand-in runs only the lab's image in a namespace of the pod's own;
+// everything else (another system's hostNetwork pods, real images) it
+// leaves alone rather than run an echo server under the pod's name.
+func TestRunnable(t *testing.T) {
+	pod := func(hostNet bool, images ...string) *corev1.Pod {
+		p := &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: hostNet}}
+		for i, im := range images {
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: string(rune('a' + i)), Image: im})
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		{pod(false, Image), true},
+		{pod(false, Image+":v1", Image), true},
+		{pod(true, Image), false},
+		{pod(false, "quay.io/metallb/speaker:v0.15.2"), false},
+		{pod(false, Image, "nginx"), false},
+		{pod(false, "mooring.dev/lab-echo-not"), false},
+	} {
+		ok, why := runnable(tc.pod)
+		if ok != tc.want || (ok == (why != "")) {
+			t.Errorf("runnable(hostNetwork=%v %v) = %v %q, want %v", tc.pod.Spec.HostNetwork, tc.pod.Spec.Containers, ok, why, tc.want)
+		}
+	}
+}
+
+// As the kubelet does, the stand-in takes its own conditions back (a
+// Ready=False written by another party while the pod runs is undone, issue
+// 9 item 8) and keeps the conditions others own.
+func TestPodStatusReconcilesConditions(t *testing.T) {
+	obj := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "echo", Image: Image}}}}
+	obj.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "NodeConfirmedDead"},
+		{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByMooring"},
+	}
+	p := &pod{addrs: []netip.Addr{netip.MustParseAddr("10.244.1.2")}, started: metav1.Now(), proc: &podProcess{}}
+	st := podStatus(obj, p, []netip.Addr{netip.MustParseAddr("10.213.0.11")}, true, "")
+	if !ready(st) {
+		t.Error("a running pod marked NotReady by someone else stays NotReady")
+	}
+	n := 0
+	for _, c := range st.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Reason == "EvictionByMooring" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("conditions %+v: want the DisruptionTarget kept once", st.Conditions)
+	}
+}

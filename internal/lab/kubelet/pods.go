@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +23,27 @@ import (
 
 // DefaultPort is the echo server's port when a pod declares none.
 const DefaultPort = 8080
+
+// Image is the only image the stand-in runs (as `mooring lab echo`); it is
+// never pulled. A tag is allowed ("mooring.dev/lab-echo:v1").
+const Image = "mooring.dev/lab-echo"
+
+// runnable says whether the stand-in runs obj, and if not, why. It leaves
+// alone what it cannot run faithfully, so that another system sharing the
+// lab (e.g. a third-party announcer's hostNetwork pods, started and
+// reported by its own harness) keeps its pods and their IPs: a pod in the
+// node's own namespace, or a container of another image.
+func runnable(obj *corev1.Pod) (bool, string) {
+	if obj.Spec.HostNetwork {
+		return false, "hostNetwork pod: the lab's kubelet runs only pods with a network namespace of their own"
+	}
+	for _, c := range obj.Spec.Containers {
+		if name, _, _ := strings.Cut(c.Image, ":"); name != Image {
+			return false, fmt.Sprintf("container %s has image %q: the lab's kubelet runs only %s", c.Name, c.Image, Image)
+		}
+	}
+	return true, ""
+}
 
 // pod is a running pod: its process, addresses and host-side link.
 type pod struct {
@@ -92,6 +115,10 @@ func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key st
 	if err != nil {
 		return err
 	}
+	if ok, why := runnable(obj); !ok {
+		k.leaveAlone(ctx, obj, why)
+		return nil
+	}
 	if obj.DeletionTimestamp != nil {
 		k.stop(key)
 		// The kubelet confirms a graceful deletion by deleting with grace 0.
@@ -112,6 +139,28 @@ func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key st
 		}
 	}
 	return k.writeStatus(ctx, obj, p)
+}
+
+// leaveAlone logs once why a pod is not run. Its status stays whatever its
+// owner writes; a requested deletion is confirmed, as a kubelet with
+// nothing to stop for it would.
+func (k *kubelet) leaveAlone(ctx context.Context, obj *corev1.Pod, why string) {
+	key := obj.Namespace + "/" + obj.Name
+	k.mu.Lock()
+	first := !k.ignored[key]
+	k.ignored[key] = true
+	k.mu.Unlock()
+	if first {
+		k.log.Info("leaving pod alone", "pod", key, "why", why)
+	}
+	if obj.DeletionTimestamp != nil {
+		err := k.cfg.Client.CoreV1().Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{
+			GracePeriodSeconds: ptr.To[int64](0), Preconditions: &metav1.Preconditions{UID: &obj.UID},
+		})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			k.log.Warn("confirming the deletion of a pod left alone", "pod", key, "err", err)
+		}
+	}
 }
 
 // start runs the pod's echo process, wires its network and waits until it
@@ -254,6 +303,14 @@ func podStatus(obj *corev1.Pod, p *pod, nodeIPs []netip.Addr, ready bool, failed
 			cond(corev1.ContainersReady, ready),
 			cond(corev1.PodScheduled, true),
 		},
+	}
+	// Like the kubelet's status manager, keep the conditions others own
+	// (e.g. DisruptionTarget, readiness gates) and take back its own: a
+	// Ready=False written by someone else while the pod runs is undone.
+	for _, o := range obj.Status.Conditions {
+		if !slices.ContainsFunc(st.Conditions, func(c corev1.PodCondition) bool { return c.Type == o.Type }) {
+			st.Conditions = append(st.Conditions, o)
+		}
 	}
 	if failed != "" {
 		st.Phase, st.Reason, st.Message = corev1.PodFailed, "Error", failed

@@ -83,7 +83,11 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 		if err := r.act(ctx, i); err != nil {
 			return &StepError{Step: s.Name, Failed: "the step itself: " + err.Error(), Undo: append(slices.Clone(s.Rollback), undo...)}
 		}
-		if err := r.checks(ctx, s); err != nil {
+		timeout := r.CheckTimeout
+		if i == 0 {
+			timeout = 0 // pre-checks describe the cluster as it is: no waiting
+		}
+		if err := r.checks(ctx, s, timeout); err != nil {
 			u := undo
 			if i > 0 {
 				u = append(slices.Clone(s.Rollback), undo...)
@@ -96,15 +100,22 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 		if i > 0 {
 			undo = append(slices.Clone(s.Rollback), undo...)
 		}
-		fmt.Fprintf(r.Out, "  ok: %s\n", joinChecks(s.Checks))
+		fmt.Fprintf(r.Out, "  ok: %s\n", r.joinChecks(s.Checks))
 	}
 	return nil
 }
 
-func joinChecks(cs []migrate.CheckID) string {
+func (r *Runner) joinChecks(cs []migrate.CheckID) string {
 	var out []string
 	for _, c := range cs {
-		out = append(out, string(c))
+		switch {
+		case c == migrate.CheckResponders && r.Responders == nil:
+			out = append(out, string(c)+" (skipped: no --interface)")
+		case c == migrate.CheckTraffic && r.Traffic == nil:
+			out = append(out, string(c)+" (skipped: no --probe)")
+		default:
+			out = append(out, string(c))
+		}
 	}
 	return strings.Join(out, ", ")
 }
@@ -198,10 +209,10 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 	return nil
 }
 
-// checks polls the step's checks until all pass or CheckTimeout passes;
+// checks polls the step's checks until all pass or timeout passes;
 // the traffic check is not retried: a failed request is a failure.
-func (r *Runner) checks(ctx context.Context, s migrate.Step) error {
-	deadline := time.Now().Add(r.CheckTimeout)
+func (r *Runner) checks(ctx context.Context, s migrate.Step, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		err := r.checkOnce(ctx, s)
 		if err == nil || time.Now().After(deadline) || isFinal(err) {

@@ -1,0 +1,329 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
+	"github.com/mooringlb/mooring/internal/membership"
+)
+
+// Eligibility: a node is a candidate for an address only if it can serve
+// it. Each agent works out where it can answer (usableLinks), publishes it
+// in its gossip metadata (membership.NodeMeta), and hands the core every
+// live member's published capability (announce.Capabilities), so all
+// agents rank the same candidates. A node that cannot serve a policy that
+// selects it says so: a metric, a log line and a Warning Event on its Node.
+
+// Gossip is what eligibility needs from membership besides Members; the
+// real *membership.Membership has it. Without it (test fakes) every live
+// member stays eligible, as before capabilities.
+type Gossip interface {
+	Snapshot() []membership.Member
+	SetMeta(membership.NodeMeta) error
+	// Generation changes whenever the live set or a member's metadata does.
+	Generation() uint64
+}
+
+// linkInspector is a Links that can describe links for usableLinks.
+type linkInspector interface {
+	Inspect() ([]LinkInfo, error)
+}
+
+// EventReasonCannotAnnounce is the Node Event of a node that a policy
+// selects but that has no usable interface the policy allows.
+const EventReasonCannotAnnounce = "CannotAnnounce"
+
+type eligibility struct {
+	met  eligibilityMetrics
+	node string
+	log  *slog.Logger
+
+	// Owned by the decision loop.
+	gen          uint64                         // gossip generation caps were computed at
+	caps         announce.Capabilities          // the last result
+	last         map[string]announce.Capability // every node's last known capability
+	local        announce.Capability
+	meta         membership.NodeMeta
+	published    []byte
+	unservable   string // last reported, to log and record once per change
+	otherRanking string
+	unusable     string
+
+	events *mailbox[event]
+}
+
+type eligibilityMetrics struct {
+	deferringNow                                          bool
+	eligible, usable, unservable, otherRanking, deferring prometheus.Gauge
+}
+
+// newEligibility also publishes "not ready yet", so that from its first
+// gossip on this agent is no candidate until it has decided once: an empty
+// metadata would read as an older agent's, which is a candidate.
+func newEligibility(node string, log *slog.Logger, reg prometheus.Registerer, members Members) *eligibility {
+	g := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	}
+	e := &eligibility{node: node, log: log, events: newMailbox[event](), met: eligibilityMetrics{
+		eligible: g("mooring_agent_eligible", "1 if this node is a candidate for addresses (agent ready, a usable interface, no exclude-from-external-load-balancers label), else 0."),
+		usable:   g("mooring_agent_usable_interfaces", "Interfaces this node may answer ARP/NDP on (up, ARP, Ethernet, not a bridge/bond port or pod veth)."),
+		unservable: g("mooring_agent_unservable_policies",
+			"L2AnnouncementPolicies that select this node but allow none of its usable interfaces: it is no candidate for their addresses (see the node's CannotAnnounce Event)."),
+		deferring: g("mooring_agent_partition_deferring",
+			"1 while gossip is cut from most nodes whose kernels still answer (a partition) and this side, not being the majority, announces nothing."),
+		otherRanking: g("mooring_agent_members_other_ranking",
+			"Live members that rank with another hash version (a mixed-version cluster): owners may disagree until every agent runs one version."),
+	}}
+	if reg != nil {
+		reg.MustRegister(e.met.eligible, e.met.usable, e.met.unservable, e.met.otherRanking, e.met.deferring)
+	}
+	if g, ok := members.(Gossip); ok {
+		if err := g.SetMeta(membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: "starting"}); err != nil {
+			log.Warn("publishing node metadata", "err", err)
+		}
+	}
+	return e
+}
+
+// capabilities publishes this node's capability and returns every
+// member's, or nil (no filter) when gossip or links cannot say. It is
+// called on every decision but recomputes only when gossip (membership or
+// metadata), the links, the Nodes or the policies changed. A member that
+// left keeps its last capability (State.SetCapabilities says why).
+func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilities, error) {
+	// Called from every decision, after the start-up gate: the agent
+	// serves from now on (health.go).
+	a.ready.decided.Store(true)
+	g, ok := a.deps.Members.(Gossip)
+	insp, ok2 := a.deps.Links.(linkInspector)
+	if !ok || !ok2 {
+		return nil, nil
+	}
+	e := a.elig
+	if d, ok := a.deps.Members.(interface{ Deferring() bool }); ok {
+		deferring := d.Deferring()
+		if deferring != (e.met.deferringNow) {
+			e.met.deferringNow = deferring
+			e.met.deferring.Set(b2f(deferring))
+			a.log.Warn("gossip partition: this side is not the majority", "deferring", deferring, "members", a.deps.Members.Members())
+		}
+	}
+	gen := g.Generation()
+	if e.caps != nil && gen == e.gen && !d.all && !d.nodes && !d.policies && !d.links {
+		return e.caps, nil
+	}
+	e.gen = gen
+	var nodes corev1.NodeList
+	if err := a.deps.Reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing Nodes from the cache: %w", err)
+	}
+	var pols mooringv1.L2AnnouncementPolicyList
+	if err := a.deps.Reader.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
+	}
+	excluded := map[string]bool{}
+	var self *corev1.Node
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if _, ok := n.Labels[corev1.LabelNodeExcludeBalancers]; ok {
+			excluded[n.Name] = true
+		}
+		if n.Name == a.cfg.NodeName {
+			self = n
+		}
+	}
+	if d.all || d.nodes || d.links || e.caps == nil {
+		e.local, e.meta = a.localCapability(insp, self)
+	}
+	meta := e.meta
+	if excluded[a.cfg.NodeName] {
+		meta.Reason = "the Node has the label " + corev1.LabelNodeExcludeBalancers
+	}
+	if b, err := meta.Encode(); err == nil && string(b) != string(e.published) {
+		if err := g.SetMeta(meta); err != nil {
+			a.log.Warn("publishing what this node can serve", "err", err)
+		} else {
+			e.published = b
+		}
+	}
+
+	if e.last == nil {
+		e.last = map[string]announce.Capability{}
+	}
+	var other []string
+	for _, m := range g.Snapshot() {
+		switch {
+		case m.Name == a.cfg.NodeName:
+		case errors.Is(m.MetaErr, membership.ErrNoMeta):
+			e.last[m.Name] = announce.Capability{Any: true}
+		case m.MetaErr != nil || !m.Meta.Ready:
+			delete(e.last, m.Name) // not ready (restarting, unhealthy): no candidate
+		default:
+			e.last[m.Name] = announce.Capability{Interfaces: m.Meta.Interfaces, Defaults: m.Meta.Defaults}
+		}
+		if m.MetaErr == nil && m.Meta.Ranking != announce.RankingVersion() {
+			other = append(other, m.Name+"="+m.Meta.Ranking)
+		}
+	}
+	e.last[a.cfg.NodeName] = e.local
+	caps := announce.Capabilities{}
+	for i := range nodes.Items {
+		n := nodes.Items[i].Name
+		if c, ok := e.last[n]; ok && !excluded[n] {
+			caps[n] = c
+		}
+	}
+	for n := range e.last { // forget nodes that are gone
+		if !slices.ContainsFunc(nodes.Items, func(x corev1.Node) bool { return x.Name == n }) {
+			delete(e.last, n)
+		}
+	}
+	e.caps = caps
+	a.reportEligibility(self, caps, convertPolicies(pols.Items), other)
+	return caps, nil
+}
+
+// localCapability works out where this node can answer, and the metadata
+// that says so.
+func (a *Agent) localCapability(insp linkInspector, self *corev1.Node) (announce.Capability, membership.NodeMeta) {
+	meta := membership.NodeMeta{Ranking: announce.RankingVersion(), Ready: true}
+	links, err := insp.Inspect()
+	if err != nil {
+		a.log.Warn("inspecting interfaces; serving nothing until it works", "err", err)
+		meta.Reason = "cannot list interfaces: " + err.Error()
+		return announce.Capability{}, meta
+	}
+	usable, defaults, unusable := usableLinks(links, a.nodeIPs(self))
+	meta.Interfaces, meta.Defaults = usable, defaults
+	switch {
+	case len(usable) == 0:
+		meta.Reason = "no usable interface"
+	case len(defaults) == 0:
+		meta.Reason = whyNoNodeIPs
+	}
+	if s := fmt.Sprint(unusable); s != a.elig.unusable {
+		a.elig.unusable = s
+		a.log.Info("interfaces", "usable", usable, "defaults", defaults, "left out", unusable)
+	}
+	a.elig.met.usable.Set(float64(len(usable)))
+	return announce.Capability{Interfaces: usable, Defaults: defaults}, meta
+}
+
+// nodeIPs are the node's InternalIP addresses, and the gossip bind address
+// (status.hostIP) when it is one.
+func (a *Agent) nodeIPs(self *corev1.Node) []netip.Addr {
+	var out []netip.Addr
+	if self != nil {
+		for _, ad := range self.Status.Addresses {
+			if ad.Type != corev1.NodeInternalIP {
+				continue
+			}
+			if ip, err := netip.ParseAddr(ad.Address); err == nil {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	if ip, err := netip.ParseAddr(a.cfg.GossipBind); err == nil && !ip.IsUnspecified() {
+		out = append(out, ip.Unmap())
+	}
+	return out
+}
+
+// reportEligibility sets the metrics and, once per change, logs and
+// queues a Node Event naming the policies this node cannot serve.
+func (a *Agent) reportEligibility(self *corev1.Node, caps announce.Capabilities, policies []announce.Policy, other []string) {
+	e := a.elig
+	local, ok := caps[a.cfg.NodeName]
+	eligible := ok && (local.Any || len(local.Interfaces) > 0)
+	e.met.eligible.Set(b2f(eligible))
+	e.met.otherRanking.Set(float64(len(other)))
+	if s := strings.Join(other, ","); s != e.otherRanking {
+		e.otherRanking = s
+		if s != "" {
+			a.log.Warn("members rank with another hash version: owners may disagree until every agent runs one version",
+				"ours", announce.RankingVersion(), "theirs", other)
+		}
+	}
+	var labels map[string]string
+	if self != nil {
+		labels = self.Labels
+	}
+	var cannot []string
+	for _, p := range policies {
+		if !ok || p.NodeSelector.Validate() != nil || !p.NodeSelector.Matches(labels) || local.Serves(p) {
+			continue
+		}
+		cannot = append(cannot, fmt.Sprintf("%s (spec.interfaces %v)", p.Name, p.Interfaces))
+	}
+	e.met.unservable.Set(float64(len(cannot)))
+	s := strings.Join(cannot, ", ")
+	if s == e.unservable {
+		return
+	}
+	e.unservable = s
+	if s == "" {
+		return
+	}
+	ifs := "none"
+	if len(local.Interfaces) > 0 {
+		ifs = strings.Join(local.Interfaces, ", ")
+	}
+	msg := fmt.Sprintf("%s cannot announce for the L2AnnouncementPolicies %s: none of its usable interfaces (%s; defaults %v) is allowed, "+
+		"so it is no candidate for their addresses and the other nodes serve them; fix spec.interfaces or spec.nodeSelector",
+		a.cfg.NodeName, s, ifs, local.Defaults)
+	a.log.Warn("this node cannot serve some policies that select it", "message", msg)
+	if self != nil {
+		e.events.put(event{typ: corev1.EventTypeWarning, reason: EventReasonCannotAnnounce, message: msg})
+	}
+}
+
+// eventLoop records the queued Node Events off the decision loop, so an
+// unreachable API server never delays a decision.
+func (e *eligibility) eventLoop(ctx context.Context, c client.Client, clk clock.Clock) error {
+	if c == nil {
+		return nil
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-e.events.ready():
+		}
+		ev, _ := e.events.get()
+		now := metav1.NewTime(clk.Now())
+		obj := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: e.node + ".", Namespace: metav1.NamespaceDefault},
+			InvolvedObject: corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: e.node, UID: "", Namespace: ""},
+			Reason:         ev.reason, Message: ev.message, Type: ev.typ,
+			Source:         corev1.EventSource{Component: "mooring-agent", Host: e.node},
+			FirstTimestamp: now, LastTimestamp: now, Count: 1,
+			ReportingController: "mooring.dev/agent", ReportingInstance: e.node,
+		}
+		wctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		err := c.Create(wctx, obj)
+		cancel()
+		if err != nil {
+			e.log.Warn("recording a Node event failed", "reason", ev.reason, "err", err)
+		}
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

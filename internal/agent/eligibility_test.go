@@ -1,0 +1,277 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
+	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/membership"
+)
+
+// gossipMembers is fakeMembers with metadata, like membership.Membership.
+type gossipMembers struct {
+	*fakeMembers
+	mu    sync.Mutex
+	metas map[string]membership.NodeMeta // absent: publishes nothing (older agent)
+	mine  membership.NodeMeta
+	gen   uint64
+}
+
+func (g *gossipMembers) Snapshot() []membership.Member {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []membership.Member
+	for _, n := range g.Members() {
+		m := membership.Member{Name: n}
+		if meta, ok := g.metas[n]; ok {
+			m.Meta = meta
+		} else {
+			m.MetaErr = membership.ErrNoMeta
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Generation changes on every call: the agent recomputes every time.
+func (g *gossipMembers) Generation() uint64 { g.gen++; return g.gen }
+
+func (g *gossipMembers) SetMeta(m membership.NodeMeta) error {
+	g.mu.Lock()
+	g.mine = m
+	g.mu.Unlock()
+	return nil
+}
+
+// inspectLinks is fakeLinks that can describe links.
+type inspectLinks struct {
+	fakeLinks
+	links []LinkInfo
+}
+
+func (l inspectLinks) Interfaces() ([]announce.Interface, error) {
+	var out []announce.Interface
+	for _, li := range l.links {
+		out = append(out, announce.Interface{Name: li.Name, Index: li.Index, Loopback: li.Loopback})
+	}
+	return out, nil
+}
+func (l inspectLinks) Inspect() ([]LinkInfo, error) { return l.links, nil }
+
+func ready(ifs ...string) membership.NodeMeta {
+	return membership.NodeMeta{Ranking: announce.RankingVersion(), Ready: true, Interfaces: ifs, Defaults: ifs[:1]}
+}
+
+// eligibilityFixture: node-1..3, a policy for eth0 only and eight
+// addresses; the agent runs as local, whose links are given.
+func eligibilityFixture(t *testing.T, local string, links []LinkInfo, metas map[string]membership.NodeMeta, nodes ...*corev1.Node) (*Agent, client.Client, *gossipMembers, *fakeResponder, []netip.Addr) {
+	t.Helper()
+	objs := []client.Object{&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "eth0-only"},
+		Spec: mooringv1.L2AnnouncementPolicySpec{Interfaces: []string{"eth0"}}}}
+	for _, n := range nodes {
+		objs = append(objs, n)
+	}
+	var vips []netip.Addr
+	for i := range 8 {
+		a := netip.AddrFrom4([4]byte{10, 213, 0, byte(100 + i)})
+		vips = append(vips, a)
+		svc := lbService("default", "web-"+a.String(), a.String())
+		objs = append(objs, &svc)
+	}
+	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).WithObjects(objs...).
+		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}).Build()
+	mem := &gossipMembers{fakeMembers: &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}, metas: metas}
+	resp := &fakeResponder{}
+	cfg := DefaultConfig()
+	cfg.NodeName = local
+	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Responder: resp, Links: inspectLinks{links: links},
+		Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
+	return a, c, mem, resp, vips
+}
+
+var (
+	eth0 = LinkInfo{Name: "eth0", Index: 2, Up: true, Ethernet: true, DefaultRoute: true}
+	eth1 = LinkInfo{Name: "eth1", Index: 3, Up: true, Ethernet: true, DefaultRoute: true}
+)
+
+// The black hole, closed: node-3 has no eth0. It owns none of the policy's
+// addresses (every agent agrees, from its published metadata), says why in
+// a metric and a Node Event, and node-1 and node-2 serve all of them.
+func TestNodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
+	metas := map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": ready("eth0", "eth1"), "node-3": ready("eth1")}
+	owners := map[string][]string{}
+	for _, local := range []string{"node-1", "node-2", "node-3"} {
+		links := []LinkInfo{eth0, eth1}
+		if local == "node-3" {
+			links = []LinkInfo{eth1}
+		}
+		a, c, mem, resp, vips := eligibilityFixture(t, local, links, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.elig.eventLoop(ctx, c, a.deps.Clock) }()
+		if err := a.decide(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vips {
+			if o, _ := a.prev.OwnerOf(v); true {
+				owners[v.String()] = append(owners[v.String()], o)
+				if want := announce.Rank([]string{"node-1", "node-2"}, v)[0]; o != want {
+					t.Errorf("%s decides %s owns %s, want %s", local, o, v, want)
+				}
+			}
+		}
+		for _, addrs := range resp.get() {
+			if local == "node-3" && len(addrs) > 0 {
+				t.Errorf("node-3 answers for %v", addrs)
+			}
+		}
+		if !mem.mine.Ready || (local == "node-3") != slices.Equal(mem.mine.Interfaces, []string{"eth1"}) {
+			t.Errorf("%s published %+v", local, mem.mine)
+		}
+		wantUnservable := 0.0
+		if local == "node-3" {
+			wantUnservable = 1
+			var evs corev1.EventList
+			deadline := time.Now().Add(5 * time.Second)
+			for len(evs.Items) == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+				_ = c.List(ctx, &evs)
+			}
+			if len(evs.Items) != 1 || evs.Items[0].Reason != EventReasonCannotAnnounce || evs.Items[0].InvolvedObject.Kind != "Node" ||
+				!strings.Contains(evs.Items[0].Message, "eth0-only") {
+				t.Errorf("node-3 events: %+v", evs.Items)
+			}
+		}
+		if got := value(a.elig.met.unservable); got != wantUnservable {
+			t.Errorf("%s: unservable policies %v, want %v", local, got, wantUnservable)
+		}
+		cancel()
+		<-done
+	}
+}
+
+// Who counts as a candidate: a member that is not ready does not, one with
+// the exclude-from-external-load-balancers label does not, and an older
+// agent that publishes nothing does (as all agents assumed before).
+func TestCandidates(t *testing.T) {
+	excluded := testNode("node-3")
+	excluded.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: ""}
+	notReady := ready("eth0")
+	notReady.Ready = false
+	for _, tc := range []struct {
+		name  string
+		metas map[string]membership.NodeMeta
+		want  []string
+	}{
+		{"not ready", map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": notReady}, []string{"node-1"}},
+		{"older agent", map[string]membership.NodeMeta{"node-1": ready("eth0")}, []string{"node-1", "node-2"}},
+	} {
+		a, _, _, _, _ := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, tc.metas, testNode("node-1"), testNode("node-2"), excluded)
+		caps, err := a.capabilities(context.Background(), changed{all: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for n := range caps {
+			got = append(got, n)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: candidates %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// The start-up gate: an agent that knows peers but has not reached one
+// announces nothing (it would believe itself alone and claim every
+// address) until gossip finds a peer or SettleTimeout passes.
+func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
+	metas := map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": ready("eth0"), "node-3": ready("eth0")}
+	nodes := func() []*corev1.Node {
+		var out []*corev1.Node
+		for i, n := range []string{"node-1", "node-2", "node-3"} {
+			node := testNode(n)
+			node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: netip.AddrFrom4([4]byte{10, 213, 0, byte(11 + i)}).String()}}
+			out = append(out, node)
+		}
+		return out
+	}
+	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, nodes()...)
+	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	a.deps.Clock = clk
+	mem.set("node-1") // alone so far
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.decideLoop(ctx) }()
+	time.Sleep(200 * time.Millisecond)
+	if got := resp.get(); got != nil {
+		t.Fatalf("announced %v before gossip found a peer", got)
+	}
+	if mem.mine.Ready {
+		t.Fatal("published ready before deciding")
+	}
+	if err := a.readyz(); err == nil || !strings.Contains(err.Error(), "not deciding yet") || !strings.Contains(err.Error(), "reaches none of the 2") {
+		t.Fatalf("/readyz during the gate: %v", err)
+	}
+	mem.set("node-1", "node-2", "node-3")
+	wantOwned := 0
+	for _, v := range vips {
+		if announce.Rank([]string{"node-1", "node-2", "node-3"}, v)[0] == "node-1" {
+			wantOwned++
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for resp.get() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := len(resp.get()[eth0.Index]); got != wantOwned {
+		t.Fatalf("after the peers arrived: %d addresses, want node-1's share %d", got, wantOwned)
+	}
+	if err := a.readyz(); err != nil {
+		t.Fatalf("/readyz once serving: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
+	}
+
+	// Alone for good: after SettleTimeout it announces with what it knows.
+	b, _, memB, respB, _ := eligibilityFixture(t, "node-2", []LinkInfo{eth0}, metas, nodes()...)
+	clkB := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	b.deps.Clock = clkB
+	memB.set("node-2")
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() { _ = b.decideLoop(ctx2) }()
+	for !clkB.HasWaiters() {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if respB.get() != nil {
+		t.Fatal("announced before SettleTimeout")
+	}
+	clkB.Step(b.cfg.SettleTimeout)
+	deadline = time.Now().Add(5 * time.Second)
+	for respB.get() == nil && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := len(respB.get()[eth0.Index]); got != len(vips) {
+		t.Fatalf("alone after the timeout: %d addresses, want all %d", got, len(vips))
+	}
+}

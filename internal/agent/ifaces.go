@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// LinkInfo is one of the node's links, as far as choosing where to answer
+// ARP/NDP goes (ifaces_linux.go reads it from netlink).
+type LinkInfo struct {
+	Name  string
+	Index int
+	// Up: administratively up and not reporting a down carrier.
+	Up bool
+	// NoARP: the link does no neighbour resolution (IFF_NOARP): answering
+	// there reaches nobody.
+	NoARP    bool
+	Loopback bool
+	// Ethernet: an Ethernet-framed link with a 6-byte MAC (the responder
+	// speaks nothing else).
+	Ethernet bool
+	// Enslaved: a port of a bridge or bond (it has a master): its master
+	// is where the node's addresses and answers belong.
+	Enslaved bool
+	// Veth: one end of a veth pair, nearly always a pod's.
+	Veth  bool
+	Addrs []netip.Addr
+	// DefaultRoute: a default route (either family) leaves through it.
+	DefaultRoute bool
+}
+
+// Interface-choice reasons, as the log and the Node Event spell them.
+const (
+	whyDown      = "down"
+	whyNoARP     = "NOARP"
+	whyLoopback  = "loopback"
+	whyNotEther  = "not Ethernet"
+	whyEnslaved  = "a bridge or bond port (use its master)"
+	whyVeth      = "a veth (a pod's, unless it carries the node's address)"
+	whyNoNodeIPs = "the node's InternalIP is on no usable interface and there is no default route"
+)
+
+// usableLinks decides where this node may answer: usable are the links a
+// policy's interfaces expressions may pick (up, ARP, Ethernet, not a
+// bridge/bond port, not a veth unless it carries a node address); defaults
+// are the ones a policy that names no interfaces uses: the usable links
+// carrying one of nodeIPs (the Node's InternalIP addresses), else those
+// carrying a default route. unusable says why every other link was left
+// out. Pure; the results are sorted by name.
+func usableLinks(links []LinkInfo, nodeIPs []netip.Addr) (usable, defaults []string, unusable map[string]string) {
+	unusable = map[string]string{}
+	carries := func(l LinkInfo) bool {
+		return slices.ContainsFunc(l.Addrs, func(a netip.Addr) bool { return slices.Contains(nodeIPs, a.Unmap()) })
+	}
+	var routed []string
+	for _, l := range links {
+		switch {
+		case l.Loopback:
+			unusable[l.Name] = whyLoopback
+		case !l.Up:
+			unusable[l.Name] = whyDown
+		case l.NoARP:
+			unusable[l.Name] = whyNoARP
+		case !l.Ethernet:
+			unusable[l.Name] = whyNotEther
+		case l.Enslaved:
+			unusable[l.Name] = whyEnslaved
+		case l.Veth && !carries(l):
+			unusable[l.Name] = whyVeth
+		default:
+			usable = append(usable, l.Name)
+			if carries(l) {
+				defaults = append(defaults, l.Name)
+			}
+			if l.DefaultRoute {
+				routed = append(routed, l.Name)
+			}
+		}
+	}
+	if len(defaults) == 0 {
+		defaults = routed
+	}
+	slices.Sort(usable)
+	slices.Sort(defaults)
+	return slices.Compact(usable), slices.Compact(defaults), unusable
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package agent
+
+func (netlinkLinks) Inspect() ([]LinkInfo, error) { return nil, errUnsupported }

@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+func TestUsableLinks(t *testing.T) {
+	nodeIP := netip.MustParseAddr("192.168.1.10")
+	up := func(name string, addrs ...string) LinkInfo {
+		l := LinkInfo{Name: name, Up: true, Ethernet: true}
+		for _, a := range addrs {
+			l.Addrs = append(l.Addrs, netip.MustParseAddr(a))
+		}
+		return l
+	}
+	with := func(l LinkInfo, f func(*LinkInfo)) LinkInfo { f(&l); return l }
+	tests := []struct {
+		name         string
+		links        []LinkInfo
+		usable, defs []string
+		unusable     map[string]string
+		nodeIPs      []netip.Addr
+	}{{
+		name: "the InternalIP's link is the default; pod veths, bridge ports, down, NOARP and non-Ethernet links are left out",
+		links: []LinkInfo{
+			{Name: "lo", Loopback: true, Up: true},
+			with(up("eth0"), func(l *LinkInfo) { l.Enslaved = true }),
+			up("br0", "192.168.1.10"),
+			up("eth1", "10.0.0.5"),
+			with(up("eth2"), func(l *LinkInfo) { l.Up = false }),
+			with(up("flannel.1"), func(l *LinkInfo) { l.NoARP = true }),
+			with(up("wg0"), func(l *LinkInfo) { l.Ethernet = false }),
+			with(up("vethab12"), func(l *LinkInfo) { l.Veth = true }),
+			with(up("eth3"), func(l *LinkInfo) { l.DefaultRoute = true }),
+		},
+		nodeIPs: []netip.Addr{nodeIP},
+		usable:  []string{"br0", "eth1", "eth3"}, defs: []string{"br0"},
+		unusable: map[string]string{"lo": whyLoopback, "eth0": whyEnslaved, "eth2": whyDown, "flannel.1": whyNoARP,
+			"wg0": whyNotEther, "vethab12": whyVeth},
+	}, {
+		name:   "no InternalIP known: the default route's link",
+		links:  []LinkInfo{up("eth0"), with(up("eth1"), func(l *LinkInfo) { l.DefaultRoute = true })},
+		usable: []string{"eth0", "eth1"}, defs: []string{"eth1"}, unusable: map[string]string{},
+	}, {
+		name:    "a veth carrying the node's address (a node in a container or namespace) is usable",
+		links:   []LinkInfo{with(up("eth0", "192.168.1.10"), func(l *LinkInfo) { l.Veth = true })},
+		nodeIPs: []netip.Addr{nodeIP},
+		usable:  []string{"eth0"}, defs: []string{"eth0"}, unusable: map[string]string{},
+	}, {
+		name:     "nothing usable",
+		links:    []LinkInfo{{Name: "lo", Loopback: true, Up: true}},
+		unusable: map[string]string{"lo": whyLoopback},
+	}}
+	for _, tt := range tests {
+		usable, defs, unusable := usableLinks(tt.links, tt.nodeIPs)
+		if !slices.Equal(usable, tt.usable) || !slices.Equal(defs, tt.defs) || len(unusable) != len(tt.unusable) {
+			t.Errorf("%s:\n usable %v defaults %v unusable %v\n want %v %v %v", tt.name, usable, defs, unusable, tt.usable, tt.defs, tt.unusable)
+			continue
+		}
+		for k, v := range tt.unusable {
+			if unusable[k] != v {
+				t.Errorf("%s: %s left out as %q, want %q", tt.name, k, unusable[k], v)
+			}
+		}
+	}
+}

@@ -1,0 +1,22 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/cni"
+	"github.com/mooringlb/mooring/internal/podipamctl"
+)
+
+// addPodIPAMFlags binds the pod IPAM flags; the mode itself is not a flag:
+// the agent follows the one recorded in the cluster.
+func addPodIPAMFlags(f *pflag.FlagSet, p *agent.PodIPAM) {
+	f.StringVar(&p.Socket, "pod-ipam-socket", cni.DefaultSocket, "unix socket the mooring-ipam CNI plugin reaches the agent on; empty disables pod IPAM")
+	f.StringVar(&p.StateDir, "pod-ipam-state-dir", "/var/lib/mooring/ipam", "folder keeping this node's pod address allocations across restarts")
+	f.StringVar(&p.Namespace, "pod-ipam-namespace", "mooring-system", "namespace of the controller, where the pod IPAM mode is recorded")
+	f.IntVar(&p.PreAllocate, "pod-ipam-pre-allocate", podipamctl.DefaultPreAllocate, "free addresses kept ready per pool in use")
+	f.DurationVar(&p.Grace, "pod-ipam-release-grace", 5*time.Minute, "how long a block stays empty before it is given back")
+	f.StringVar(&p.Routes, "pod-routes", "direct", "direct: route every other node's pod blocks via that node's address (nodes on one L2 segment); none: leave routing to something else")
+}

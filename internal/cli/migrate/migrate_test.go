@@ -1,0 +1,228 @@
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/testenv"
+)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var (
+	gvrIPPool = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "ipaddresspools"}
+	gvrL2Adv  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"}
+)
+
+func crd(t *testing.T, dc dynamic.Interface, gvr schema.GroupVersionResource, kind string) {
+	t.Helper()
+	obj := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": gvr.Resource + "." + gvr.Group},
+		"spec": map[string]any{"group": gvr.Group, "scope": "Namespaced",
+			"versions": []any{map[string]any{"name": gvr.Version, "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+			"names": map[string]any{"kind": kind, "plural": gvr.Resource, "listKind": kind + "List", "singular": strings.ToLower(kind)}},
+	}}
+	_, err := dc.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}).
+		Create(context.Background(), obj, metav1.CreateOptions{})
+	must(t, err)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := dc.Resource(gvr).List(context.Background(), metav1.ListOptions{}); err == nil {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("CRD %s never served: %v", gvr.Resource, err)
+		}
+	}
+}
+
+// installMetalLB creates what a MetalLB install looks like to the API: a
+// speaker DaemonSet, a controller Deployment, a pool and an advertisement,
+// and a validating webhook without a backend that guards MetalLB's
+// objects (so deleting them before the webhook fails, as in the field).
+func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface) {
+	ctx := context.Background()
+	crd(t, dc, gvrIPPool, "IPAddressPool")
+	crd(t, dc, gvrL2Adv, "L2Advertisement")
+	for _, n := range []string{"metallb-system", "d"} {
+		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		must(t, err)
+	}
+	tmpl := func(c string) corev1.PodTemplateSpec {
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "metallb", "component": c}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: c, Image: "quay.io/metallb/" + c + ":v0.16.0"}}}}
+	}
+	sel := func(c string) *metav1.LabelSelector {
+		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": "metallb", "component": c}}
+	}
+	_, err := cs.AppsV1().DaemonSets("metallb-system").Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "speaker", Labels: map[string]string{"app": "metallb", "component": "speaker"}},
+		Spec:       appsv1.DaemonSetSpec{Selector: sel("speaker"), Template: tmpl("speaker")}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.AppsV1().Deployments("metallb-system").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "controller", Labels: map[string]string{"app": "metallb", "component": "controller"}},
+		Spec:       appsv1.DeploymentSpec{Selector: sel("controller"), Template: tmpl("controller")}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = dc.Resource(gvrIPPool).Namespace("metallb-system").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": map[string]any{"name": "lan"},
+		"spec": map[string]any{"addresses": []any{"192.0.2.200-192.0.2.210"}}}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = dc.Resource(gvrL2Adv).Namespace("metallb-system").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement", "metadata": map[string]any{"name": "l2"},
+		"spec": map[string]any{"ipAddressPools": []any{"lan"}}}}, metav1.CreateOptions{})
+	must(t, err)
+	fail := admissionv1.Fail
+	none := admissionv1.SideEffectClassNone
+	_, err = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "metallb-webhook-configuration"},
+		Webhooks: []admissionv1.ValidatingWebhook{{
+			Name:                    "ipaddresspoolvalidationwebhook.metallb.io",
+			ClientConfig:            admissionv1.WebhookClientConfig{Service: &admissionv1.ServiceReference{Namespace: "metallb-system", Name: "metallb-webhook-service", Path: ptr.To("/validate")}},
+			Rules:                   []admissionv1.RuleWithOperations{{Operations: []admissionv1.OperationType{admissionv1.Delete}, Rule: admissionv1.Rule{APIGroups: []string{"metallb.io"}, APIVersions: []string{"v1beta1"}, Resources: []string{"ipaddresspools"}}}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	svc, err := cs.CoreV1().Services("d").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	must(t, err)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.200"}}
+	_, err = cs.CoreV1().Services("d").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+	must(t, err)
+}
+
+// playAgent stands in for Mooring's agents: once a LoadBalancerIPPool
+// exists, it writes the announced-by annotation on the Service.
+func playAgent(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface) {
+	pools := schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
+	for ctx.Err() == nil {
+		if l, err := dc.Resource(pools).List(ctx, metav1.ListOptions{}); err == nil && len(l.Items) > 0 {
+			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"192.0.2.200=node-1/eth0"}}}`, mooringv1.AnnotationAnnouncedBy)
+			if _, err := cs.CoreV1().Services("d").Patch(ctx, "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err == nil {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Against a real apiserver holding a MetalLB install: run refuses to start
+// while a pre-check fails (IPVS without strictARP; a stale local address,
+// naming the node), then walks every step: Mooring's pool applied while
+// MetalLB runs, the address unchanged, the speakers scaled away, the
+// webhook deleted before MetalLB's objects (which it would block), the
+// traffic probe never failing.
+func TestMigrateRun(t *testing.T) {
+	env := testenv.StartT(t)
+	cs := env.Clientset
+	dc, err := dynamic.NewForConfig(env.Config)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	installMetalLB(t, cs, dc)
+	kp, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
+		Data: map[string]string{"config.conf": "mode: ipvs\nipvs:\n  strictARP: false\n"}}, metav1.CreateOptions{})
+	must(t, err)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }))
+	defer web.Close()
+	dir := t.TempDir()
+	o := Options{Namespace: "metallb-system", ImportFile: filepath.Join(dir, "mooring.yaml"), SaveDir: filepath.Join(dir, "saved"),
+		Probe: web.URL, ProbeInterval: 50 * time.Millisecond, CheckTimeout: 20 * time.Second}
+	pools := schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
+
+	var out, errOut bytes.Buffer
+	// 1. IPVS without strictARP: refused, nothing changed.
+	err = Run(ctx, o, cs, dc, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "pre-check failed, nothing was changed") || !strings.Contains(err.Error(), "strictARP") {
+		t.Fatalf("IPVS without strictARP: err %v", err)
+	}
+	if l, _ := dc.Resource(pools).List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
+		t.Fatal("a refused run applied pools")
+	}
+	kp.Data["config.conf"] = "mode: ipvs\nipvs:\n  strictARP: true\n"
+	_, err = cs.CoreV1().ConfigMaps("kube-system").Update(ctx, kp, metav1.UpdateOptions{})
+	must(t, err)
+
+	// 2. A stale kube-ipvs0-style address on node-3 (as its agent reports it).
+	svc, err := cs.CoreV1().Services("d").Get(ctx, "web", metav1.GetOptions{})
+	must(t, err)
+	ev, err := cs.CoreV1().Events("d").Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "web."},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: "d", Name: "web", UID: svc.UID},
+		Reason:         mooringv1.EventReasonStaleLocalAddress, Type: corev1.EventTypeWarning,
+		Message: "node node-3 has 192.0.2.200 configured on kube-ipvs0 and its kernel answers ARP/NDP for it",
+		Source:  corev1.EventSource{Component: "mooring-agent", Host: "node-3"}, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+	}, metav1.CreateOptions{})
+	must(t, err)
+	err = Run(ctx, o, cs, dc, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "node-3") || !strings.Contains(err.Error(), "arp_ignore") {
+		t.Fatalf("stale address on node-3: err %v", err)
+	}
+	must(t, cs.CoreV1().Events("d").Delete(ctx, ev.Name, metav1.DeleteOptions{}))
+
+	// 3. The whole migration.
+	go playAgent(ctx, cs, dc)
+	out.Reset()
+	if err := Run(ctx, o, cs, dc, &out, &errOut); err != nil {
+		var ee cliutil.ExitError
+		errors.As(err, &ee)
+		t.Fatalf("run: %v\n%s\n%s", err, out.String(), errOut.String())
+	}
+	t.Log(out.String())
+	if !strings.Contains(out.String(), " 0 failed") {
+		t.Errorf("traffic failed during the migration:\n%s", out.String())
+	}
+	svc, err = cs.CoreV1().Services("d").Get(ctx, "web", metav1.GetOptions{})
+	must(t, err)
+	if len(svc.Status.LoadBalancer.Ingress) != 1 || svc.Status.LoadBalancer.Ingress[0].IP != "192.0.2.200" {
+		t.Errorf("address changed: %+v", svc.Status.LoadBalancer.Ingress)
+	}
+	if l, _ := dc.Resource(pools).List(ctx, metav1.ListOptions{}); len(l.Items) != 1 || l.Items[0].GetName() != "lan" {
+		t.Errorf("Mooring pools: %+v", l)
+	}
+	for what, err := range map[string]error{
+		"speaker DaemonSet": getErr(cs.AppsV1().DaemonSets("metallb-system").Get(ctx, "speaker", metav1.GetOptions{})),
+		"controller":        getErr(cs.AppsV1().Deployments("metallb-system").Get(ctx, "controller", metav1.GetOptions{})),
+		"webhook":           getErr(cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "metallb-webhook-configuration", metav1.GetOptions{})),
+		"MetalLB pool":      getErr(dc.Resource(gvrIPPool).Namespace("metallb-system").Get(ctx, "lan", metav1.GetOptions{})),
+		"MetalLB L2 adv":    getErr(dc.Resource(gvrL2Adv).Namespace("metallb-system").Get(ctx, "l2", metav1.GetOptions{})),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s not removed: %v", what, err)
+		}
+	}
+	saved, err := os.ReadFile(filepath.Join(dir, "saved", "metallb-objects.yaml"))
+	if err != nil || !strings.Contains(string(saved), "192.0.2.200-192.0.2.210") {
+		t.Errorf("saved MetalLB objects: %v\n%s", err, saved)
+	}
+}
+
+func getErr[T any](_ T, err error) error { return err }

@@ -1,0 +1,125 @@
+package membership
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// NodeMeta is what an agent publishes about itself in its gossip metadata:
+// whether it can serve and on which interfaces, so that every agent ranks
+// the same eligible candidates (internal/announce consumes it as a
+// Capability). It must encode to at most memberlist.MetaMaxSize (512)
+// bytes.
+type NodeMeta struct {
+	// Ranking is the ranking hash version the agent computes owners with.
+	Ranking string `json:"r,omitempty"`
+	// Ready says the agent serves: caches synced, gossip settled, responder
+	// running. A member that is not ready is not a candidate.
+	Ready bool `json:"ok,omitempty"`
+	// Interfaces are its usable interfaces; Defaults those a policy naming
+	// no interfaces uses.
+	Interfaces []string `json:"if,omitempty"`
+	Defaults   []string `json:"df,omitempty"`
+	// Reason says why the agent is not ready, or serves no interface.
+	Reason string `json:"why,omitempty"`
+	// Leaving is set just before a graceful leave.
+	Leaving bool `json:"bye,omitempty"`
+}
+
+// metaVersion prefixes the encoding, so that a future format is told apart
+// from this one and from the plain strings of older agents.
+const metaVersion = 'm'
+
+// ErrNoMeta is returned by DecodeNodeMeta for metadata of an agent older
+// than NodeMeta (empty, or the bare word "leaving").
+var ErrNoMeta = errors.New("membership: member publishes no node metadata (an older agent)")
+
+// Encode returns the wire form, or an error if it exceeds memberlist's
+// limit (too many interface names).
+func (m NodeMeta) Encode() ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("membership: encoding node metadata: %w", err)
+	}
+	b = append([]byte{metaVersion}, b...)
+	if len(b) > memberlist.MetaMaxSize {
+		return nil, fmt.Errorf("membership: node metadata is %d bytes, more than gossip's %d: too many interfaces", len(b), memberlist.MetaMaxSize)
+	}
+	return b, nil
+}
+
+// DecodeNodeMeta reads what Encode wrote. It never panics on what a peer
+// sends.
+func DecodeNodeMeta(b []byte) (NodeMeta, error) {
+	if len(b) == 0 || string(b) == metaLeaving {
+		return NodeMeta{Leaving: len(b) > 0}, ErrNoMeta
+	}
+	if b[0] != metaVersion {
+		return NodeMeta{}, fmt.Errorf("membership: unknown node metadata format %q", b[0])
+	}
+	var m NodeMeta
+	if err := json.Unmarshal(b[1:], &m); err != nil {
+		return NodeMeta{}, fmt.Errorf("membership: decoding node metadata: %w", err)
+	}
+	return m, nil
+}
+
+// Member is one live member as gossip knows it.
+type Member struct {
+	Name string
+	// Addr is the address it gossips from: its node's address when the
+	// agent binds the node's own (status.hostIP).
+	Addr netip.AddrPort
+	// Meta is what it publishes; MetaErr is set when that could not be
+	// read (ErrNoMeta for an older agent).
+	Meta    NodeMeta
+	MetaErr error
+}
+
+// Snapshot returns the live members (this one included) with their
+// metadata, sorted by name.
+func (m *Membership) Snapshot() []Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Member, 0, len(m.live))
+	for name, addr := range m.live {
+		ap, _ := netip.ParseAddrPort(addr)
+		mb := Member{Name: name, Addr: ap}
+		mb.Meta, mb.MetaErr = DecodeNodeMeta(m.metas[name])
+		out = append(out, mb)
+	}
+	slices.SortFunc(out, func(a, b Member) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// SetMeta publishes meta as this member's metadata; peers see it within a
+// few gossip rounds (Changes fires on them). Before Run it is what Run
+// starts with.
+func (m *Membership) SetMeta(meta NodeMeta) error {
+	b, err := meta.Encode()
+	if err != nil {
+		return err
+	}
+	if prev := m.meta.Load().([]byte); string(prev) == string(b) {
+		return nil
+	}
+	m.meta.Store(b)
+	select {
+	case m.metaKick <- struct{}{}:
+	default:
+	}
+	return nil
+}

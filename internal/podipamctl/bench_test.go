@@ -1,0 +1,152 @@
+package podipamctl_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/podipamctl"
+)
+
+// TestBlocksAtScale measures, for cluster-pool and multi-pool, the time
+// from controller start to every one of N Nodes holding an IPv4 and an
+// IPv6 block, and the API writes per node (apiserver_request_total).
+// Skipped unless MOORING_PODIPAM_BENCH=<nodes> (1000 for docs/benchmarks.md):
+//
+//	MOORING_PODIPAM_BENCH=1000 go test -count=1 -run TestBlocksAtScale -v ./internal/podipamctl
+func TestBlocksAtScale(t *testing.T) {
+	nodes, _ := strconv.Atoi(os.Getenv("MOORING_PODIPAM_BENCH"))
+	if nodes <= 0 {
+		t.Skip("set MOORING_PODIPAM_BENCH=<nodes> to measure")
+	}
+	for _, mode := range []podipamctl.Mode{podipamctl.ModeClusterPool, podipamctl.ModeMultiPool} {
+		t.Run(string(mode), func(t *testing.T) {
+			e := startEnv(t)
+			ctx := context.Background()
+			c := e.Client
+			if err := podipamctl.LockMode(ctx, c, ns, mode, "bench"); err != nil {
+				t.Fatal(err)
+			}
+			cfg := podipamctl.Config{Mode: mode, PreAllocate: 8, StatusInterval: podipamctl.DefaultStatusInterval}
+			if mode == podipamctl.ModeClusterPool {
+				cfg.ClusterPoolV4, cfg.MaskV4 = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, 24
+				cfg.ClusterPoolV6, cfg.MaskV6 = []netip.Prefix{netip.MustParsePrefix("fd00::/48")}, 120
+			} else {
+				mkPool(t, c, "default", []string{"10.0.0.0/8"}, 24, []string{"fd00::/48"}, 120)
+			}
+			var wg sync.WaitGroup
+			work := make(chan int)
+			for range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range work {
+						if err := c.Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-%04d", i)}}); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+			for i := range nodes {
+				work <- i
+			}
+			close(work)
+			wg.Wait()
+			before := writes(t, e.Config)
+			start := time.Now()
+			startPodIPAM(t, e, cfg)
+			var took time.Duration
+			eventually(t, 10*time.Minute, "every node's blocks", func() error {
+				var list mooringv1.PodIPAMNodeList
+				if err := c.List(ctx, &list); err != nil {
+					return err
+				}
+				done := 0
+				for _, r := range list.Items {
+					if len(r.Status.Blocks) == 2 {
+						done++
+					}
+				}
+				if done < nodes {
+					return fmt.Errorf("%d of %d nodes have both blocks", done, nodes)
+				}
+				took = time.Since(start)
+				return nil
+			})
+			time.Sleep(2 * time.Second) // let trailing writes (pool status) land
+			after := writes(t, e.Config)
+			var keys []string
+			total := 0.0
+			for k, v := range after {
+				if d := v - before[k]; d > 0 {
+					keys = append(keys, fmt.Sprintf("%s=%.0f (%.2f/node)", k, d, d/float64(nodes)))
+					total += d
+				}
+			}
+			sort.Strings(keys)
+			noOverlap(t, c)
+			t.Logf("%s: %d nodes × 2 families: all blocks %s after controller start; writes %.0f (%.2f per node): %s",
+				mode, nodes, took.Round(10*time.Millisecond), total, total/float64(nodes), strings.Join(keys, ", "))
+		})
+	}
+}
+
+var requestLine = regexp.MustCompile(`^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$`)
+
+// writes sums the apiserver's mutating requests by resource/subresource.
+func writes(t testing.TB, cfg *rest.Config) map[string]float64 {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := requestLine.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		labels := map[string]string{}
+		for _, kv := range strings.Split(m[1], ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			labels[k] = strings.Trim(v, `"`)
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			continue
+		}
+		v, _ := strconv.ParseFloat(m[2], 64)
+		key := labels["verb"] + " " + labels["resource"]
+		if labels["subresource"] != "" {
+			key += "/" + labels["subresource"]
+		}
+		out[key] += v
+	}
+	return out
+}

@@ -1,0 +1,11 @@
+// Package podipamctl is the Kubernetes adapter of pod IPAM: the mode lock
+// (the cluster's mode is recorded at first start and a component started
+// with another one refuses before leader election), the controller side
+// that cuts per-node blocks (cluster-pool from flags, multi-pool from
+// PodIPPool objects) and records them on PodIPAMNode objects, and the
+// node.spec.podCIDR(s) handling of cluster-pool mode.
+//
+// The allocation decisions live in internal/podipam (pure); this package
+// converts API objects into its input and writes its output back: one
+// status write per node per block change.
+package podipamctl

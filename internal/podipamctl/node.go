@@ -1,0 +1,423 @@
+package podipamctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/ipamd"
+	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/podipam"
+)
+
+// The agent's permissions for pod IPAM (role mooring-pod-ipam-agent).
+// +kubebuilder:rbac:groups="",resources=nodes;namespaces;pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes;podippools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=update
+
+// NodeConfig is the agent side of pod IPAM.
+type NodeConfig struct {
+	REST     *rest.Config
+	NodeName string
+	// Namespace holds the mode ConfigMap; the agent follows the recorded
+	// mode, never a flag of its own.
+	Namespace string
+	// StateDir keeps allocations across restarts; Socket is where the
+	// mooring-ipam plugin reaches the agent.
+	StateDir, Socket string
+	// PreAllocate is how many free addresses the node keeps ready per pool
+	// in use (and for the default pool always); Grace is how long a block
+	// stays empty before it is given back; Interval paces the demand loop.
+	PreAllocate int
+	Grace       time.Duration
+	Interval    time.Duration
+	// PodRoutes is "direct" (route every other node's blocks via that
+	// node's address; nodes share one L2 segment) or "none".
+	PodRoutes string
+	// SetRoutes installs the routes; nil means ApplyRoutes in the agent's
+	// namespace. Tests pass one that records or works in a test namespace.
+	SetRoutes func([]podipam.Route) error
+	Log       *slog.Logger
+}
+
+// Validate names what is missing.
+func (c *NodeConfig) Validate() error {
+	switch {
+	case c.REST == nil || c.NodeName == "" || c.Namespace == "":
+		return errors.New("pod IPAM agent: client config, node name and namespace are required")
+	case c.StateDir == "" || c.Socket == "":
+		return errors.New("pod IPAM agent: --pod-ipam-state-dir and --pod-ipam-socket must not be empty")
+	case c.Interval <= 0 || c.Grace < 0 || c.PreAllocate < 0:
+		return errors.New("pod IPAM agent: interval must be positive, grace and pre-allocation not negative")
+	case c.PodRoutes != "" && c.PodRoutes != "direct" && c.PodRoutes != "none":
+		return fmt.Errorf("--pod-routes %q: use direct or none", c.PodRoutes)
+	}
+	return nil
+}
+
+// RunNode serves pod addresses on this node until ctx ends. In mode off it
+// returns nil at once. When the recorded mode changes while it runs it
+// returns an error, so the agent restarts into the new mode instead of
+// silently allocating from the old blocks (seed 002).
+func RunNode(ctx context.Context, cfg NodeConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	direct, err := client.New(cfg.REST, client.Options{Scheme: kube.Scheme()})
+	if err != nil {
+		return err
+	}
+	mode, err := RecordedMode(ctx, direct, cfg.Namespace)
+	if apierrors.IsForbidden(errors.Unwrap(err)) {
+		cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-pod-ipam role to enable it", "err", err)
+		return nil
+	}
+	if err != nil || mode == ModeOff {
+		return err
+	}
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
+		&corev1.Node{}:           {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
+		&mooringv1.PodIPAMNode{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
+		&corev1.Namespace{}:      {},
+		&mooringv1.PodIPPool{}:   {},
+	}
+	if cfg.PodRoutes == "direct" { // every node's blocks and addresses
+		byObject[&corev1.Node{}], byObject[&mooringv1.PodIPAMNode{}] = cache.ByObject{}, cache.ByObject{}
+	}
+	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
+	if err != nil {
+		return err
+	}
+	store, err := ipamd.OpenFileStore(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	n := &nodeSide{cfg: cfg, mode: mode, cache: c, c: direct, demand: map[demandKey]*podipam.Demand{}}
+	alloc, err := ipamd.NewAllocator(store, n.poolOf)
+	if err != nil {
+		return err
+	}
+	n.alloc = alloc
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	errc := make(chan error, 2)
+	go func() { errc <- c.Start(ctx) }()
+	if !c.WaitForCacheSync(ctx) {
+		cancel(nil)
+		return <-errc
+	}
+	srv := &ipamd.Server{Alloc: alloc, Socket: cfg.Socket, Log: cfg.Log}
+	go func() { errc <- srv.Run(ctx) }()
+	cfg.Log.Info("pod IPAM agent serving", "mode", mode, "socket", cfg.Socket)
+	t := time.NewTicker(cfg.Interval)
+	defer t.Stop()
+	var loopErr error
+	for loopErr == nil {
+		if err := n.sync(ctx); err != nil && ctx.Err() == nil {
+			cfg.Log.Warn("pod IPAM sync", "err", err)
+			var changed *modeChanged
+			if errors.As(err, &changed) {
+				loopErr = err
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			loopErr = context.Cause(ctx)
+		case err := <-errc:
+			loopErr = err
+			if loopErr == nil {
+				loopErr = ctx.Err()
+			}
+		case <-t.C:
+		}
+	}
+	cancel(nil)
+	<-errc
+	<-errc
+	if errors.Is(loopErr, context.Canceled) {
+		return nil
+	}
+	return loopErr
+}
+
+type demandKey struct {
+	pool string
+	f    podipam.Family
+}
+
+type nodeSide struct {
+	routes string // signature of the routes applied last
+	cfg    NodeConfig
+	mode   Mode
+	cache  cache.Cache
+	c      client.Client
+	alloc  *ipamd.Allocator
+	demand map[demandKey]*podipam.Demand
+}
+
+type modeChanged struct{ from, to Mode }
+
+func (e *modeChanged) Error() string {
+	return fmt.Sprintf("pod IPAM mode changed from %s to %s: restarting the agent to follow it", e.from, e.to)
+}
+
+// poolOf: the pod's annotation, else its namespace's, else "default".
+func (n *nodeSide) poolOf(ctx context.Context, namespace, pod string) (string, error) {
+	if n.mode != ModeMultiPool {
+		return DefaultPool, nil
+	}
+	var p corev1.Pod
+	if err := n.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil {
+		if v := p.Annotations[mooringv1.AnnotationPodIPPool]; v != "" {
+			return v, nil
+		}
+	}
+	var ns corev1.Namespace
+	if err := n.cache.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil {
+		if v := ns.Annotations[mooringv1.AnnotationPodIPPool]; v != "" {
+			return v, nil
+		}
+	}
+	return DefaultPool, nil
+}
+
+// sync feeds the node's blocks to ipamd and, in the cutting modes, writes
+// the node's demand and releases to its PodIPAMNode.
+func (n *nodeSide) sync(ctx context.Context) error {
+	mode, err := RecordedMode(ctx, n.c, n.cfg.Namespace)
+	if err != nil {
+		return err
+	}
+	if mode != n.mode {
+		return &modeChanged{n.mode, mode}
+	}
+	if n.cfg.PodRoutes == "direct" {
+		if err := n.syncRoutes(ctx); err != nil {
+			n.cfg.Log.Warn("pod routes", "err", err)
+		}
+	}
+	if n.mode == ModeKubernetes {
+		var node corev1.Node
+		if err := n.cache.Get(ctx, client.ObjectKey{Name: n.cfg.NodeName}, &node); err != nil {
+			return err
+		}
+		n.alloc.SetPools(map[string]ipamd.Pool{DefaultPool: poolFromPrefixes(node.Spec.PodCIDRs)})
+		return nil
+	}
+	var rec mooringv1.PodIPAMNode
+	if err := n.cache.Get(ctx, client.ObjectKey{Name: n.cfg.NodeName}, &rec); apierrors.IsNotFound(err) {
+		return nil // the controller creates it
+	} else if err != nil {
+		return err
+	}
+	pools, err := n.pools(ctx, &rec)
+	if err != nil {
+		return err
+	}
+	n.alloc.SetPools(pools)
+	if n.mode != ModeMultiPool {
+		return nil
+	}
+	want := rec.DeepCopy()
+	want.Spec.Requests, want.Spec.Release = n.plan(&rec)
+	if equality.Semantic.DeepEqual(rec.Spec, want.Spec) {
+		return nil
+	}
+	if err := n.c.Update(ctx, want); err != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("write pod IPAM demand of %s: %w", n.cfg.NodeName, err)
+	}
+	return nil
+}
+
+// pools groups the recorded blocks by pool, minus the ones this node gave
+// back; in multi-pool every PodIPPool is listed with its families, so a
+// pod of a pool without a block here is counted as pending demand.
+func (n *nodeSide) pools(ctx context.Context, rec *mooringv1.PodIPAMNode) (map[string]ipamd.Pool, error) {
+	out := map[string]ipamd.Pool{}
+	if n.mode == ModeMultiPool {
+		var list mooringv1.PodIPPoolList
+		if err := n.cache.List(ctx, &list); err != nil {
+			return nil, err
+		}
+		for _, p := range list.Items {
+			var fams []podipam.Family
+			if p.Spec.IPv4 != nil {
+				fams = append(fams, podipam.IPv4)
+			}
+			if p.Spec.IPv6 != nil {
+				fams = append(fams, podipam.IPv6)
+			}
+			out[p.Name] = ipamd.Pool{Families: fams}
+		}
+	}
+	blocks, err := blocksOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range blocks {
+		if slices.Contains(rec.Spec.Release, b.Prefix.String()) {
+			continue
+		}
+		pl := out[b.Pool]
+		pl.Blocks = append(pl.Blocks, b.Prefix)
+		if n.mode != ModeMultiPool && !slices.Contains(pl.Families, podipam.FamilyOf(b.Prefix)) {
+			pl.Families = append(pl.Families, podipam.FamilyOf(b.Prefix))
+		}
+		out[b.Pool] = pl
+	}
+	return out, nil
+}
+
+// plan runs podipam.Demand per pool and family: what to ask for, and
+// which empty blocks to give back (marked in ipamd first, so no address
+// is handed out of a block on its way back).
+func (n *nodeSide) plan(rec *mooringv1.PodIPAMNode) ([]mooringv1.PodIPAMRequest, []string) {
+	now := time.Now()
+	held := map[string]bool{}
+	for _, b := range rec.Status.Blocks {
+		held[b.CIDR] = true
+	}
+	var release []string
+	for _, r := range rec.Spec.Release {
+		if held[r] { // keep listing it until the controller took it back
+			release = append(release, r)
+		}
+	}
+	reqs := map[string]*mooringv1.PodIPAMRequest{}
+	for pool, fams := range n.alloc.Usage() {
+		for f, u := range fams {
+			k := demandKey{pool, f}
+			d := n.demand[k]
+			if d == nil {
+				d = &podipam.Demand{PreAllocate: n.cfg.PreAllocate, Grace: n.cfg.Grace}
+				n.demand[k] = d
+			}
+			plan := d.Decide(now, u.Blocks, u.Pending, pool == DefaultPool)
+			for _, p := range plan.Release {
+				if n.alloc.MarkReleasing(p) && !slices.Contains(release, p.String()) {
+					release = append(release, p.String())
+				}
+			}
+			if plan.Needed == 0 {
+				continue
+			}
+			r := reqs[pool]
+			if r == nil {
+				r = &mooringv1.PodIPAMRequest{Pool: pool}
+				reqs[pool] = r
+			}
+			if f == podipam.IPv4 {
+				r.IPv4Addresses = int32(plan.Needed)
+			} else {
+				r.IPv6Addresses = int32(plan.Needed)
+			}
+		}
+	}
+	out := make([]mooringv1.PodIPAMRequest, 0, len(reqs))
+	for _, r := range reqs {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b mooringv1.PodIPAMRequest) int {
+		if a.Pool < b.Pool {
+			return -1
+		}
+		if a.Pool > b.Pool {
+			return 1
+		}
+		return 0
+	})
+	slices.Sort(release)
+	if len(out) == 0 {
+		out = nil
+	}
+	return out, release
+}
+
+func poolFromPrefixes(cidrs []string) ipamd.Pool {
+	var pl ipamd.Pool
+	for _, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil {
+			continue
+		}
+		pl.Blocks = append(pl.Blocks, p.Masked())
+		if f := podipam.FamilyOf(p); !slices.Contains(pl.Families, f) {
+			pl.Families = append(pl.Families, f)
+		}
+	}
+	return pl
+}
+
+// syncRoutes installs a route to every other node's blocks via that
+// node's address (podipam.DirectRoutes), and removes routes to blocks that
+// are gone. Routes stay when the agent stops, so pods keep talking
+// through an agent restart.
+func (n *nodeSide) syncRoutes(ctx context.Context) error {
+	var nodes corev1.NodeList
+	if err := n.cache.List(ctx, &nodes); err != nil {
+		return err
+	}
+	blocks := map[string][]netip.Prefix{}
+	if n.mode == ModeKubernetes {
+		for _, nd := range nodes.Items {
+			blocks[nd.Name] = poolFromPrefixes(nd.Spec.PodCIDRs).Blocks
+		}
+	} else {
+		var recs mooringv1.PodIPAMNodeList
+		if err := n.cache.List(ctx, &recs); err != nil {
+			return err
+		}
+		for i := range recs.Items {
+			bs, err := blocksOf(&recs.Items[i])
+			if err != nil {
+				continue
+			}
+			for _, b := range bs {
+				blocks[b.Node] = append(blocks[b.Node], b.Prefix)
+			}
+		}
+	}
+	in := make([]podipam.NodeBlocks, 0, len(nodes.Items))
+	for _, nd := range nodes.Items {
+		nb := podipam.NodeBlocks{Name: nd.Name, Blocks: blocks[nd.Name]}
+		for _, a := range nd.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				nb.Addrs = append(nb.Addrs, ip)
+			}
+		}
+		in = append(in, nb)
+	}
+	want := podipam.DirectRoutes(n.cfg.NodeName, in)
+	sig := fmt.Sprint(want)
+	if sig == n.routes {
+		return nil
+	}
+	set := n.cfg.SetRoutes
+	if set == nil {
+		set = func(r []podipam.Route) error { return ApplyRoutes(nil, r) }
+	}
+	if err := set(want); err != nil {
+		return err
+	}
+	n.routes = sig
+	return nil
+}

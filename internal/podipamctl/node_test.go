@@ -1,0 +1,189 @@
+package podipamctl_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/ipamd"
+	"github.com/mooringlb/mooring/internal/podipam"
+	"github.com/mooringlb/mooring/internal/podipamctl"
+	"github.com/mooringlb/mooring/internal/testenv"
+)
+
+// startNode runs the agent side of pod IPAM for node and returns a client
+// on its socket.
+func startNode(t *testing.T, e *testenv.Env, node string, grace time.Duration, opts ...func(*podipamctl.NodeConfig)) *ipamd.Client {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := podipamctl.NodeConfig{REST: e.Config, NodeName: node, Namespace: ns,
+		StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "ipamd.sock"),
+		PreAllocate: 8, Grace: grace, Interval: 100 * time.Millisecond}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- podipamctl.RunNode(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("RunNode: %v", err)
+		}
+	})
+	return ipamd.NewClient(cfg.Socket)
+}
+
+// add retries an ADD while the node has no room yet, as a kubelet retries.
+func add(t *testing.T, cl *ipamd.Client, id, namespace, pod string) ipamd.Allocation {
+	t.Helper()
+	var al ipamd.Allocation
+	eventually(t, 30*time.Second, "ADD "+id, func() error {
+		var err error
+		al, err = cl.Add(context.Background(), ipamd.AddRequest{Key: ipamd.Key{ContainerID: id, IfName: "eth0"}, Namespace: namespace, Pod: pod})
+		var ce *ipamd.CallError
+		if errors.As(err, &ce) && ce.Kind != ipamd.KindNoBlock {
+			t.Fatalf("ADD %s: %v", id, err)
+		}
+		return err
+	})
+	return al
+}
+
+func inBlocks(a netip.Addr, bs []netip.Prefix) bool {
+	for _, b := range bs {
+		if b.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNodeSideMultiPool runs the controller and one node's agent side on a
+// real apiserver: a namespace annotation picks the pool, a pod annotation
+// overrides it, 70 pods of a pool take a second block, and the pool's
+// blocks go back after the grace period once its pods are gone.
+func TestNodeSideMultiPool(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	c := e.Client
+	if err := podipamctl.LockMode(ctx, c, ns, podipamctl.ModeMultiPool, "test"); err != nil {
+		t.Fatal(err)
+	}
+	mkPool(t, c, "default", []string{"10.244.0.0/16"}, 26, []string{"fd00:244::/112"}, 120)
+	mkPool(t, c, "tenant-a", []string{"10.250.0.0/16"}, 26, nil, 0)
+	for _, n := range []*corev1.Namespace{
+		{ObjectMeta: metav1.ObjectMeta{Name: "tenant-a", Annotations: map[string]string{mooringv1.AnnotationPodIPPool: "tenant-a"}}},
+	} {
+		if err := c.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	override := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant-a", Name: "special", Annotations: map[string]string{mooringv1.AnnotationPodIPPool: "default"}},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if err := c.Create(ctx, override); err != nil {
+		t.Fatal(err)
+	}
+	mkNode(t, c, "node-1")
+	startPodIPAM(t, e, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8})
+	cl := startNode(t, e, "node-1", 500*time.Millisecond)
+
+	def := add(t, cl, "web", "default", "web")
+	if len(def.IPs) != 2 || def.Pool != "default" || !inBlocks(def.IPs[0].Address.Addr(), blocks(t, c, "node-1", "default")) {
+		t.Fatalf("default pod: %+v", def)
+	}
+	if al := add(t, cl, "special", "tenant-a", "special"); al.Pool != "default" {
+		t.Fatalf("the pod annotation did not override the namespace: %+v", al)
+	}
+	seen := map[netip.Addr]bool{}
+	for i := range 70 {
+		al := add(t, cl, fmt.Sprintf("t%d", i), "tenant-a", fmt.Sprintf("t%d", i))
+		a := al.IPs[0].Address.Addr()
+		if al.Pool != "tenant-a" || len(al.IPs) != 1 || !netip.MustParsePrefix("10.250.0.0/16").Contains(a) || seen[a] {
+			t.Fatalf("tenant pod %d: %+v", i, al)
+		}
+		seen[a] = true
+	}
+	if b := blocks(t, c, "node-1", "tenant-a"); len(b) != 2 {
+		t.Fatalf("70 tenant-a pods hold blocks %v, want two /26", b)
+	}
+	for i := range 70 {
+		if err := cl.Del(ctx, ipamd.Key{ContainerID: fmt.Sprintf("t%d", i), IfName: "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "tenant-a blocks released after the grace period", func() error {
+		if b := blocks(t, c, "node-1", "tenant-a"); len(b) != 0 {
+			return fmt.Errorf("still %v", b)
+		}
+		return nil
+	})
+	if b := blocks(t, c, "node-1", "default"); len(b) != 2 {
+		t.Fatalf("the default pool's blocks went too: %v", b)
+	}
+	if err := cl.Status(ctx); err != nil {
+		t.Fatalf("STATUS: %v", err)
+	}
+}
+
+// TestNodeSideKubernetesMode: the agent takes node.spec.podCIDRs, and with
+// --pod-routes=direct routes the other nodes' podCIDRs via their
+// InternalIPs, following nodes as they come and go.
+func TestNodeSideKubernetesMode(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	if err := podipamctl.LockMode(ctx, e.Client, ns, podipamctl.ModeKubernetes, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []string{"node-1", "node-2", "node-3"} {
+		mkNode(t, e.Client, n, fmt.Sprintf("10.244.%d.0/24", i+3), fmt.Sprintf("fd00:244:%d::/64", i+3))
+		var nd corev1.Node
+		if err := e.Client.Get(ctx, client.ObjectKey{Name: n}, &nd); err != nil {
+			t.Fatal(err)
+		}
+		nd.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("192.0.2.%d", i+1)}, {Type: corev1.NodeInternalIP, Address: fmt.Sprintf("2001:db8::%d", i+1)}}
+		if err := e.Client.Status().Update(ctx, &nd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var mu sync.Mutex
+	var routes []podipam.Route
+	cl := startNode(t, e, "node-1", time.Minute, func(c *podipamctl.NodeConfig) {
+		c.PodRoutes = "direct"
+		c.SetRoutes = func(r []podipam.Route) error { mu.Lock(); routes = r; mu.Unlock(); return nil }
+	})
+	al := add(t, cl, "web", "default", "web")
+	if len(al.IPs) != 2 || al.IPs[0].Address.String() != "10.244.3.2/24" || al.IPs[1].Address.String() != "fd00:244:3::2/64" {
+		t.Fatalf("allocation %+v", al)
+	}
+	want := "[{10.244.4.0/24 192.0.2.2} {10.244.5.0/24 192.0.2.3} {fd00:244:4::/64 2001:db8::2} {fd00:244:5::/64 2001:db8::3}]"
+	eventually(t, 10*time.Second, "direct routes", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(routes) != want {
+			return fmt.Errorf("routes %v, want %v", routes, want)
+		}
+		return nil
+	})
+	if err := e.Client.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-3"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "routes to a deleted node removed", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fmt.Sprint(routes) != "[{10.244.4.0/24 192.0.2.2} {fd00:244:4::/64 2001:db8::2}]" {
+			return fmt.Errorf("routes %v", routes)
+		}
+		return nil
+	})
+}
