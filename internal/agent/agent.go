@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -234,7 +235,7 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
-	members, listen := a.state.Members(), a.state.Listen()
+	members, listen, capability := a.state.Members(), a.state.Listen(), a.ownCapability()
 	changes, err := a.update(ctx, d)
 	if err != nil {
 		a.dirty.mark(func(c *changed) { c.merge(d) })
@@ -252,6 +253,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	// What the L2Announcer shows (members, interfaces), moves and losses
 	// are published at once; new addresses may wait.
 	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
+		!reflect.DeepEqual(capability, a.ownCapability()) ||
 		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
 	if len(a.pending) == 0 && !urgent {
 		return nil
@@ -276,9 +278,17 @@ func (a *Agent) publish() {
 	a.pending = nil
 	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(decision{res: res, members: a.state.Members()})
+	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability()})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
+}
+
+// ownCapability is this node's capability in the decision, nil if none.
+func (a *Agent) ownCapability() *announce.Capability {
+	if c, ok := a.state.Capabilities()[a.cfg.NodeName]; ok {
+		return &c
+	}
+	return nil
 }
 
 // update feeds the state what d names as changed and returns the changes.
