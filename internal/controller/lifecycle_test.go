@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -159,9 +160,14 @@ func TestAdoptForeignAssignments(t *testing.T) {
 	create(t, c, outside)
 	setIngress(t, c, outside, "192.0.2.99")
 
-	startController(t, env.Config)
+	run := startController(t, env.Config)
 	create(t, c, lbService("mig", "fresh"))
 	waitIPs(t, c, "mig", "fresh", "100.66.0.3")
+	// Two class-less Services held addresses Mooring did not write: the
+	// log points at --adopt-only in case their controller still runs.
+	if logs := run.logs.String(); !strings.Contains(logs, "--adopt-only") || !strings.Contains(logs, "services=2") {
+		t.Errorf("no --adopt-only hint for 2 foreign-written Services in the log:\n%s", logs)
+	}
 	waitCondition(t, c, "mig", "legacy", mooringv1.ConditionAddressAssigned, ReasonAddressAssigned)
 	waitIPs(t, c, "mig", "legacy", "100.66.0.1")
 	waitCondition(t, c, "mig", "outside", mooringv1.ConditionAddressOutsidePools, string(lbipam.ReasonHeldOutsidePools))

@@ -6,9 +6,11 @@ import (
 	"log/slog"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/lbipam"
 )
 
@@ -51,8 +53,26 @@ func (s *startup) Start(ctx context.Context) error {
 	imported, addrs := s.importAll(svcs.Items, nsLabels)
 	s.log.Info("lbipam start-up import done; serving requests",
 		"pools", len(pools), "services", imported, "addresses", addrs)
+	if n := foreignWritten(svcs.Items, s.classes); n > 0 {
+		s.log.Warn("Services without a loadBalancerClass hold addresses another controller wrote; Mooring now serves them. If that controller (MetalLB, Cilium) still runs, restart with --adopt-only until it is gone",
+			"services", n)
+	}
 	s.st.open()
 	return nil
+}
+
+// foreignWritten counts our class-less Services that hold an address but
+// carry no condition of Mooring's: another controller wrote their status.
+func foreignWritten(svcs []corev1.Service, cl classes) int {
+	n := 0
+	for i := range svcs {
+		svc := &svcs[i]
+		if svc.Spec.LoadBalancerClass == nil && classify(svc, cl) == ours && len(heldAddrs(svc)) > 0 &&
+			meta.FindStatusCondition(svc.Status.Conditions, mooringv1.ConditionAddressAssigned) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // importAll adopts every held address as it is: ours with their full
