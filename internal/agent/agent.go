@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -39,6 +40,9 @@ type Responder interface {
 type Links interface {
 	Interfaces() ([]announce.Interface, error)
 	Addrs() ([]announce.LocalAddr, error)
+	// Prefixes are the interfaces' addresses with their prefix lengths
+	// (192.168.1.10/24), by interface index.
+	Prefixes() (map[int][]netip.Prefix, error)
 	// Watch calls changed after every link or address change until ctx ends.
 	Watch(ctx context.Context, changed func()) error
 }
@@ -91,7 +95,11 @@ type Agent struct {
 	state   *announce.State // created by the first decision
 	applied bool            // the responder has had a first table
 	prev    announce.Result
-	pending []announce.Change // not yet published
+	// prefixes are the networks of the node's interfaces by index
+	// (networkPrefixes), read with the interfaces; replaced, never
+	// modified, so a published decision may share it.
+	prefixes map[int][]string
+	pending  []announce.Change // not yet published
 	// published is when the decision was last published; publishEvery
 	// bounds how often new addresses alone publish it.
 	published    time.Time
@@ -234,7 +242,7 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
-	members, listen := a.state.Members(), a.state.Listen()
+	members, listen, prefixes := a.state.Members(), a.state.Listen(), a.prefixes
 	changes, err := a.update(ctx, d)
 	if err != nil {
 		a.dirty.mark(func(c *changed) { c.merge(d) })
@@ -252,6 +260,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	// What the L2Announcer shows (members, interfaces), moves and losses
 	// are published at once; new addresses may wait.
 	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
+		!maps.EqualFunc(prefixes, a.prefixes, slices.Equal[[]string]) ||
 		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
 	if len(a.pending) == 0 && !urgent {
 		return nil
@@ -276,7 +285,7 @@ func (a *Agent) publish() {
 	a.pending = nil
 	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(decision{res: res, members: a.state.Members()})
+	a.toStatus.put(decision{res: res, members: a.state.Members(), prefixes: a.prefixes})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
 }
@@ -305,6 +314,17 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 			a.log.Warn("listing interfaces; keeping the last list", "err", err)
 		} else {
 			changes = append(changes, a.state.SetInterfaces(ifaces)...)
+		}
+		if ps, err := a.deps.Links.Prefixes(); err != nil {
+			a.log.Warn("listing interface addresses; keeping the last networks", "err", err)
+		} else {
+			next := map[int][]string{}
+			for idx, addrs := range ps {
+				if nets := networkPrefixes(addrs); len(nets) > 0 {
+					next[idx] = nets
+				}
+			}
+			a.prefixes = next
 		}
 	}
 	// What members can serve first, members second: a member that leaves

@@ -17,6 +17,8 @@ import (
 type decision struct {
 	res     announce.Result
 	members []string
+	// prefixes are the networks of the node's interfaces, by index.
+	prefixes map[int][]string
 }
 
 // announcerStatus is this node's L2Announcer status for a decision: its
@@ -30,7 +32,8 @@ func announcerStatus(d decision, local string) mooringv1.L2AnnouncerStatus {
 	st.Members = slices.Sorted(slices.Values(d.members))
 	st.Members = slices.Compact(st.Members)
 	for _, ifi := range d.res.Listen {
-		st.Interfaces = append(st.Interfaces, mooringv1.AnnouncerInterface{Name: ifi.Name, Index: int32(ifi.Index)})
+		st.Interfaces = append(st.Interfaces, mooringv1.AnnouncerInterface{Name: ifi.Name, Index: int32(ifi.Index),
+			Prefixes: slices.Clone(d.prefixes[ifi.Index])})
 	}
 	for _, p := range d.res.Problems {
 		if p.Policy != "" || !p.Addr.IsValid() {
