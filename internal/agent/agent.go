@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -234,11 +235,16 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
-	members, listen := a.state.Members(), a.state.Listen()
+	members, listen, capability := a.state.Members(), a.state.Listen(), a.ownCapability()
 	changes, err := a.update(ctx, d)
 	if err != nil {
+		// Read again next time; what changed before the error still
+		// reaches the responder and the status below.
 		a.dirty.mark(func(c *changed) { c.merge(d) })
-		return err
+		if !a.applied { // never start from a partial view
+			a.pending = append(a.pending, changes...)
+			return err
+		}
 	}
 	// Most changes are other nodes' addresses: the local table is rebuilt
 	// only when one of this node's changed.
@@ -252,15 +258,16 @@ func (a *Agent) decide(ctx context.Context) error {
 	// What the L2Announcer shows (members, interfaces), moves and losses
 	// are published at once; new addresses may wait.
 	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
+		!reflect.DeepEqual(capability, a.ownCapability()) ||
 		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
 	if len(a.pending) == 0 && !urgent {
-		return nil
+		return err
 	}
 	if !urgent && a.deps.Clock.Since(a.published) < a.publishEvery {
-		return nil // new addresses only: published with the next batch
+		return err // new addresses only: published with the next batch
 	}
 	a.publish()
-	return nil
+	return err
 }
 
 // publish hands the whole decision to the status writer and the safety
@@ -276,18 +283,27 @@ func (a *Agent) publish() {
 	a.pending = nil
 	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(decision{res: res, members: a.state.Members()})
+	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability()})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
 }
 
-// update feeds the state what d names as changed and returns the changes.
+// ownCapability is this node's capability in the decision, nil if none.
+func (a *Agent) ownCapability() *announce.Capability {
+	if c, ok := a.state.Capabilities()[a.cfg.NodeName]; ok {
+		return &c
+	}
+	return nil
+}
+
+// update feeds the state what d names as changed and returns the changes,
+// also those made before an error (the state has them).
 func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error) {
 	var changes []announce.Change
 	if d.nodes {
 		var nodes corev1.NodeList
 		if err := a.deps.Reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing Nodes from the cache: %w", err)
+			return changes, fmt.Errorf("listing Nodes from the cache: %w", err)
 		}
 		a.setPeers(nodes.Items)
 		a.nodeSeen(ctx, nodes.Items)
@@ -296,7 +312,7 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 	if d.policies {
 		var pols mooringv1.L2AnnouncementPolicyList
 		if err := a.deps.Reader.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
+			return changes, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
 		}
 		changes = append(changes, a.state.SetPolicies(convertPolicies(pols.Items))...)
 	}
@@ -311,23 +327,20 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 	// keeps its capability, so its loss stays an incremental change.
 	caps, err := a.capabilities(ctx, d) // eligibility.go
 	if err != nil {
-		return nil, err
+		return changes, err
 	}
 	changes = append(changes, a.state.SetCapabilities(caps)...)
 	changes = append(changes, a.state.SetMembers(a.deps.Members.Members())...)
 	if d.all {
 		ch, err := a.syncAllServices(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return append(changes, ch...), nil
+		return append(changes, ch...), err
 	}
 	for k := range d.services {
 		ch, err := a.syncService(ctx, k)
-		if err != nil {
-			return nil, err
-		}
 		changes = append(changes, ch...)
+		if err != nil {
+			return changes, err
+		}
 	}
 	return changes, nil
 }
