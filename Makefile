@@ -18,9 +18,9 @@ build:
 deps:
 	hack/install-deps.sh
 
-# kubebin builds etcd, kube-apiserver, kube-controller-manager and kube-proxy
-# from Go modules (cached per user in ~/.cache/mooring/kubebin; ~8 min cold)
-# and prints their folder last.
+# kubebin builds etcd, kube-apiserver, kube-controller-manager, kube-proxy,
+# kube-scheduler and kubectl from Go modules (cached per user in
+# ~/.cache/mooring/kubebin; ~8 min cold) and prints their folder last.
 kubebin:
 	@hack/kubebin/build.sh
 
@@ -69,9 +69,11 @@ clean:
 image:
 	@$(GO) run ./hack/image build --version $(VERSION) --out dist
 
-# push pushes the index `make image` built: make push IMAGE=registry/repo:tag
-push: image
+# push builds the image (make image) and pushes its index, printing
+# repository@digest: make push IMAGE=registry/repo:tag
+push:
 	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=registry/repo:tag" >&2; exit 1; }
+	@$(MAKE) --no-print-directory image >/dev/null
 	@$(GO) run ./hack/image push --layout dist/oci --image $(IMAGE)
 
 # helm builds helm from Go modules (cached) and prints its folder last.

@@ -173,6 +173,8 @@ func TestCandidates(t *testing.T) {
 	excluded.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: ""}
 	notReady := ready("eth0")
 	notReady.Ready = false
+	otherRanking := ready("eth0")
+	otherRanking.Ranking = "mooring-hrw-v0"
 	for _, tc := range []struct {
 		name  string
 		metas map[string]membership.NodeMeta
@@ -180,6 +182,7 @@ func TestCandidates(t *testing.T) {
 	}{
 		{"not ready", map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": notReady}, []string{"node-1"}},
 		{"older agent", map[string]membership.NodeMeta{"node-1": ready("eth0")}, []string{"node-1", "node-2"}},
+		{"another ranking", map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": otherRanking}, []string{"node-1", "node-2"}},
 	} {
 		a, _, _, _, _ := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, tc.metas, testNode("node-1"), testNode("node-2"), excluded)
 		caps, err := a.capabilities(context.Background(), changed{all: true})
@@ -193,6 +196,10 @@ func TestCandidates(t *testing.T) {
 		slices.Sort(got)
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: candidates %v, want %v", tc.name, got, tc.want)
+		}
+		// A mixed-version cluster is reported.
+		if got, want := value(a.elig.met.otherRanking), b2f(tc.name == "another ranking"); got != want {
+			t.Errorf("%s: members with another ranking %v, want %v", tc.name, got, want)
 		}
 	}
 }

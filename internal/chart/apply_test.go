@@ -212,6 +212,10 @@ func TestApplyToAPIServer(t *testing.T) {
 		{"system:serviceaccount:mooring-system:mooring-agent", "watch", "discovery.k8s.io", "endpointslices", "", "", true},
 		{"system:serviceaccount:mooring-system:mooring-agent", "patch", "", "services", "status", "", false},
 		{"system:serviceaccount:mooring-agents:agents-mooring-agent", "list", "", "nodes", "", "", true},
+		// pod IPAM is on in the custom set only.
+		{"system:serviceaccount:mooring-custom:lb-agent", "update", "mooring.dev", "podipamnodes", "", "", true},
+		{"system:serviceaccount:mooring-custom:lb-ipam", "create", "", "configmaps", "", "mooring-custom", true},
+		{"system:serviceaccount:mooring-system:mooring-agent", "update", "mooring.dev", "podipamnodes", "", "", false},
 		{"system:serviceaccount:mooring-agents:agents-mooring-agent", "list", "mooring.dev", "l2announcementpolicies", "", "", true},
 	} {
 		if got := can(t, env, c.sa, c.verb, c.group, c.resource, c.sub, c.ns); got != c.want {

@@ -32,8 +32,13 @@ const (
 	endMarker   = "<!-- end of values reference -->"
 )
 
-// Components are the chart's components, which are config/rbac's folders.
+// Components are the chart's components, each with its role in
+// config/rbac/<component>.
 var Components = []string{"controller", "agent"}
+
+// PodIPAMRole is the folder of the pod IPAM role under config/rbac, which
+// both components get when pod IPAM is on.
+const PodIPAMRole = "podipam"
 
 // Sync copies the CRDs and the generated roles into the chart and rewrites
 // the values reference in docs/install.md. It reports whether anything
@@ -54,7 +59,7 @@ func Sync(root string) (changed bool, err error) {
 		}
 		want[filepath.Join(CRDFiles, filepath.Base(f))] = b
 	}
-	for _, c := range Components {
+	for _, c := range append(Components, PodIPAMRole) {
 		b, err := os.ReadFile(filepath.Join(root, configRBAC, c, "role.yaml"))
 		if err != nil {
 			return false, err

@@ -24,10 +24,14 @@ var intendedDefaults = map[string]string{
 	"controller.leaseNamespace": "", // the release namespace
 	"controller.logFormat":      "json",
 	"agent.logFormat":           "json",
+	"agent.gossipBindAddress":   "$(HOST_IP)", // status.hostIP
+	"agent.gossipKeyFile":       "",           // set from agent.gossipKey
+	"agent.podIpamNamespace":    "",           // the release namespace
 }
 
 // flagsOf lists every flag of `mooring <component>`, inherited ones (the
-// root's --log-level, --log-format) included, help excluded.
+// root's --log-level, --log-format) included, help and deprecated aliases
+// excluded.
 func flagsOf(t *testing.T, component string) (*cobra.Command, []*pflag.Flag) {
 	t.Helper()
 	rootCmd := cli.NewRootCommand(cli.Streams{})
@@ -38,7 +42,7 @@ func flagsOf(t *testing.T, component string) (*cobra.Command, []*pflag.Flag) {
 	var flags []*pflag.Flag
 	seen := map[string]bool{}
 	add := func(f *pflag.Flag) {
-		if f.Name != "help" && !seen[f.Name] {
+		if f.Name != "help" && f.Deprecated == "" && !seen[f.Name] {
 			seen[f.Name] = true
 			flags = append(flags, f)
 		}
@@ -90,7 +94,7 @@ func loadSchema(t *testing.T) *schemaNode {
 // string with the duration pattern).
 var schemaType = map[string]string{
 	"bool": "boolean", "int": "integer", "int32": "integer", "int64": "integer", "uint16": "integer",
-	"float32": "number", "float64": "number", "duration": "duration", "string": "string",
+	"float32": "number", "float64": "number", "duration": "duration", "string": "string", "stringSlice": "array",
 }
 
 // Every flag of both components has a value in values.yaml and in the
@@ -158,6 +162,13 @@ func sameValue(typ string, v any, def string) bool {
 		f, ok := v.(float64)
 		d, err := strconv.ParseFloat(def, 64)
 		return ok && err == nil && float32(f) == float32(d)
+	case "stringSlice":
+		l, ok := v.([]any)
+		parts := make([]string, len(l))
+		for i, e := range l {
+			parts[i], _ = e.(string)
+		}
+		return ok && "["+strings.Join(parts, ",")+"]" == def
 	case "bool":
 		b, ok := v.(bool)
 		return ok && strconv.FormatBool(b) == def
@@ -189,11 +200,22 @@ func TestRenderedArgsParse(t *testing.T) {
 				sub.Flags().Visit(func(f *pflag.Flag) { set[f.Name] = true })
 				defaults := values[component].(map[string]any)["flags"].(map[string]any)
 				for _, f := range flags {
-					if !set[f.Name] && defaults[camel(f.Name)] != "" {
+					if !set[f.Name] && !empty(defaults[camel(f.Name)]) {
 						t.Errorf("%s: --%s is not passed (a value that is set must reach the binary)", o.GetName(), f.Name)
 					}
 				}
 			}
 		})
 	}
+}
+
+// empty says whether a value leaves its flag out: "" or an empty list.
+func empty(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return v == ""
+	case []any:
+		return len(v) == 0
+	}
+	return v == nil
 }

@@ -1,6 +1,8 @@
 package chart
 
 import (
+	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -83,9 +85,14 @@ func TestDefaults(t *testing.T) {
 	if sc["readOnlyRootFilesystem"] != true || sc["allowPrivilegeEscalation"] != false {
 		t.Errorf("agent securityContext %v", sc)
 	}
+	// The agent's key file format: one base64 key per line.
 	sec := find(t, objs, "Secret", "mooring-gossip-key")
-	if k := str(sec.Object, "data", "key"); k != testKey {
+	if k := str(sec.Object, "data", "keys"); k != base64.StdEncoding.EncodeToString([]byte(testKey+"\n")) {
 		t.Errorf("gossip key Secret holds %q", k)
+	}
+	args := fmt.Sprint(container(t, ds)["args"])
+	if !strings.Contains(args, "--gossip-key-file=/etc/mooring/gossip/keys") || !strings.Contains(args, "--gossip-bind-address=$(HOST_IP)") {
+		t.Errorf("agent args %s: want the mounted key file and the node's address", args)
 	}
 	vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
 	if len(vols) != 1 || str(vols[0].(map[string]any), "secret", "secretName") != "mooring-gossip-key" {
@@ -93,6 +100,11 @@ func TestDefaults(t *testing.T) {
 	}
 	if len(ofKind(objs, "PodMonitor"))+len(ofKind(objs, "ServiceMonitor")) != 0 {
 		t.Error("monitors are opt-in")
+	}
+	for _, v := range vols {
+		if _, ok := v.(map[string]any)["hostPath"]; ok {
+			t.Errorf("pod IPAM is off by default: no host folders, got %v", v)
+		}
 	}
 	for _, crd := range ofKind(objs, "CustomResourceDefinition") {
 		if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
@@ -131,6 +143,26 @@ func TestCustomValues(t *testing.T) {
 	if len(ofKind(objs, "Secret")) != 0 {
 		t.Error("with existingSecret the chart must not create a Secret")
 	}
+	// Pod IPAM on: the agents get the host folders of the socket and state.
+	agent := find(t, objs, "DaemonSet", "lb-agent")
+	vols, _, _ := unstructured.NestedSlice(agent.Object, "spec", "template", "spec", "volumes")
+	var hostPaths []string
+	for _, v := range vols {
+		if p := str(v.(map[string]any), "hostPath", "path"); p != "" {
+			hostPaths = append(hostPaths, p)
+		}
+	}
+	if fmt.Sprint(hostPaths) != "[/run/mooring /var/lib/mooring-ipam]" {
+		t.Errorf("pod IPAM host folders %v", hostPaths)
+	}
+	args := fmt.Sprint(container(t, d)["args"])
+	if !strings.Contains(args, "--cluster-pool-ipv4-cidr=10.244.0.0/16") || !strings.Contains(args, "--pod-ipam-mode=cluster-pool") {
+		t.Errorf("controller args %s", args)
+	}
+	vap := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-own-node")
+	if m := fmt.Sprint(vap.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) {
+		t.Errorf("the own-node policy does not match this release's agent: %s", m)
+	}
 	if len(ofKind(objs, "PodMonitor")) != 1 || len(ofKind(objs, "ServiceMonitor")) != 1 {
 		t.Errorf("want one PodMonitor and one ServiceMonitor (agent only: controller metrics are off), got %d and %d",
 			len(ofKind(objs, "PodMonitor")), len(ofKind(objs, "ServiceMonitor")))
@@ -159,26 +191,40 @@ func TestGossipKeyRequired(t *testing.T) {
 	render(t, "--set", "agent.enabled=false")
 }
 
-// values.schema.json refuses bad values, and the message names the value.
+// values.schema.json refuses bad values, and the message names each one
+// (Helm reports every schema violation at once, so one render checks all).
 func TestSchemaRefusesInvalidValues(t *testing.T) {
-	for set, name := range map[string]string{
-		"controller.flags.workers=0":               "workers",
+	bad := map[string]string{
+		"controller.flags.workers=0":               "/controller/flags/workers",
 		"controller.flags.noSuchFlag=1":            "noSuchFlag",
-		"controller.flags.leaseDuration=soon":      "leaseDuration",
-		"controller.flags.defaultClass=maybe":      "defaultClass",
-		"controller.replicas=0":                    "replicas",
-		"agent.flags.gossipPort=70000":             "gossipPort",
-		"agent.flags.metricsAddr=9473":             "metricsAddr",
-		"agent.flags.logLevel=verbose":             "logLevel",
-		"agent.gossipKey.value=tooshort":           "value",
-		"image.digest=latest":                      "digest",
-		"image.pullPolicy=Sometimes":               "pullPolicy",
-		"prometheus.podMonitor.interval=every-30s": "interval",
-	} {
-		_, err := helm(t, "template", "mooring", Dir, "--set", "agent.gossipKey.value="+testKey, "--set", set)
-		if err == nil || !strings.Contains(err.Error(), name) {
-			t.Errorf("--set %s: err %v, want a refusal naming %q", set, err, name)
+		"controller.flags.leaseDuration=soon":      "/controller/flags/leaseDuration",
+		"controller.flags.defaultClass=maybe":      "/controller/flags/defaultClass",
+		"controller.flags.podIpamMode=sometimes":   "/controller/flags/podIpamMode",
+		"controller.replicas=0":                    "/controller/replicas",
+		"agent.flags.gossipPort=70000":             "/agent/flags/gossipPort",
+		"agent.flags.metricsAddr=9473":             "/agent/flags/metricsAddr",
+		"agent.flags.logLevel=verbose":             "/agent/flags/logLevel",
+		"agent.gossipKey.value=tooshort":           "/agent/gossipKey/value",
+		"image.digest=latest":                      "/image/digest",
+		"image.pullPolicy=Sometimes":               "/image/pullPolicy",
+		"prometheus.podMonitor.interval=every-30s": "/prometheus/podMonitor/interval",
+	}
+	args := []string{"template", "mooring", Dir}
+	for set := range bad {
+		args = append(args, "--set", set)
+	}
+	_, err := helm(t, args...)
+	if err == nil {
+		t.Fatal("invalid values rendered")
+	}
+	for set, name := range bad {
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("--set %s: the refusal does not name %s:\n%v", set, name, err)
 		}
+	}
+	// One at a time, too: each alone is refused.
+	if _, err := helm(t, "template", "mooring", Dir, "--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.workers=0"); err == nil {
+		t.Error("controller.flags.workers=0 alone rendered")
 	}
 }
 
@@ -203,28 +249,35 @@ func rbacDocs(t *testing.T, path string) map[string]any {
 }
 
 // The chart's roles are config/rbac's (controller-gen's output of the
-// +kubebuilder:rbac markers), rule for rule.
+// +kubebuilder:rbac markers), rule for rule; the pod IPAM role only when
+// pod IPAM is on.
 func TestRBACIsConfigRBAC(t *testing.T) {
-	objs := render(t, "--set", "agent.gossipKey.value="+testKey)
-	for _, c := range Components {
-		want := rbacDocs(t, filepath.Join(root(t), configRBAC, c, "role.yaml"))
+	objs := render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.podIpamMode=multi-pool")
+	roles := map[string]string{"mooring-controller": "controller", "mooring-agent": "agent", "mooring-pod-ipam": PodIPAMRole}
+	for name, dir := range roles {
+		want := rbacDocs(t, filepath.Join(root(t), configRBAC, dir, "role.yaml"))
 		if len(want) == 0 {
-			t.Fatalf("config/rbac/%s/role.yaml holds no role", c)
+			t.Fatalf("config/rbac/%s/role.yaml holds no role", dir)
 		}
 		for kind, rules := range want {
-			got := find(t, objs, kind, "mooring-"+c).Object["rules"]
+			got := find(t, objs, kind, name).Object["rules"]
 			if !reflect.DeepEqual(got, rules) {
-				t.Errorf("%s mooring-%s: chart rules\n%v\nconfig/rbac/%s/role.yaml rules\n%v\n(run make generate)", kind, c, got, c, rules)
+				t.Errorf("%s %s: chart rules\n%v\nconfig/rbac/%s/role.yaml rules\n%v\n(run make generate)", kind, name, got, dir, rules)
 			}
 		}
 		for _, kind := range []string{"ClusterRole", "Role"} {
 			if _, ok := want[kind]; !ok {
 				for _, o := range ofKind(objs, kind) {
-					if o.GetName() == "mooring-"+c {
-						t.Errorf("the chart renders %s mooring-%s, config/rbac has none", kind, c)
+					if o.GetName() == name {
+						t.Errorf("the chart renders %s %s, config/rbac/%s has none", kind, name, dir)
 					}
 				}
 			}
+		}
+	}
+	for _, o := range render(t, "--set", "agent.gossipKey.value="+testKey) {
+		if o.GetName() == "mooring-pod-ipam" {
+			t.Errorf("pod IPAM is off by default, yet %s %s is rendered", o.GetKind(), o.GetName())
 		}
 	}
 }

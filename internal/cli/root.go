@@ -4,7 +4,6 @@
 package cli
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -70,7 +69,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", level)
+		return nil, cliutil.Usagef("--log-level %q: use debug, info, warn or error", level)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch strings.ToLower(format) {
@@ -79,5 +78,5 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, fmt.Errorf("--log-format %q: use text or json", format)
+	return nil, cliutil.Usagef("--log-format %q: use text or json", format)
 }

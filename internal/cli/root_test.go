@@ -85,8 +85,8 @@ func doubled(s string) bool {
 // where the usage is, and exits 2; nothing goes to stdout.
 func TestUsageErrorsPrintedOnce(t *testing.T) {
 	for _, c := range allCommands() {
-		if !c.Runnable() {
-			continue
+		if !c.Runnable() || c.DisableFlagParsing {
+			continue // a command that parses no flags would run
 		}
 		path := strings.Fields(c.CommandPath())[1:]
 		code, stdout, stderr := runCLI(t, append(append([]string{Name}, path...), "--no-such-flag")...)
@@ -102,8 +102,13 @@ func TestUsageErrorsPrintedOnce(t *testing.T) {
 		{[]string{"nosuchverb"}, []string{`unknown command "nosuchverb"`, "Run 'mooring --help'"}},
 		{[]string{"status", "extra"}, []string{`unknown command "extra" for "mooring status"`, "Run 'mooring status --help'"}},
 		{[]string{"audit", "arp"}, []string{"requires at least 1 arg", "Run 'mooring audit arp --help'"}},
+		// mistakes the commands find themselves (cliutil.UsageError)
+		{[]string{"status", "-o", "xml"}, []string{`-o "xml": use table, wide, json or yaml`, "Run 'mooring status --help'"}},
+		{[]string{"audit", "arp", "10.0.0.1"}, []string{"--interface is required", "Run 'mooring audit arp --help'"}},
+		{[]string{"audit", "arp", "-i", "lo", "nope"}, []string{`"nope" is not an IP address`}},
+		{[]string{"--log-level", "loud", "version"}, []string{`--log-level "loud"`, "Run 'mooring version --help'"}},
 		{[]string{"lab", "exec", "node-1", "ip", "-br", "addr"}, []string{"unknown shorthand flag: 'b' in -br",
-			"go after `--`: mooring lab exec <host> -- <command>", "Run 'mooring lab exec --help'"}},
+			"after ", "mooring lab exec ", "<host> -- <command>", "Run 'mooring lab exec --help'"}},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{Name}, tc.args...)...)
 		checkUsageError(t, strings.Join(tc.args, " "), code, stdout, stderr)
@@ -174,5 +179,24 @@ func TestPluginName(t *testing.T) {
 	code, stdout, _ = runCLI(t, PluginName, "version")
 	if code != 0 || !strings.HasPrefix(stdout, "mooring ") {
 		t.Errorf("plugin version: exit %d: %q", code, stdout)
+	}
+}
+
+// A command whose usage has `--` and whose flag error does not say so gets
+// the hint from the root.
+func TestDashDashHint(t *testing.T) {
+	root := &cobra.Command{Use: Name, SilenceErrors: true, SilenceUsage: true}
+	sub := &cobra.Command{Use: "run <host> -- <command>", Args: cobra.MinimumNArgs(2), RunE: func(*cobra.Command, []string) error { return nil }}
+	root.AddCommand(sub)
+	markUsageErrors(root)
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"run", "h", "ip", "-br"})
+	cmd, err := root.ExecuteC()
+	var b bytes.Buffer
+	if code := report(&b, cmd, err); code != ExitUsage ||
+		!strings.Contains(b.String(), "Flags meant for the command being run go after `--`: mooring run <host> -- <command>") {
+		t.Errorf("exit %d:\n%s", code, b.String())
 	}
 }

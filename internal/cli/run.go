@@ -66,13 +66,14 @@ func run(ctx context.Context, plugin bool, args []string, s Streams) int {
 func report(w io.Writer, cmd *cobra.Command, err error) int {
 	fmt.Fprintln(w, "Error:", oncePrefixes(err.Error()))
 	var ue usageError
-	if !errors.As(err, &ue) && !isCobraUsage(err) {
+	var cu cliutil.UsageError
+	if !errors.As(err, &ue) && !errors.As(err, &cu) && !isCobraUsage(err) {
 		return ExitFailure
 	}
 	if ue.cmd != nil {
 		cmd = ue.cmd
 	}
-	if ue.flag && strings.Contains(cmd.Use, " -- ") {
+	if ue.flag && strings.Contains(cmd.Use, " -- ") && !strings.Contains(err.Error(), " -- ") {
 		// `lab exec node-1 ip -br addr`: -br was meant for ip.
 		fmt.Fprintf(w, "Flags meant for the command being run go after `--`: %s\n", useWithPath(cmd))
 	}
@@ -93,10 +94,16 @@ func (e usageError) Unwrap() error { return e.err }
 // markUsageErrors wraps the flag and argument checks of every command so
 // their errors are known as usage errors.
 func markUsageErrors(root *cobra.Command) {
-	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return usageError{cmd: c, flag: true, err: err}
-	})
+	// A verb may word its own flag errors (lab exec does): keep its words,
+	// mark the result. Every command's function is read before any is
+	// replaced, so none wraps another's wrapper.
+	own := map[*cobra.Command]func(*cobra.Command, error) error{}
+	walk(root, func(c *cobra.Command) { own[c] = c.FlagErrorFunc() })
 	walk(root, func(c *cobra.Command) {
+		f := own[c]
+		c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+			return usageError{cmd: c, flag: true, err: f(c, err)}
+		})
 		if c.Args == nil {
 			return
 		}

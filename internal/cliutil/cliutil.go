@@ -30,6 +30,17 @@ type ExitError struct{ Code int }
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
 
+// UsageError is a mistake in the command line that a command finds itself
+// (a missing required flag, a malformed value): the root prints it like
+// cobra's own usage errors, with where to read the usage, and exits 2.
+type UsageError struct{ Err error }
+
+func (e UsageError) Error() string { return e.Err.Error() }
+func (e UsageError) Unwrap() error { return e.Err }
+
+// Usagef returns a UsageError with a formatted message.
+func Usagef(format string, a ...any) error { return UsageError{fmt.Errorf(format, a...)} }
+
 // Shared flags: every command that has one of these flags uses this name
 // and exactly this help text, so `--help` reads the same everywhere (a test
 // in internal/cli walks the whole tree to check it).

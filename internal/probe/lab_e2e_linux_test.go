@@ -85,7 +85,7 @@ func TestProbeInLab(t *testing.T) {
 		t.Fatal(err)
 	}
 	pcfg := probe.Config{Client: cs, Namespace: "default", Nodes: []string{"node-1", "node-2"}, Pairs: 2, Rounds: 3,
-		Image: "unused-in-the-lab", Port: 8080, Timeout: 40 * time.Second, Interval: 50 * time.Millisecond,
+		Image: lab.EchoImage, Port: 8080, Timeout: 40 * time.Second, Interval: 50 * time.Millisecond,
 		RequestTimeout: 300 * time.Millisecond, Threshold: time.Second, Requester: probe.Netns{},
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 

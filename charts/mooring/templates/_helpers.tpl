@@ -58,13 +58,18 @@ app.kubernetes.io/component: {{ index . 1 }}
 
 {{/*
 The command-line flags of a component: one --kebab-case=value per entry of
-its flags map (an empty string leaves the flag out). Call with
+its flags map (an empty string or list leaves the flag out; a list is
+joined with commas). Call with
 (dict "flags" map "override" map) where override wins over flags.
 */}}
 {{- define "mooring.flags" -}}
 {{- $flags := merge (dict) .override .flags -}}
 {{- range $k, $v := $flags }}
-{{- if not (or (kindIs "invalid" $v) (and (kindIs "string" $v) (eq $v ""))) }}
+{{- if kindIs "slice" $v }}
+{{- if $v }}
+- {{ printf "--%s=%s" (kebabcase $k) (join "," $v) | quote }}
+{{- end }}
+{{- else if not (or (kindIs "invalid" $v) (and (kindIs "string" $v) (eq $v ""))) }}
 - {{ printf "--%s=%s" (kebabcase $k) (include "mooring.flagValue" $v) | quote }}
 {{- end }}
 {{- end }}

@@ -62,11 +62,11 @@ one, MACs stay bare). See docs/audit.md.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if iface == "" {
-				return errors.New("--interface is required: the interface on the Service addresses' segment, e.g. --interface eth0")
+				return cliutil.Usagef("--interface is required: the interface on the Service addresses' segment, e.g. --interface eth0")
 			}
 			addrs, err := parseAddrs(args)
 			if err != nil {
-				return err
+				return cliutil.UsageError{Err: err}
 			}
 			ifi, err := net.InterfaceByName(iface)
 			if err != nil {
@@ -128,6 +128,7 @@ func (r Result) verdict(names map[string]string) string {
 	}
 	where := "find the node with each MAC and look"
 	if len(who) == len(r.Responders) {
+		slices.Sort(who) // answers arrive in any order
 		where = "on " + strings.Join(who, " and ") + ", look"
 	}
 	return fmt.Sprintf("SPLIT: %d responders; %s for the address on a local interface (ip -br addr | grep %s) with arp_ignore=0 (sysctl net.ipv4.conf.all.arp_ignore), e.g. a stale kube-ipvs0, or for a second announcer", len(r.Responders), where, r.Addr)

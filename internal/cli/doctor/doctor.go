@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mooringlb/mooring/internal/cliutil"
 	core "github.com/mooringlb/mooring/internal/doctor"
@@ -31,6 +31,7 @@ type Options struct {
 	NodeSubnets []string
 	MetricsPort int
 	All         bool
+	reader      client.Reader
 }
 
 // NewCommand builds `mooring doctor`.
@@ -43,11 +44,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 			"It exits 1 when it finds a problem, 0 otherwise.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := o.Kubeconfig
-			if path == "" {
-				path = os.Getenv("KUBECONFIG")
-			}
-			cfg, err := kube.RESTConfig(path, 20, 40)
+			cfg, err := kube.RESTConfig(o.Kubeconfig, 20, 40)
 			if err != nil {
 				return err
 			}
@@ -59,14 +56,19 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			cl, err := client.New(cfg, client.Options{Scheme: kube.Scheme()})
+			if err != nil {
+				return err
+			}
+			o.reader = cl
 			return Run(cmd.Context(), o, cs, dc, deps.Streams.Out)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.Kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
+	cliutil.AddKubeconfigFlag(cmd, &o.Kubeconfig)
 	f.StringVarP(&o.Output, "output", "o", o.Output, "table or json")
 	f.StringArrayVar(&o.NodeSubnets, "node-subnet", nil, "the nodes' L2 network, CIDR (every node) or NODE=CIDR; repeatable (default: the /24 or /64 around each InternalIP, marked as assumed)")
-	f.IntVar(&o.MetricsPort, "metrics-port", o.MetricsPort, "agent metrics port on each node's InternalIP; 0 skips node metrics")
+	f.IntVar(&o.MetricsPort, "agent-metrics-port", o.MetricsPort, "agent metrics port on each node's InternalIP; 0 skips node metrics")
 	f.BoolVar(&o.All, "all", false, "also print informational findings")
 	return cmd
 }
@@ -98,7 +100,7 @@ func Run(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Int
 	if err != nil {
 		return err
 	}
-	opt := gather.Options{NodeSubnets: subnets}
+	opt := gather.Options{NodeSubnets: subnets, Reader: o.reader}
 	if o.MetricsPort > 0 {
 		opt.Metrics = gather.HTTPMetrics(o.MetricsPort, 2*time.Second)
 	}

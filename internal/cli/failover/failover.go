@@ -148,11 +148,7 @@ func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error 
 		}
 		macs = append(macs, m)
 	}
-	kubeconfig := o.kubeconfig
-	if kubeconfig == "" {
-		kubeconfig = os.Getenv("KUBECONFIG")
-	}
-	rc, err := kube.RESTConfig(kubeconfig, 20, 40)
+	rc, err := kube.RESTConfig(o.kubeconfig, 20, 40)
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func newSub(deps *cliutil.Deps, system, short string, imp func([]importer.Input)
 	f := cmd.Flags()
 	f.StringArrayVarP(&o.Files, "filename", "f", nil, "file or directory (.yaml, .yml, .json) to import; repeatable")
 	f.BoolVar(&o.FromCluster, "from-cluster", false, "read the configuration from the cluster (read-only)")
-	f.StringVar(&o.Kubeconfig, cliutil.KubeconfigFlag, "", cliutil.KubeconfigUsage)
+	cliutil.AddKubeconfigFlag(cmd, &o.Kubeconfig)
 	f.StringVarP(&o.Output, "output", "o", o.Output, "output format: yaml or json")
 	f.StringVar(&o.ReportFile, "report", "", "write the report to this file instead of stderr (JSON when it ends in .json)")
 	if system == "metallb" {
@@ -184,15 +184,6 @@ func ReadFiles(paths []string) ([]importer.Input, error) {
 	return out, nil
 }
 
-// KubeconfigPath applies the rule: --kubeconfig, else $KUBECONFIG, else ""
-// (in-cluster).
-func KubeconfigPath(flag string) string {
-	if flag != "" {
-		return flag
-	}
-	return os.Getenv("KUBECONFIG")
-}
-
 // Resources are what --from-cluster lists for each system.
 var Resources = map[string][]schema.GroupVersionResource{
 	"metallb": {
@@ -201,6 +192,7 @@ var Resources = map[string][]schema.GroupVersionResource{
 		{Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},
 		{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"},
 		{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"},
+		{Group: "metallb.io", Version: "v1beta1", Resource: "bgppeers"}, // MetalLB before v1beta2
 		{Group: "metallb.io", Version: "v1beta1", Resource: "bfdprofiles"},
 		{Group: "metallb.io", Version: "v1beta1", Resource: "communities"},
 	},
@@ -212,7 +204,7 @@ var Resources = map[string][]schema.GroupVersionResource{
 }
 
 func fromCluster(ctx context.Context, o Options, system string) ([]importer.Input, error) {
-	cfg, err := kube.RESTConfig(KubeconfigPath(o.Kubeconfig), 20, 40)
+	cfg, err := kube.RESTConfig(o.Kubeconfig, 20, 40)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +220,7 @@ func fromCluster(ctx context.Context, o Options, system string) ([]importer.Inpu
 // every object is one Input named cluster:<resource>/<namespace>/<name>.
 func ReadCluster(ctx context.Context, dc dynamic.Interface, system, metallbNS string) ([]importer.Input, error) {
 	var out []importer.Input
-	seen := map[string]bool{} // a pool served by v2 and v2alpha1 is one object
+	seen := map[string]bool{} // an object served at two versions is one object
 	for _, gvr := range Resources[system] {
 		list, err := dc.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) {

@@ -18,7 +18,7 @@ const execUsage = "mooring lab exec [--restart-on-restore] <host> -- <command> [
 func newExecCommand(_ *cliutil.Deps, stateDir *string) *cobra.Command {
 	restart := false
 	cmd := &cobra.Command{
-		Use:   "exec [--restart-on-restore] <host> -- <command> [args...]",
+		Use:   "exec <host> -- <command> [args...]",
 		Short: "Run a command in a lab namespace: client, node-N or control-plane",
 		Long: `exec runs a command inside a lab namespace (client, node-N or control-plane), as a
 process of that host. Put the command after --, so that its own flags are its own.
@@ -59,11 +59,8 @@ service of a rebooted machine would; ` + "`lab kill`" + ` kills it like every ot
 		},
 	}
 	cmd.Flags().BoolVar(&restart, "restart-on-restore", false, "record the command: `lab restore` of this node runs it again")
-	// `lab exec node-1 ip -br addr` reads -br as exec's flag: say where the
-	// command goes.
-	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return fmt.Errorf("%w: put the command after --: %s", err, execUsage)
-	})
+	// `lab exec node-1 ip -br addr` reads -br as exec's flag: the root
+	// command's usage-error printer says flags of the command go after --.
 	return cmd
 }
 

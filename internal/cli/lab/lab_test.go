@@ -93,7 +93,9 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"exec", "node-1", "ip", "-br", "addr"}, "put the command after --: mooring lab exec [--restart-on-restore] <host> -- <command>"},
+		// The root command adds that flags of the command go after --
+		// (internal/cli's TestUsageErrorsPrintedOnce).
+		{[]string{"exec", "node-1", "ip", "-br", "addr"}, "unknown shorthand flag: 'b' in -br"},
 		{[]string{"exec", "node-1"}, "no command given for node-1: use mooring lab exec"},
 		{[]string{"exec", "--", "ip", "addr"}, "no host given: use mooring lab exec"},
 		{[]string{"exec", "node-1", "node-2", "--", "ip"}, "one host before --"},

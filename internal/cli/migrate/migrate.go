@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooringlb/mooring/internal/arpprobe"
@@ -38,6 +39,7 @@ type Options struct {
 	ImportFile, SaveDir           string
 	Interface, Probe              string
 	ProbeInterval, CheckTimeout   time.Duration
+	reader                        client.Reader
 }
 
 // NewCommand builds `mooring migrate`.
@@ -80,7 +82,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	}
 	for _, c := range []*cobra.Command{plan, run} {
 		f := c.Flags()
-		f.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+		cliutil.AddKubeconfigFlag(c, &o.Kubeconfig)
 		f.StringVar(&o.Namespace, "metallb-namespace", o.Namespace, "MetalLB's namespace")
 		f.StringVar(&o.ImportFile, "import-file", o.ImportFile, "where the imported Mooring objects are written")
 		f.StringVar(&o.SaveDir, "save-dir", o.SaveDir, "where MetalLB's objects are saved before deletion (for rollback)")
@@ -96,20 +98,26 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 }
 
 func clients(o *Options) (kubernetes.Interface, dynamic.Interface, error) {
-	path := o.Kubeconfig
-	if path == "" {
-		path = os.Getenv("KUBECONFIG")
-	}
-	cfg, err := kube.RESTConfig(path, 20, 40)
+	cs, dc, cl, err := allClients(o)
+	o.reader = cl
+	return cs, dc, err
+}
+
+func allClients(o *Options) (kubernetes.Interface, dynamic.Interface, client.Reader, error) {
+	cfg, err := kube.RESTConfig(o.Kubeconfig, 20, 40)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	dc, err := dynamic.NewForConfig(cfg)
-	return cs, dc, err
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: kube.Scheme()})
+	return cs, dc, cl, err
 }
 
 // Prepared is a plan with everything run needs.
@@ -183,7 +191,7 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 		return nil, err
 	}
 	f.Services = snap.Lines()
-	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout}
+	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout, Reader: o.reader}
 	if o.Interface != "" {
 		ifi, err := net.InterfaceByName(o.Interface)
 		if err != nil {

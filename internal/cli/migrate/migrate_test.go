@@ -68,13 +68,25 @@ func crd(t *testing.T, dc dynamic.Interface, gvr schema.GroupVersionResource, ki
 // and a validating webhook without a backend that guards MetalLB's
 // objects (so deleting them before the webhook fails, as in the field).
 func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface) {
+	installMetalLBPool(t, cs, dc, "192.0.2.200-192.0.2.210")
+	ctx := context.Background()
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "d"}}, metav1.CreateOptions{})
+	must(t, err)
+	svc, err := cs.CoreV1().Services("d").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	must(t, err)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.200"}}
+	_, err = cs.CoreV1().Services("d").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+	must(t, err)
+}
+
+// installMetalLBPool installs MetalLB's pieces with one pool of addresses.
+func installMetalLBPool(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface, addresses string) {
 	ctx := context.Background()
 	crd(t, dc, gvrIPPool, "IPAddressPool")
 	crd(t, dc, gvrL2Adv, "L2Advertisement")
-	for _, n := range []string{"metallb-system", "d"} {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-		must(t, err)
-	}
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}, metav1.CreateOptions{})
+	must(t, err)
 	tmpl := func(c string) corev1.PodTemplateSpec {
 		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "metallb", "component": c}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: c, Image: "quay.io/metallb/" + c + ":v0.16.0"}}}}
@@ -82,7 +94,7 @@ func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface)
 	sel := func(c string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": "metallb", "component": c}}
 	}
-	_, err := cs.AppsV1().DaemonSets("metallb-system").Create(ctx, &appsv1.DaemonSet{
+	_, err = cs.AppsV1().DaemonSets("metallb-system").Create(ctx, &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "speaker", Labels: map[string]string{"app": "metallb", "component": "speaker"}},
 		Spec:       appsv1.DaemonSetSpec{Selector: sel("speaker"), Template: tmpl("speaker")}}, metav1.CreateOptions{})
 	must(t, err)
@@ -92,7 +104,7 @@ func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface)
 	must(t, err)
 	_, err = dc.Resource(gvrIPPool).Namespace("metallb-system").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": map[string]any{"name": "lan"},
-		"spec": map[string]any{"addresses": []any{"192.0.2.200-192.0.2.210"}}}}, metav1.CreateOptions{})
+		"spec": map[string]any{"addresses": []any{addresses}}}}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = dc.Resource(gvrL2Adv).Namespace("metallb-system").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement", "metadata": map[string]any{"name": "l2"},
@@ -111,12 +123,6 @@ func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface)
 			AdmissionReviewVersions: []string{"v1"},
 		}},
 	}, metav1.CreateOptions{})
-	must(t, err)
-	svc, err := cs.CoreV1().Services("d").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
-	must(t, err)
-	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.200"}}
-	_, err = cs.CoreV1().Services("d").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
 	must(t, err)
 }
 

@@ -8,16 +8,17 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/lab/kubelet"
 	"github.com/mooringlb/mooring/internal/probe"
 )
 
@@ -33,6 +34,7 @@ type options struct {
 	nodes                                     []string
 	pairs, rounds, port                       int
 	timeout, interval, reqTimeout, threshold  time.Duration
+	imageSet                                  bool
 }
 
 func newPodCommand(deps *cliutil.Deps) *cobra.Command {
@@ -47,11 +49,7 @@ func newPodCommand(deps *cliutil.Deps) *cobra.Command {
 			"It prints every sample and p50/p99/max, deletes its pods even on Ctrl-C, and exits 1 when any sample exceeds --threshold.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			path := o.kubeconfig
-			if path == "" {
-				path = os.Getenv("KUBECONFIG")
-			}
-			cfg, err := kube.RESTConfig(path, 20, 40)
+			cfg, err := kube.RESTConfig(o.kubeconfig, 20, 40)
 			if err != nil {
 				return err
 			}
@@ -59,16 +57,17 @@ func newPodCommand(deps *cliutil.Deps) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			o.imageSet = cmd.Flags().Changed("image")
 			return Run(cmd.Context(), o, cs, deps, deps.Streams.Out)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig (default $KUBECONFIG, else in-cluster)")
+	cliutil.AddKubeconfigFlag(cmd, &o.kubeconfig)
 	f.StringVarP(&o.namespace, "namespace", "n", o.namespace, "namespace for the probe pods")
 	f.StringSliceVar(&o.nodes, "nodes", nil, "the two nodes, e.g. --nodes=node-1,node-2 (default: the first two Ready nodes)")
 	f.IntVar(&o.pairs, "pairs", o.pairs, "pod pairs created together in each round")
 	f.IntVar(&o.rounds, "rounds", o.rounds, "rounds (fresh pods each round)")
-	f.StringVar(&o.image, "image", o.image, "pod image; must serve HTTP on --port and, for --via=apiserver, agnhost's /dial")
+	f.StringVar(&o.image, "image", o.image, "pod image; must serve HTTP on --port and, for --via=apiserver, agnhost's /dial (default in the lab: its echo image)")
 	f.IntVar(&o.port, "port", o.port, "the pods' HTTP port")
 	f.DurationVar(&o.timeout, "timeout", o.timeout, "give up on one sample after this long")
 	f.DurationVar(&o.interval, "interval", o.interval, "pause between attempts")
@@ -93,6 +92,20 @@ func (a autoRequester) Request(ctx context.Context, from *corev1.Pod, to netip.A
 	return a.proxy.Request(ctx, from, to)
 }
 
+// isLab says whether every node is the lab's kubelet stand-in.
+func isLab(ctx context.Context, cs kubernetes.Interface) (bool, error) {
+	l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, fmt.Errorf("listing nodes: %w", err)
+	}
+	for _, n := range l.Items {
+		if n.Status.NodeInfo.KubeletVersion != kubelet.Version {
+			return false, nil
+		}
+	}
+	return len(l.Items) > 0, nil
+}
+
 // Run runs the probe and prints the report; unhealthy runs return exit 1.
 func Run(ctx context.Context, o options, cs kubernetes.Interface, deps *cliutil.Deps, w io.Writer) error {
 	var req probe.Requester
@@ -111,6 +124,16 @@ func Run(ctx context.Context, o options, cs kubernetes.Interface, deps *cliutil.
 		return fmt.Errorf("-o %q: use table or json", o.output)
 	}
 	args := []string{"netexec", fmt.Sprintf("--http-port=%d", o.port)}
+	if !o.imageSet {
+		lab, err := isLab(ctx, cs)
+		if err != nil {
+			return err
+		}
+		if lab {
+			// The lab's kubelet stand-in runs only its echo image.
+			o.image, args = kubelet.Image, nil
+		}
+	}
 	rep, err := probe.Run(ctx, probe.Config{
 		Client: cs, Namespace: o.namespace, Nodes: o.nodes, Pairs: o.pairs, Rounds: o.rounds,
 		Image: o.image, Args: args, Port: o.port, Timeout: o.timeout, Interval: o.interval,

@@ -57,7 +57,7 @@ address, an address nobody announces). An Event says a problem was seen then;
 			switch o.Output {
 			case OutputTable, OutputWide, OutputJSON, OutputYAML:
 			default:
-				return fmt.Errorf("-o %q: use table, wide, json or yaml", o.Output)
+				return cliutil.Usagef("-o %q: use table, wide, json or yaml", o.Output)
 			}
 			cfg, err := kube.RESTConfig(kubeconfig, 20, 40)
 			if err != nil {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
@@ -36,6 +37,10 @@ type Options struct {
 	Metrics func(ctx context.Context, node *corev1.Node) ([]byte, error)
 	// Now is the clock for event ages.
 	Now func() time.Time
+	// Reader, when set, lets doctor compute who announces each address the
+	// way the agents do (Announced); the mooring.dev/announced-by
+	// annotation is read too.
+	Reader client.Reader
 }
 
 var (
@@ -63,7 +68,11 @@ func Gather(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, 
 	if in.Nodes, err = nodes(ctx, cs, nodeSels, opt); err != nil {
 		return in, err
 	}
-	if in.Services, err = services(ctx, cs); err != nil {
+	announced, err := Announced(ctx, opt.Reader)
+	if err != nil {
+		return in, err
+	}
+	if in.Services, err = services(ctx, cs, announced); err != nil {
 		return in, err
 	}
 	if in.Events, err = events(ctx, cs, opt.Now()); err != nil {
@@ -201,7 +210,7 @@ func nodes(ctx context.Context, cs kubernetes.Interface, sels []labels.Selector,
 	return out, nil
 }
 
-func services(ctx context.Context, cs kubernetes.Interface) ([]doctor.Service, error) {
+func services(ctx context.Context, cs kubernetes.Interface, announced map[netip.Addr]string) ([]doctor.Service, error) {
 	l, err := cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("listing Services: %w", err)
@@ -222,6 +231,11 @@ func services(ctx context.Context, cs kubernetes.Interface) ([]doctor.Service, e
 			if a, err := netip.ParseAddr(k); ok && err == nil {
 				node, _, _ := strings.Cut(v, "/")
 				ds.AnnouncedBy[a.Unmap()] = node
+			}
+		}
+		for _, a := range ds.Addrs {
+			if n := announced[a]; n != "" {
+				ds.AnnouncedBy[a] = n
 			}
 		}
 		ds.Ours = len(ds.AnnouncedBy) > 0

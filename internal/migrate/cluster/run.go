@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mooringlb/mooring/internal/doctor"
@@ -43,6 +44,9 @@ type Runner struct {
 	Responders func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error)
 	// Traffic is the operator's probe; nil skips CheckTraffic.
 	Traffic *Traffic
+	// Reader computes who announces each address the way the agents do
+	// (gather.Announced); nil reads only the announced-by annotation.
+	Reader client.Reader
 	// CheckTimeout bounds how long checks may take to pass after a step.
 	CheckTimeout time.Duration
 	Out          io.Writer
@@ -297,6 +301,10 @@ func (r *Runner) addressesUnchanged(ctx context.Context) error {
 }
 
 func (r *Runner) mooringAnnounces(ctx context.Context) error {
+	owners, err := gather.Announced(ctx, r.Reader)
+	if err != nil {
+		return err
+	}
 	var missing []string
 	for k, addrs := range r.Snapshot {
 		ns, name, _ := strings.Cut(k, "/")
@@ -306,7 +314,7 @@ func (r *Runner) mooringAnnounces(ctx context.Context) error {
 		}
 		by := announcedBy(svc)
 		for _, a := range addrs {
-			if by[a] == "" {
+			if by[a] == "" && owners[a] == "" {
 				missing = append(missing, fmt.Sprintf("%s (%s)", a, k))
 			}
 		}
