@@ -70,6 +70,15 @@ type L2AnnouncerStatus struct {
 type AnnouncerInterface struct {
 	Name  string `json:"name"`
 	Index int32  `json:"index"`
+
+	// Prefixes are the networks of the interface's addresses, in CIDR form
+	// (an address 192.168.1.10/24 gives 192.168.1.0/24), sorted; link-local
+	// networks are left out. The controller checks pools against them (the
+	// pool condition AddressesOutsideNodeSubnets).
+	//
+	// +optional
+	// +listType=atomic
+	Prefixes []string `json:"prefixes,omitempty"`
 }
 
 // AnnouncerCapability is where a node can answer ARP/NDP.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"reflect"
@@ -40,6 +41,9 @@ type Responder interface {
 type Links interface {
 	Interfaces() ([]announce.Interface, error)
 	Addrs() ([]announce.LocalAddr, error)
+	// Prefixes are the interfaces' addresses with their prefix lengths
+	// (192.168.1.10/24), by interface index.
+	Prefixes() (map[int][]netip.Prefix, error)
 	// Watch calls changed after every link or address change until ctx ends.
 	Watch(ctx context.Context, changed func()) error
 }
@@ -92,7 +96,11 @@ type Agent struct {
 	state   *announce.State // created by the first decision
 	applied bool            // the responder has had a first table
 	prev    announce.Result
-	pending []announce.Change // not yet published
+	// prefixes are the networks of the node's interfaces by index
+	// (networkPrefixes), read with the interfaces; replaced, never
+	// modified, so a published decision may share it.
+	prefixes map[int][]string
+	pending  []announce.Change // not yet published
 	// published is when the decision was last published; publishEvery
 	// bounds how often new addresses alone publish it.
 	published    time.Time
@@ -235,7 +243,7 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
-	members, listen, capability := a.state.Members(), a.state.Listen(), a.ownCapability()
+	members, listen, capability, prefixes := a.state.Members(), a.state.Listen(), a.ownCapability(), a.prefixes
 	changes, err := a.update(ctx, d)
 	if err != nil {
 		// Read again next time; what changed before the error still
@@ -259,6 +267,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	// are published at once; new addresses may wait.
 	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
 		!reflect.DeepEqual(capability, a.ownCapability()) ||
+		!maps.EqualFunc(prefixes, a.prefixes, slices.Equal[[]string]) ||
 		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
 	if len(a.pending) == 0 && !urgent {
 		return err
@@ -283,7 +292,7 @@ func (a *Agent) publish() {
 	a.pending = nil
 	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability()})
+	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
 }
@@ -321,6 +330,17 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 			a.log.Warn("listing interfaces; keeping the last list", "err", err)
 		} else {
 			changes = append(changes, a.state.SetInterfaces(ifaces)...)
+		}
+		if ps, err := a.deps.Links.Prefixes(); err != nil {
+			a.log.Warn("listing interface addresses; keeping the last networks", "err", err)
+		} else {
+			next := map[int][]string{}
+			for idx, addrs := range ps {
+				if nets := networkPrefixes(addrs); len(nets) > 0 {
+					next[idx] = nets
+				}
+			}
+			a.prefixes = next
 		}
 	}
 	// What members can serve first, members second: a member that leaves

@@ -445,8 +445,9 @@ func waitRunEnd(ctx context.Context, cfg Config, env Env, st *state, start time.
 		q        progressQueue
 	)
 	// What happened at t is known by t + a request's timeout (its outcome)
-	// or an owner poll later, plus a tick of this loop.
-	lag := cfg.Timeout + cfg.OwnerPoll + 100*time.Millisecond
+	// or an owner poll later, plus a tick of this loop; twice the timeout
+	// and half a second more leave room for a loaded machine.
+	lag := 2*cfg.Timeout + cfg.OwnerPoll + 500*time.Millisecond
 	defer func() { q.flush(math.MaxInt64, say) }()
 	for {
 		now := env.Clock.Now()
