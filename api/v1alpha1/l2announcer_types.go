@@ -40,6 +40,13 @@ type L2AnnouncerStatus struct {
 	// +listType=atomic
 	Interfaces []AnnouncerInterface `json:"interfaces,omitempty"`
 
+	// Capability is where this node can answer, as it also publishes in
+	// gossip: the decision limits each node to the policies it can serve.
+	// Absent when the agent publishes none.
+	//
+	// +optional
+	Capability *AnnouncerCapability `json:"capability,omitempty"`
+
 	// Problems are the addresses this node knows cannot be announced as
 	// asked, at most MaxAnnouncerProblems of them, sorted by address.
 	//
@@ -63,6 +70,33 @@ type L2AnnouncerStatus struct {
 type AnnouncerInterface struct {
 	Name  string `json:"name"`
 	Index int32  `json:"index"`
+
+	// Prefixes are the networks of the interface's addresses, in CIDR form
+	// (an address 192.168.1.10/24 gives 192.168.1.0/24), sorted; link-local
+	// networks are left out. The controller checks pools against them (the
+	// pool condition AddressesOutsideNodeSubnets).
+	//
+	// +optional
+	// +listType=atomic
+	Prefixes []string `json:"prefixes,omitempty"`
+}
+
+// AnnouncerCapability is where a node can answer ARP/NDP.
+type AnnouncerCapability struct {
+	// Any: every interface (no restriction).
+	//
+	// +optional
+	Any bool `json:"any,omitempty"`
+	// Interfaces the node can answer on.
+	//
+	// +optional
+	// +listType=atomic
+	Interfaces []string `json:"interfaces,omitempty"`
+	// Defaults are the interfaces used for policies that name none.
+	//
+	// +optional
+	// +listType=atomic
+	Defaults []string `json:"defaults,omitempty"`
 }
 
 // AnnouncementProblem is one address that is not announced as asked.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
+	"reflect"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -39,6 +41,9 @@ type Responder interface {
 type Links interface {
 	Interfaces() ([]announce.Interface, error)
 	Addrs() ([]announce.LocalAddr, error)
+	// Prefixes are the interfaces' addresses with their prefix lengths
+	// (192.168.1.10/24), by interface index.
+	Prefixes() (map[int][]netip.Prefix, error)
 	// Watch calls changed after every link or address change until ctx ends.
 	Watch(ctx context.Context, changed func()) error
 }
@@ -91,7 +96,11 @@ type Agent struct {
 	state   *announce.State // created by the first decision
 	applied bool            // the responder has had a first table
 	prev    announce.Result
-	pending []announce.Change // not yet published
+	// prefixes are the networks of the node's interfaces by index
+	// (networkPrefixes), read with the interfaces; replaced, never
+	// modified, so a published decision may share it.
+	prefixes map[int][]string
+	pending  []announce.Change // not yet published
 	// published is when the decision was last published; publishEvery
 	// bounds how often new addresses alone publish it.
 	published    time.Time
@@ -234,11 +243,16 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
-	members, listen := a.state.Members(), a.state.Listen()
+	members, listen, capability, prefixes := a.state.Members(), a.state.Listen(), a.ownCapability(), a.prefixes
 	changes, err := a.update(ctx, d)
 	if err != nil {
+		// Read again next time; what changed before the error still
+		// reaches the responder and the status below.
 		a.dirty.mark(func(c *changed) { c.merge(d) })
-		return err
+		if !a.applied { // never start from a partial view
+			a.pending = append(a.pending, changes...)
+			return err
+		}
 	}
 	// Most changes are other nodes' addresses: the local table is rebuilt
 	// only when one of this node's changed.
@@ -252,15 +266,17 @@ func (a *Agent) decide(ctx context.Context) error {
 	// What the L2Announcer shows (members, interfaces), moves and losses
 	// are published at once; new addresses may wait.
 	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
+		!reflect.DeepEqual(capability, a.ownCapability()) ||
+		!maps.EqualFunc(prefixes, a.prefixes, slices.Equal[[]string]) ||
 		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
 	if len(a.pending) == 0 && !urgent {
-		return nil
+		return err
 	}
 	if !urgent && a.deps.Clock.Since(a.published) < a.publishEvery {
-		return nil // new addresses only: published with the next batch
+		return err // new addresses only: published with the next batch
 	}
 	a.publish()
-	return nil
+	return err
 }
 
 // publish hands the whole decision to the status writer and the safety
@@ -276,18 +292,27 @@ func (a *Agent) publish() {
 	a.pending = nil
 	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(decision{res: res, members: a.state.Members()})
+	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
 }
 
-// update feeds the state what d names as changed and returns the changes.
+// ownCapability is this node's capability in the decision, nil if none.
+func (a *Agent) ownCapability() *announce.Capability {
+	if c, ok := a.state.Capabilities()[a.cfg.NodeName]; ok {
+		return &c
+	}
+	return nil
+}
+
+// update feeds the state what d names as changed and returns the changes,
+// also those made before an error (the state has them).
 func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error) {
 	var changes []announce.Change
 	if d.nodes {
 		var nodes corev1.NodeList
 		if err := a.deps.Reader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing Nodes from the cache: %w", err)
+			return changes, fmt.Errorf("listing Nodes from the cache: %w", err)
 		}
 		a.setPeers(nodes.Items)
 		a.nodeSeen(ctx, nodes.Items)
@@ -296,7 +321,7 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 	if d.policies {
 		var pols mooringv1.L2AnnouncementPolicyList
 		if err := a.deps.Reader.List(ctx, &pols, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
+			return changes, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
 		}
 		changes = append(changes, a.state.SetPolicies(convertPolicies(pols.Items))...)
 	}
@@ -306,28 +331,36 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 		} else {
 			changes = append(changes, a.state.SetInterfaces(ifaces)...)
 		}
+		if ps, err := a.deps.Links.Prefixes(); err != nil {
+			a.log.Warn("listing interface addresses; keeping the last networks", "err", err)
+		} else {
+			next := map[int][]string{}
+			for idx, addrs := range ps {
+				if nets := networkPrefixes(addrs); len(nets) > 0 {
+					next[idx] = nets
+				}
+			}
+			a.prefixes = next
+		}
 	}
 	// What members can serve first, members second: a member that leaves
 	// keeps its capability, so its loss stays an incremental change.
 	caps, err := a.capabilities(ctx, d) // eligibility.go
 	if err != nil {
-		return nil, err
+		return changes, err
 	}
 	changes = append(changes, a.state.SetCapabilities(caps)...)
 	changes = append(changes, a.state.SetMembers(a.deps.Members.Members())...)
 	if d.all {
 		ch, err := a.syncAllServices(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return append(changes, ch...), nil
+		return append(changes, ch...), err
 	}
 	for k := range d.services {
 		ch, err := a.syncService(ctx, k)
-		if err != nil {
-			return nil, err
-		}
 		changes = append(changes, ch...)
+		if err != nil {
+			return changes, err
+		}
 	}
 	return changes, nil
 }

@@ -54,13 +54,17 @@ func (f *fakeResponder) get() map[int][]netip.Addr {
 	return f.table
 }
 
-type fakeLinks struct{ addrs []announce.LocalAddr }
+type fakeLinks struct {
+	addrs    []announce.LocalAddr
+	prefixes map[int][]netip.Prefix
+}
 
 func (fakeLinks) Interfaces() ([]announce.Interface, error) {
 	return []announce.Interface{{Name: "lo", Index: 1, Loopback: true}, {Name: "eth0", Index: 2}}, nil
 }
-func (f fakeLinks) Addrs() ([]announce.LocalAddr, error)    { return f.addrs, nil }
-func (fakeLinks) Watch(ctx context.Context, _ func()) error { <-ctx.Done(); return nil }
+func (f fakeLinks) Addrs() ([]announce.LocalAddr, error)      { return f.addrs, nil }
+func (fakeLinks) Watch(ctx context.Context, _ func()) error   { <-ctx.Done(); return nil }
+func (f fakeLinks) Prefixes() (map[int][]netip.Prefix, error) { return f.prefixes, nil }
 
 type fakeSysctls map[string]int
 
@@ -203,6 +207,21 @@ func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 		if e.Reason != mooringv1.EventReasonAnnounced || !strings.Contains(e.Message, "(was "+others[1]+")") {
 			t.Fatalf("event %+v", e)
 		}
+	}
+	// An address on the announcing interface: its network is published,
+	// once; the loopback's is not (no policy announces there).
+	a.deps.Links = fakeLinks{prefixes: map[int][]netip.Prefix{
+		1: {netip.MustParsePrefix("127.0.0.1/8")},
+		2: {netip.MustParsePrefix("192.168.1.10/24"), netip.MustParsePrefix("fe80::1/64")}}}
+	a.dirty.mark(func(c *changed) { c.links = true })
+	sync()
+	a.dirty.mark(func(c *changed) { c.links = true }) // the same networks again
+	sync()
+	if err := c.Get(ctx, types.NamespacedName{Name: owner}, &ann); err != nil {
+		t.Fatal(err)
+	}
+	if writes() != 4 || len(ann.Status.Interfaces) != 1 || !slices.Equal(ann.Status.Interfaces[0].Prefixes, []string{"192.168.1.0/24"}) {
+		t.Fatalf("after an address change: announcer writes %v, want 4; interfaces %+v", writes(), ann.Status.Interfaces)
 	}
 }
 

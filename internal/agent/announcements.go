@@ -55,6 +55,14 @@ func Announcements(ctx context.Context, r client.Reader) ([]Announcement, error)
 	ifaces := map[string][]announce.Interface{}
 	shared := map[string]int{} // gossip view (joined members) -> agents holding it
 	for _, a := range anns.Items {
+		// Each agent publishes its own capability; the agents share them
+		// in gossip, so the decision limits each node the same way.
+		if c := a.Status.Capability; c != nil {
+			if in.Capabilities == nil {
+				in.Capabilities = announce.Capabilities{}
+			}
+			in.Capabilities[a.Name] = announce.Capability{Any: c.Any, Interfaces: c.Interfaces, Defaults: c.Defaults}
+		}
 		for _, i := range a.Status.Interfaces {
 			ifaces[a.Name] = append(ifaces[a.Name], announce.Interface{Name: i.Name, Index: int(i.Index)})
 		}

@@ -17,6 +17,10 @@ import (
 type decision struct {
 	res     announce.Result
 	members []string
+	// capability is this node's, nil when it publishes none.
+	capability *announce.Capability
+	// prefixes are the networks of the node's interfaces, by index.
+	prefixes map[int][]string
 }
 
 // announcerStatus is this node's L2Announcer status for a decision: its
@@ -29,8 +33,12 @@ func announcerStatus(d decision, local string) mooringv1.L2AnnouncerStatus {
 	st := mooringv1.L2AnnouncerStatus{StatusWriter: d.res.StatusWriter == local}
 	st.Members = slices.Sorted(slices.Values(d.members))
 	st.Members = slices.Compact(st.Members)
+	if c := d.capability; c != nil {
+		st.Capability = &mooringv1.AnnouncerCapability{Any: c.Any, Interfaces: c.Interfaces, Defaults: c.Defaults}
+	}
 	for _, ifi := range d.res.Listen {
-		st.Interfaces = append(st.Interfaces, mooringv1.AnnouncerInterface{Name: ifi.Name, Index: int32(ifi.Index)})
+		st.Interfaces = append(st.Interfaces, mooringv1.AnnouncerInterface{Name: ifi.Name, Index: int32(ifi.Index),
+			Prefixes: slices.Clone(d.prefixes[ifi.Index])})
 	}
 	for _, p := range d.res.Problems {
 		if p.Policy != "" || !p.Addr.IsValid() {

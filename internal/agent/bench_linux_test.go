@@ -351,3 +351,64 @@ func agentOnly(m map[string]float64) map[string]float64 {
 	}
 	return out
 }
+
+// Churn (issue 13 item 5): with -agent.bench.services Services present,
+// new ones are created at 30/s for 60 s while a client connects to a VIP
+// every 10 ms; halfway through, the VIP's owner dies. Logged: each
+// surviving agent's CPU share over the churn, and the takeover time.
+func TestBenchChurn(t *testing.T) {
+	requireBench(t)
+	f := newFailoverCluster(t, 10*time.Millisecond)
+	c, rank, clients := f.cluster, f.rank, f.clients
+	addrs := c.manyServices(*benchSvcs)
+	c.waitSample(addrs, three, 5*time.Minute)
+	for _, tl := range clients {
+		tl.waitServedBy(t, rank[0], 20*time.Second)
+	}
+	cpu := func(n string) float64 {
+		v, err := c.scrape(c.lab.Host(n), "process_cpu_seconds_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	const rate, window = 30, 60 * time.Second
+	before := map[string]float64{}
+	for _, n := range rank[1:] {
+		before[n] = cpu(n)
+	}
+	start := time.Now()
+	done := make(chan int)
+	go func() {
+		tick := time.NewTicker(time.Second / rate)
+		defer tick.Stop()
+		a, created := netip.MustParseAddr("10.101.0.0"), 0
+		for time.Since(start) < window {
+			<-tick.C
+			a = a.Next()
+			if err := c.createLB(fmt.Sprintf("churn-%05d", created), a); err != nil {
+				t.Error(err)
+				break
+			}
+			created++
+		}
+		done <- created
+	}()
+	time.Sleep(window / 2)
+	kill := c.killNode(c.lab.Host(rank[0]))
+	var outs []time.Duration
+	for i, tl := range clients {
+		out, node, ok := tl.outageAfter(kill, 15*time.Second)
+		if !ok || node != rank[1] {
+			t.Fatalf("family %d: takeover by %q ok=%v", i, node, ok)
+		}
+		outs = append(outs, out.Round(time.Millisecond))
+	}
+	created := <-done
+	elapsed := time.Since(start)
+	t.Logf("BENCH churn: %d Services present, %d created in %v (%.1f/s); takeover during the churn IPv4 %v, IPv6 %v",
+		*benchSvcs, created, elapsed.Round(time.Millisecond), float64(created)/elapsed.Seconds(), outs[0], outs[1])
+	for _, n := range rank[1:] {
+		t.Logf("BENCH churn: agent %s used %.1f %% of a core", n, 100*(cpu(n)-before[n])/elapsed.Seconds())
+	}
+}

@@ -97,7 +97,11 @@ func TestE2EAnnouncementSelection(t *testing.T) {
 			return false, desc
 		}
 		for _, an := range anns.Items {
-			if !slices.Equal(an.Status.Members, three) || !slices.ContainsFunc(an.Status.Interfaces, func(i mooringv1.AnnouncerInterface) bool { return i.Name == "eth0" }) {
+			// eth0 with its network, read from netlink (the pool
+			// condition AddressesOutsideNodeSubnets checks against it).
+			if !slices.Equal(an.Status.Members, three) || !slices.ContainsFunc(an.Status.Interfaces, func(i mooringv1.AnnouncerInterface) bool {
+				return i.Name == "eth0" && slices.Contains(i.Prefixes, "10.213.0.0/24")
+			}) {
 				return false, desc
 			}
 			for _, p := range an.Status.Problems {

@@ -55,6 +55,29 @@ func (netlinkLinks) Addrs() ([]announce.LocalAddr, error) {
 	return out, nil
 }
 
+func (netlinkLinks) Prefixes() (map[int][]netip.Prefix, error) {
+	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("listing addresses: %w", err)
+	}
+	out := map[int][]netip.Prefix{}
+	for _, a := range addrs {
+		if a.IPNet == nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		ones, bits := a.Mask.Size()
+		if !ok || bits == 0 {
+			continue
+		}
+		if ip.Is4In6() && bits == 32 {
+			ip = ip.Unmap() // a 16-byte IPv4 address with a 4-byte mask
+		}
+		out[a.LinkIndex] = append(out[a.LinkIndex], netip.PrefixFrom(ip, ones))
+	}
+	return out, nil
+}
+
 // Watch subscribes to link and address changes. A lost subscription (the
 // kernel drops messages under pressure) is reported, and the caller's
 // periodic checks cover the gap.

@@ -19,6 +19,7 @@ type netlinkLinks struct{}
 func (netlinkLinks) Interfaces() ([]announce.Interface, error) { return nil, errUnsupported }
 func (netlinkLinks) Addrs() ([]announce.LocalAddr, error)      { return nil, errUnsupported }
 func (netlinkLinks) Watch(context.Context, func()) error       { return errUnsupported }
+func (netlinkLinks) Prefixes() (map[int][]netip.Prefix, error) { return nil, errUnsupported }
 
 type procSysctls struct{ root string }
 

@@ -84,3 +84,33 @@ func usableLinks(links []LinkInfo, nodeIPs []netip.Addr) (usable, defaults []str
 	slices.Sort(defaults)
 	return slices.Compact(usable), slices.Compact(defaults), unusable
 }
+
+// networkPrefixes turns an interface's addresses, with their prefix
+// lengths, into the networks they lie in as the L2Announcer lists them
+// (192.168.1.10/24 gives 192.168.1.0/24): link-local networks
+// (fe80::/10, 169.254.0.0/16) are left out, since no pool's addresses are
+// announced there; the result is deduplicated and sorted, nil when empty.
+// Pure.
+func networkPrefixes(addrs []netip.Prefix) []string {
+	var nets []netip.Prefix
+	for _, p := range addrs {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		if !p.IsValid() || p.Addr().IsLinkLocalUnicast() {
+			continue
+		}
+		nets = append(nets, p.Masked())
+	}
+	slices.SortFunc(nets, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []string
+	for _, p := range slices.Compact(nets) {
+		out = append(out, p.String())
+	}
+	return out
+}

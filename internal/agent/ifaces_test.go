@@ -66,3 +66,24 @@ func TestUsableLinks(t *testing.T) {
 		}
 	}
 }
+
+func TestNetworkPrefixes(t *testing.T) {
+	var in []netip.Prefix
+	for _, s := range []string{
+		"192.168.1.10/24", "192.168.1.11/24", // one network, listed once
+		"2001:db8:1::5/64", "fe80::1c/64", // link-local left out
+		"169.254.3.4/16", "10.0.0.7/8",
+		"::ffff:172.16.5.5/112", // a 16-byte IPv4 address: 172.16.5.5/16
+		"198.51.100.9/32",
+	} {
+		in = append(in, netip.MustParsePrefix(s))
+	}
+	got := networkPrefixes(in)
+	want := []string{"10.0.0.0/8", "172.16.0.0/16", "192.168.1.0/24", "198.51.100.9/32", "2001:db8:1::/64"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("networkPrefixes = %v, want %v", got, want)
+	}
+	if got := networkPrefixes([]netip.Prefix{netip.MustParsePrefix("fe80::1/64")}); got != nil {
+		t.Fatalf("link-local only: %v, want nil", got)
+	}
+}

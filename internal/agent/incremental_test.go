@@ -189,6 +189,30 @@ func TestAnnouncements(t *testing.T) {
 	if len(got) != 1 || got[0].Node != want || !slices.Equal(got[0].Claimants, []string{want}) || got[0].Reason != "" {
 		t.Fatalf("after %s died: %+v, want %s", owner, got, want)
 	}
+	// Published capabilities limit the nodes as in the agents' decision:
+	// the would-be owner cannot serve a policy without interfaces (no
+	// default interface), so the other survivor announces.
+	for _, n := range rest {
+		var ann mooringv1.L2Announcer
+		if err := c.Get(ctx, types.NamespacedName{Name: n}, &ann); err != nil {
+			t.Fatal(err)
+		}
+		ann.Status.Capability = &mooringv1.AnnouncerCapability{Interfaces: []string{"eth0"}, Defaults: []string{"eth0"}}
+		if n == want {
+			ann.Status.Capability.Defaults = nil
+		}
+		if err := c.Status().Update(ctx, &ann); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err = Announcements(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other := slices.DeleteFunc(slices.Clone(rest), func(n string) bool { return n == want })[0]; len(got) != 1 || got[0].Node != other ||
+		!slices.Equal(got[0].Interfaces, []string{"eth0"}) {
+		t.Fatalf("with capabilities: %+v, want %s on eth0", got, other)
+	}
 	_ = a
 }
 

@@ -215,6 +215,10 @@ func (s *State) Input() Input {
 	return in
 }
 
+// Capabilities returns the capabilities last set; the map is replaced, never
+// changed in place, so callers may keep it but must not change it.
+func (s *State) Capabilities() Capabilities { return s.caps }
+
 // Listen returns Result.Listen: the local interfaces any valid policy names.
 func (s *State) Listen() []Interface { return slices.Clone(s.listen) }
 

@@ -108,7 +108,7 @@ func TestUsageErrorsPrintedOnce(t *testing.T) {
 		{[]string{"audit", "arp", "-i", "lo", "nope"}, []string{`"nope" is not an IP address`}},
 		{[]string{"--log-level", "loud", "version"}, []string{`--log-level "loud"`, "Run 'mooring version --help'"}},
 		{[]string{"lab", "exec", "node-1", "ip", "-br", "addr"}, []string{"unknown shorthand flag: 'b' in -br",
-			"after --", "mooring lab exec ", "<host> -- <command>", "Run 'mooring lab exec --help'"}},
+			"after ", "mooring lab exec ", "<host> -- <command>", "Run 'mooring lab exec --help'"}},
 	} {
 		code, stdout, stderr := runCLI(t, append([]string{Name}, tc.args...)...)
 		checkUsageError(t, strings.Join(tc.args, " "), code, stdout, stderr)

@@ -48,7 +48,11 @@ func TestCNIBurstSurvivesAgentRestart(t *testing.T) {
 		}
 		agMu.Lock()
 		ag.stop()
-		time.Sleep(300 * time.Millisecond) // long enough that calls hit the gap
+		// Stay down until some call has hit the gap (or 5 s on a very slow
+		// machine), so the restart is really in the middle of the burst.
+		for deadline := time.Now().Add(5 * time.Second); retries.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond)
+		}
 		ag = startAgent(t, dir, pools())
 		agMu.Unlock()
 	}()

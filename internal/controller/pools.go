@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -37,8 +38,8 @@ type poolReconciler struct {
 }
 
 func (r *poolReconciler) setup(mgr manager.Manager) error {
-	// Nodes and L2AnnouncementPolicies only feed the pools' subnet
-	// condition: a change asks the status writer for a recompute.
+	// Nodes, L2AnnouncementPolicies and L2Announcers only feed the pools'
+	// subnet condition: a change asks the status writer for a recompute.
 	kick := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		r.st.kick()
 		return nil
@@ -49,8 +50,15 @@ func (r *poolReconciler) setup(mgr manager.Manager) error {
 			handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 				return []reconcile.Request{allPools}
 			})).
-		Watches(&corev1.Node{}, kick, builder.WithPredicates(predicate.Or(predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&corev1.Node{}, kick, builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Watches(&mooringv1.L2AnnouncementPolicy{}, kick, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Only the interfaces matter; members and problems change more often.
+		Watches(&mooringv1.L2Announcer{}, kick, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				o, ok1 := e.ObjectOld.(*mooringv1.L2Announcer)
+				n, ok2 := e.ObjectNew.(*mooringv1.L2Announcer)
+				return !ok1 || !ok2 || !equality.Semantic.DeepEqual(o.Status.Interfaces, n.Status.Interfaces)
+			}})).
 		Complete(r)
 }
 
@@ -115,7 +123,7 @@ func (w *poolStatusWriter) flush(ctx context.Context) {
 	reports, inputs := w.snapshot()
 	var subnets *nodeSubnets
 	if ns, err := readNodeSubnets(ctx, w.c); err != nil {
-		w.log.Warn("nodes or L2AnnouncementPolicies not readable; pool subnet conditions left as they are", "err", err)
+		w.log.Warn("Nodes, L2AnnouncementPolicies or L2Announcers not readable; pool subnet conditions left as they are", "err", err)
 	} else {
 		subnets = &ns
 	}

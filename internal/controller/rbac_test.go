@@ -32,6 +32,7 @@ var wantRules = map[string][]string{
 	"/namespaces":                               {"list", "watch"},
 	"/nodes":                                    {"list", "watch"}, // pool subnet condition
 	"mooring.dev/l2announcementpolicies":        {"list", "watch"}, // pool subnet condition
+	"mooring.dev/l2announcers":                  {"list", "watch"}, // pool subnet condition
 	"/services":                                 {"list", "watch"},
 	"/services/status":                          {"patch"},
 	"events.k8s.io/events":                      {"create", "patch"},

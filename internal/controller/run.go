@@ -27,6 +27,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=loadbalancerippools,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=loadbalancerippools/status,verbs=patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -4,9 +4,10 @@ package controller
 // first failure): a pool whose addresses lie outside every announcing
 // node's L2 network hands out addresses nobody can reach, and every
 // component says Ready. Node objects carry addresses but no prefix length,
-// so the subnets come from the node annotation AnnotationL2Subnets, which
-// the node's agent writes from the interfaces it answers on. Until an
-// announcing node publishes it, the condition is Unknown: guessing a /24
+// so the subnets come from the nodes' L2Announcers: each agent lists there
+// the interfaces it may answer ARP/NDP on with their networks
+// (status.interfaces[].prefixes), written when they change. Until an
+// announcing node publishes them, the condition is Unknown: guessing a /24
 // around the InternalIP would raise false alarms on any other network size.
 
 import (
@@ -25,25 +26,20 @@ import (
 	"github.com/mooringlb/mooring/internal/lbipam"
 )
 
-const (
-	// AnnotationL2Subnets on a Node lists the networks (CIDR, comma
-	// separated, e.g. "192.168.1.0/24, 2001:db8:1::/64") of the interfaces
-	// its agent answers ARP/NDP on.
-	AnnotationL2Subnets = "mooring.dev/l2-subnets"
-	// ConditionOutsideNodeSubnets is the pool condition: True when some of
-	// the pool's addresses lie outside every announcing node's subnet.
-	ConditionOutsideNodeSubnets = "AddressesOutsideNodeSubnets"
-)
+// ConditionOutsideNodeSubnets is the pool condition: True when some of the
+// pool's addresses lie outside every announcing node's subnet.
+const ConditionOutsideNodeSubnets = "AddressesOutsideNodeSubnets"
 
 // nodeSubnets is what the announcing nodes publish about their networks.
 type nodeSubnets struct {
 	announcing []string       // nodes some L2AnnouncementPolicy selects, sorted
 	reporting  []string       // of those, the ones that publish their subnets
 	subnets    []netip.Prefix // union of the published subnets, sorted
-	problems   []string       // unparsable annotations, policies or selectors
+	problems   []string       // unparsable prefixes or selectors
 }
 
-// readNodeSubnets lists Nodes and L2AnnouncementPolicies (from the cache).
+// readNodeSubnets lists Nodes, L2AnnouncementPolicies and L2Announcers
+// (from the cache).
 func readNodeSubnets(ctx context.Context, c client.Reader) (nodeSubnets, error) {
 	var nodes corev1.NodeList
 	if err := c.List(ctx, &nodes); err != nil {
@@ -53,10 +49,16 @@ func readNodeSubnets(ctx context.Context, c client.Reader) (nodeSubnets, error) 
 	if err := c.List(ctx, &pols); err != nil {
 		return nodeSubnets{}, err
 	}
-	return computeNodeSubnets(nodes.Items, pols.Items), nil
+	var anns mooringv1.L2AnnouncerList
+	if err := c.List(ctx, &anns); err != nil {
+		return nodeSubnets{}, err
+	}
+	return computeNodeSubnets(nodes.Items, pols.Items, anns.Items), nil
 }
 
-func computeNodeSubnets(nodes []corev1.Node, pols []mooringv1.L2AnnouncementPolicy) nodeSubnets {
+// computeNodeSubnets: a node announces when a policy selects it; it
+// reports when its L2Announcer lists a prefix on some interface.
+func computeNodeSubnets(nodes []corev1.Node, pols []mooringv1.L2AnnouncementPolicy, anns []mooringv1.L2Announcer) nodeSubnets {
 	var ns nodeSubnets
 	var sels []labels.Selector
 	for i := range pols {
@@ -70,26 +72,36 @@ func computeNodeSubnets(nodes []corev1.Node, pols []mooringv1.L2AnnouncementPoli
 		}
 		sels = append(sels, sel)
 	}
+	byNode := make(map[string]*mooringv1.L2Announcer, len(anns))
+	for i := range anns {
+		byNode[anns[i].Name] = &anns[i]
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		if !slices.ContainsFunc(sels, func(s labels.Selector) bool { return s.Matches(labels.Set(n.Labels)) }) {
 			continue
 		}
 		ns.announcing = append(ns.announcing, n.Name)
-		raw := strings.TrimSpace(n.Annotations[AnnotationL2Subnets])
-		if raw == "" {
+		ann := byNode[n.Name]
+		if ann == nil {
 			continue
 		}
-		ns.reporting = append(ns.reporting, n.Name)
-		for _, tok := range strings.Split(raw, ",") {
-			p, err := netip.ParsePrefix(strings.TrimSpace(tok))
-			if err != nil {
-				ns.problems = append(ns.problems, fmt.Sprintf("Node %s: annotation %s: %q is not a CIDR", n.Name, AnnotationL2Subnets, tok))
-				continue
+		reports := false
+		for _, ifi := range ann.Status.Interfaces {
+			for _, raw := range ifi.Prefixes {
+				p, err := netip.ParsePrefix(strings.TrimSpace(raw))
+				if err != nil {
+					ns.problems = append(ns.problems, fmt.Sprintf("L2Announcer %s: interface %s: %q is not a CIDR", n.Name, ifi.Name, raw))
+					continue
+				}
+				reports = true
+				if p = p.Masked(); !slices.Contains(ns.subnets, p) {
+					ns.subnets = append(ns.subnets, p)
+				}
 			}
-			if p = p.Masked(); !slices.Contains(ns.subnets, p) {
-				ns.subnets = append(ns.subnets, p)
-			}
+		}
+		if reports {
+			ns.reporting = append(ns.reporting, n.Name)
 		}
 	}
 	slices.Sort(ns.announcing)
@@ -111,8 +123,8 @@ func subnetCondition(pool lbipam.Pool, ns nodeSubnets) (metav1.ConditionStatus, 
 			"no L2AnnouncementPolicy selects a node, so no address is announced: create a policy whose nodeSelector selects the nodes on the Services' network"
 	case len(ns.reporting) == 0:
 		return metav1.ConditionUnknown, "SubnetsUnknown", fmt.Sprintf(
-			"%d announcing node(s), none publishes its networks (Node annotation %s, written by the agent): the pool's addresses cannot be checked against them",
-			len(ns.announcing), AnnotationL2Subnets)
+			"%d announcing node(s) (%s), none publishes its networks (L2Announcer status.interfaces[].prefixes, written by the node's mooring agent): the pool's addresses cannot be checked against them; check that the agent runs on those nodes and that a policy's interfaces match one of theirs",
+			len(ns.announcing), strings.Join(firstN(ns.announcing, 5), ", "))
 	}
 	outside := lbipam.OutsideSubnets(pool, ns.subnets)
 	partial := ""
@@ -132,4 +144,12 @@ func subnetCondition(pool lbipam.Pool, ns nodeSubnets) (metav1.ConditionStatus, 
 	return metav1.ConditionTrue, "OutsideNodeSubnets", fmt.Sprintf(
 		"%s lie(s) outside the networks of every announcing node (%s)%s: Services get these addresses but ARP/NDP for them never reaches a node; move the blocks into the nodes' network, or select nodes on that network in an L2AnnouncementPolicy",
 		strings.Join(rs, ", "), strings.Join(subs, ", "), partial)
+}
+
+// firstN is at most n of names, with "..." for the rest.
+func firstN(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(slices.Clone(names[:n]), fmt.Sprintf("... (%d more)", len(names)-n))
 }

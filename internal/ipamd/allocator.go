@@ -102,6 +102,9 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 		ip, ok := a.free(pl, f)
 		if !ok {
 			a.pending[pool]++
+			if pl.Exhausted != "" {
+				return Allocation{}, fmt.Errorf("pool %q: %w (%s), and the controller says: %s", pool, ErrNoBlock, f, pl.Exhausted)
+			}
 			return Allocation{}, fmt.Errorf("pool %q: %w (%s): the agent asked the controller for another block, retry shortly", pool, ErrNoBlock, f)
 		}
 		al.IPs = append(al.IPs, ip)

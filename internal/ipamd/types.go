@@ -54,4 +54,7 @@ type AddRequest struct {
 type Pool struct {
 	Families []podipam.Family `json:"families"`
 	Blocks   []netip.Prefix   `json:"blocks"`
+	// Exhausted is the controller's word that it cannot cut another block
+	// of this pool for the node; ADD errors quote it.
+	Exhausted string `json:"exhausted,omitempty"`
 }

@@ -106,9 +106,12 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 		}
 		return err
 	}
+	c.mu.Lock() // RecordRestart may write the state at any time
 	c.state.Ready = true
 	c.state.Service = &r.Service
-	if err := writeState(c.paths.State, &c.state); err != nil {
+	err = writeState(c.paths.State, &c.state)
+	c.mu.Unlock()
+	if err != nil {
 		return err
 	}
 	if ready != nil {

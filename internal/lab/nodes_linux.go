@@ -95,11 +95,10 @@ func (c *Cluster) RecordRestart(r Restart) error {
 		return fmt.Errorf("lab: a command to restart needs an absolute path, got %q", r.Argv)
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock() // one writer of state.json at a time
 	c.state.Restarts = append(c.state.Restarts, r)
-	st := c.state
-	c.mu.Unlock()
 	c.log.Info("command recorded for restore", "node", r.Node, "argv", r.Argv)
-	return writeState(c.paths.State, &st)
+	return writeState(c.paths.State, &c.state)
 }
 
 // restarts are the components that Restore starts for node's recorded

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,12 +48,22 @@ func startEnv(t testing.TB) *testenv.Env {
 // returns a stop function that waits for it to end.
 func startPodIPAM(t testing.TB, e *testenv.Env, cfg podipamctl.Config) func() {
 	t.Helper()
+	return startPodIPAMAs(t, e.Config, cfg)
+}
+
+// startPodIPAMAs is startPodIPAM with other credentials; a nil cfg.Log
+// logs warnings to stderr.
+func startPodIPAMAs(t testing.TB, rc *rest.Config, cfg podipamctl.Config) func() {
+	t.Helper()
 	cfg.Namespace = ns
 	if cfg.StatusInterval == 0 {
 		cfg.StatusInterval = 100 * time.Millisecond
 	}
-	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	mgr, err := ctrl.NewManager(e.Config, ctrl.Options{
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	mgr, err := ctrl.NewManager(rc, ctrl.Options{
+		Logger:                 logr.FromSlogHandler(cfg.Log.Handler()),
 		Scheme:                 kube.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -8,11 +8,13 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/podipamctl"
+	"github.com/mooringlb/mooring/internal/testenv"
 )
 
 // TestModeLock proves on a real apiserver that the mode is recorded at the
@@ -21,6 +23,7 @@ import (
 // message naming the recorded mode and the supported path, plus an Event.
 func TestModeLock(t *testing.T) {
 	e := startEnv(t)
+	t.Run("refused before leader election", func(t *testing.T) { refusesBeforeLeaderElection(t, e) })
 	ctx := context.Background()
 	c := e.Client
 	steps := []struct {
@@ -51,17 +54,27 @@ func TestModeLock(t *testing.T) {
 			t.Fatalf("step %d: recorded %q (%v), want %q", i, got, err, s.after)
 		}
 	}
-	if ev := events(t, c, "PodIPAMModeMismatch"); len(ev) != 3 || !strings.Contains(ev[0].Note, "refusing to start") {
-		t.Fatalf("want 3 refusal Events, got %d: %+v", len(ev), ev)
+	var ev []string
+	for _, e := range events(t, c, "PodIPAMModeMismatch") {
+		if e.Namespace == ns && strings.Contains(e.Note, "refusing to start") {
+			ev = append(ev, e.Note)
+		}
+	}
+	if len(ev) != 3 {
+		t.Fatalf("want 3 refusal Events in %s, got %d: %q", ns, len(ev), ev)
 	}
 }
 
-// TestControllerRefusesBeforeLeaderElection: a controller started with
-// another mode exits at once with the message, although another replica
-// holds the Lease (it never even waits for it).
-func TestControllerRefusesBeforeLeaderElection(t *testing.T) {
-	e := startEnv(t)
+// refusesBeforeLeaderElection: a controller started with another mode
+// exits at once with the message, although another replica holds the Lease
+// (it never even waits for it). Its own namespace keeps its mode record
+// apart from TestModeLock's.
+func refusesBeforeLeaderElection(t *testing.T, e *testenv.Env) {
 	ctx := context.Background()
+	const ns = "mooring-refuse"
+	if err := e.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := podipamctl.LockMode(ctx, e.Client, ns, podipamctl.ModeMultiPool, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +96,13 @@ func TestControllerRefusesBeforeLeaderElection(t *testing.T) {
 	}
 	if runCtx.Err() != nil {
 		t.Fatalf("Run waited %s instead of refusing at once", time.Since(start))
+	}
+	var seen bool
+	for _, ev := range events(t, e.Client, "PodIPAMModeMismatch") {
+		seen = seen || ev.Namespace == ns && ev.ReportingController == "mooring.dev/"+controller.EventReporter
+	}
+	if !seen {
+		t.Fatal("the controller emitted no PodIPAMModeMismatch Event")
 	}
 	t.Logf("refused: %v", err)
 }

@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -91,15 +94,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil || mode == ModeOff {
 		return err
 	}
+	// This node's objects only, unless direct routes need every node's
+	// blocks and addresses. (ByObject is keyed by pointer: one key per type.)
+	own := cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)}
+	if cfg.PodRoutes == "direct" {
+		own = cache.ByObject{}
+	}
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
-		&corev1.Node{}:           {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
-		&mooringv1.PodIPAMNode{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
+		&corev1.Node{}:           own,
+		&mooringv1.PodIPAMNode{}: own,
 		&corev1.Namespace{}:      {},
 		&mooringv1.PodIPPool{}:   {},
-	}
-	if cfg.PodRoutes == "direct" { // every node's blocks and addresses
-		byObject[&corev1.Node{}], byObject[&mooringv1.PodIPAMNode{}] = cache.ByObject{}, cache.ByObject{}
 	}
 	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
 	if err != nil {
@@ -180,24 +186,44 @@ func (e *modeChanged) Error() string {
 	return fmt.Sprintf("pod IPAM mode changed from %s to %s: restarting the agent to follow it", e.from, e.to)
 }
 
-// poolOf: the pod's annotation, else its namespace's, else "default".
+// poolOf: the pod's annotation, else its namespace's, else "default". A
+// named pool that does not exist is an error that says where the name
+// came from.
 func (n *nodeSide) poolOf(ctx context.Context, namespace, pod string) (string, error) {
 	if n.mode != ModeMultiPool {
 		return DefaultPool, nil
 	}
+	name, from := DefaultPool, ""
 	var p corev1.Pod
-	if err := n.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil {
-		if v := p.Annotations[mooringv1.AnnotationPodIPPool]; v != "" {
-			return v, nil
-		}
-	}
 	var ns corev1.Namespace
-	if err := n.cache.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil {
-		if v := ns.Annotations[mooringv1.AnnotationPodIPPool]; v != "" {
-			return v, nil
+	if err := n.get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil && p.Annotations[mooringv1.AnnotationPodIPPool] != "" {
+		name, from = p.Annotations[mooringv1.AnnotationPodIPPool], "pod "+namespace+"/"+pod
+	} else if err := n.get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil && ns.Annotations[mooringv1.AnnotationPodIPPool] != "" {
+		name, from = ns.Annotations[mooringv1.AnnotationPodIPPool], "namespace "+namespace
+	}
+	if from != "" {
+		var pl mooringv1.PodIPPool
+		if err := n.cache.Get(ctx, client.ObjectKey{Name: name}, &pl); apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("PodIPPool %q named by the %s annotation of %s does not exist: create it or fix the annotation", name, mooringv1.AnnotationPodIPPool, from)
 		}
 	}
-	return DefaultPool, nil
+	return name, nil
+}
+
+// get reads from the cache, and from the API server when the cache does
+// not have the object yet: the runtime calls ADD right after the pod is
+// bound, and a pod must not land in the wrong pool because this agent's
+// watch was a few milliseconds late. A pod without a name (a bare CNI
+// call) is not looked up.
+func (n *nodeSide) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	if key.Name == "" {
+		return apierrors.NewNotFound(corev1.Resource("pods"), "")
+	}
+	err := n.cache.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = n.c.Get(ctx, key, obj)
+	}
+	return err
 }
 
 // sync feeds the node's blocks to ipamd and, in the cutting modes, writes
@@ -272,6 +298,14 @@ func (n *nodeSide) pools(ctx context.Context, rec *mooringv1.PodIPAMNode) (map[s
 	blocks, err := blocksOf(rec)
 	if err != nil {
 		return nil, err
+	}
+	if c := meta.FindStatusCondition(rec.Status.Conditions, mooringv1.ConditionExhausted); c != nil && c.Status == metav1.ConditionTrue {
+		for name, pl := range out {
+			if strings.Contains(c.Message, fmt.Sprintf("pool %q", name)) {
+				pl.Exhausted = c.Message
+				out[name] = pl
+			}
+		}
 	}
 	for _, b := range blocks {
 		if slices.Contains(rec.Spec.Release, b.Prefix.String()) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -134,6 +135,32 @@ func TestNodeSideMultiPool(t *testing.T) {
 	if err := cl.Status(ctx); err != nil {
 		t.Fatalf("STATUS: %v", err)
 	}
+
+	// A pool of one /30 (one pod address): the second pod's ADD fails
+	// with a message that names the pool and quotes the controller.
+	mkPool(t, c, "tiny", []string{"10.251.0.0/30"}, 30, nil, 0)
+	tiny := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tiny", Annotations: map[string]string{mooringv1.AnnotationPodIPPool: "tiny"}}}
+	ghost := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Annotations: map[string]string{mooringv1.AnnotationPodIPPool: "nope"}}}
+	for _, n := range []*corev1.Namespace{tiny, ghost} {
+		if err := c.Create(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(t, cl, "tiny-1", "tiny", "tiny-1")
+	eventually(t, 30*time.Second, "exhausted pool named in the ADD error", func() error {
+		_, err := cl.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{ContainerID: "tiny-2", IfName: "eth0"}, Namespace: "tiny", Pod: "tiny-2"})
+		if err == nil || !strings.Contains(err.Error(), `pool "tiny"`) || !strings.Contains(err.Error(), "exhausted") {
+			return fmt.Errorf("ADD error %v", err)
+		}
+		return nil
+	})
+	eventually(t, 10*time.Second, "unknown pool named in the ADD error", func() error {
+		_, err := cl.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{ContainerID: "g", IfName: "eth0"}, Namespace: "ghost", Pod: "g"})
+		if err == nil || !strings.Contains(err.Error(), `PodIPPool "nope" named by the mooring.dev/pod-ip-pool annotation of namespace ghost does not exist`) {
+			return fmt.Errorf("ADD error %v", err)
+		}
+		return nil
+	})
 }
 
 // TestNodeSideKubernetesMode: the agent takes node.spec.podCIDRs, and with

@@ -65,15 +65,21 @@ func RepoRoot() (string, error) {
 }
 
 // BinDir finds the control-plane binaries: $MOORING_KUBEBIN, else the
-// newest `make kubebin` output under .cache/kubebin/current.
+// newest `make kubebin` output in the per-user cache
+// ($MOORING_KUBEBIN_CACHE, else <user cache dir>/mooring/kubebin, then
+// /current), as hack/kubebin/build.sh writes it.
 func BinDir() (string, error) {
 	dir := os.Getenv(EnvBinDir)
 	if dir == "" {
-		root, err := RepoRoot()
-		if err != nil {
-			return "", err
+		cache := os.Getenv("MOORING_KUBEBIN_CACHE")
+		if cache == "" {
+			uc, err := os.UserCacheDir()
+			if err != nil {
+				return "", fmt.Errorf("control-plane binaries: no user cache dir (%w): set %s", err, EnvBinDir)
+			}
+			cache = filepath.Join(uc, "mooring", "kubebin")
 		}
-		dir = filepath.Join(root, ".cache", "kubebin", "current")
+		dir = filepath.Join(cache, "current")
 	}
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -12,15 +13,15 @@ import (
 // podIPAMFlags are the pod IPAM flags of `mooring controller`.
 type podIPAMFlags struct {
 	mode                 string
-	v4, v6               []string
+	v4, v6               string
 	maskV4, maskV6       int
 	preAllocate, workers int
 }
 
 func (p *podIPAMFlags) bind(fl *pflag.FlagSet) {
 	fl.StringVar(&p.mode, "pod-ipam-mode", "off", "pod IPAM mode, recorded in the cluster at first start: off, kubernetes, cluster-pool or multi-pool")
-	fl.StringSliceVar(&p.v4, "cluster-pool-ipv4-cidr", nil, "cluster-pool: IPv4 CIDRs per-node blocks are cut from")
-	fl.StringSliceVar(&p.v6, "cluster-pool-ipv6-cidr", nil, "cluster-pool: IPv6 CIDRs per-node blocks are cut from")
+	fl.StringVar(&p.v4, "cluster-pool-ipv4-cidr", "", "cluster-pool: IPv4 CIDRs per-node blocks are cut from, comma-separated")
+	fl.StringVar(&p.v6, "cluster-pool-ipv6-cidr", "", "cluster-pool: IPv6 CIDRs per-node blocks are cut from, comma-separated")
 	fl.IntVar(&p.maskV4, "cluster-pool-ipv4-mask-size", 24, "cluster-pool: prefix length of each node's IPv4 block")
 	fl.IntVar(&p.maskV6, "cluster-pool-ipv6-mask-size", 120, "cluster-pool: prefix length of each node's IPv6 block")
 	fl.IntVar(&p.preAllocate, "pod-ipam-pre-allocate", podipamctl.DefaultPreAllocate, "multi-pool: addresses of the default pool every node holds before its first pod")
@@ -32,9 +33,12 @@ func (p *podIPAMFlags) config() (podipamctl.Config, error) {
 	if err != nil {
 		return podipamctl.Config{}, err
 	}
-	parse := func(flag string, ss []string) ([]netip.Prefix, error) {
+	parse := func(flag string, list string) ([]netip.Prefix, error) {
 		var out []netip.Prefix
-		for _, s := range ss {
+		for _, s := range strings.Split(list, ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
 			pr, err := netip.ParsePrefix(s)
 			if err != nil {
 				return nil, fmt.Errorf("--%s %q: not a CIDR such as 10.244.0.0/16", flag, s)

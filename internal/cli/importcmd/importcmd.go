@@ -192,6 +192,7 @@ var Resources = map[string][]schema.GroupVersionResource{
 		{Group: "metallb.io", Version: "v1beta1", Resource: "l2advertisements"},
 		{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"},
 		{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"},
+		{Group: "metallb.io", Version: "v1beta1", Resource: "bgppeers"}, // MetalLB before v1beta2
 		{Group: "metallb.io", Version: "v1beta1", Resource: "bfdprofiles"},
 		{Group: "metallb.io", Version: "v1beta1", Resource: "communities"},
 	},
@@ -219,7 +220,7 @@ func fromCluster(ctx context.Context, o Options, system string) ([]importer.Inpu
 // every object is one Input named cluster:<resource>/<namespace>/<name>.
 func ReadCluster(ctx context.Context, dc dynamic.Interface, system, metallbNS string) ([]importer.Input, error) {
 	var out []importer.Input
-	seen := map[string]bool{} // a pool served by v2 and v2alpha1 is one object
+	seen := map[string]bool{} // an object served at two versions is one object
 	for _, gvr := range Resources[system] {
 		list, err := dc.Resource(gvr).List(ctx, metav1.ListOptions{})
 		if apierrors.IsNotFound(err) {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/cliutil"
@@ -68,13 +69,25 @@ func crd(t *testing.T, dc dynamic.Interface, gvr schema.GroupVersionResource, ki
 // and a validating webhook without a backend that guards MetalLB's
 // objects (so deleting them before the webhook fails, as in the field).
 func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface) {
+	installMetalLBPool(t, cs, dc, "192.0.2.200-192.0.2.210")
+	ctx := context.Background()
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "d"}}, metav1.CreateOptions{})
+	must(t, err)
+	svc, err := cs.CoreV1().Services("d").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	must(t, err)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.200"}}
+	_, err = cs.CoreV1().Services("d").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
+	must(t, err)
+}
+
+// installMetalLBPool installs MetalLB's pieces with one pool of addresses.
+func installMetalLBPool(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface, addresses string) {
 	ctx := context.Background()
 	crd(t, dc, gvrIPPool, "IPAddressPool")
 	crd(t, dc, gvrL2Adv, "L2Advertisement")
-	for _, n := range []string{"metallb-system", "d"} {
-		_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
-		must(t, err)
-	}
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system"}}, metav1.CreateOptions{})
+	must(t, err)
 	tmpl := func(c string) corev1.PodTemplateSpec {
 		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "metallb", "component": c}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: c, Image: "quay.io/metallb/" + c + ":v0.16.0"}}}}
@@ -82,7 +95,7 @@ func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface)
 	sel := func(c string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": "metallb", "component": c}}
 	}
-	_, err := cs.AppsV1().DaemonSets("metallb-system").Create(ctx, &appsv1.DaemonSet{
+	_, err = cs.AppsV1().DaemonSets("metallb-system").Create(ctx, &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "speaker", Labels: map[string]string{"app": "metallb", "component": "speaker"}},
 		Spec:       appsv1.DaemonSetSpec{Selector: sel("speaker"), Template: tmpl("speaker")}}, metav1.CreateOptions{})
 	must(t, err)
@@ -92,7 +105,7 @@ func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface)
 	must(t, err)
 	_, err = dc.Resource(gvrIPPool).Namespace("metallb-system").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool", "metadata": map[string]any{"name": "lan"},
-		"spec": map[string]any{"addresses": []any{"192.0.2.200-192.0.2.210"}}}}, metav1.CreateOptions{})
+		"spec": map[string]any{"addresses": []any{addresses}}}}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = dc.Resource(gvrL2Adv).Namespace("metallb-system").Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement", "metadata": map[string]any{"name": "l2"},
@@ -112,27 +125,18 @@ func installMetalLB(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface)
 		}},
 	}, metav1.CreateOptions{})
 	must(t, err)
-	svc, err := cs.CoreV1().Services("d").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web"},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
-	must(t, err)
-	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.200"}}
-	_, err = cs.CoreV1().Services("d").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
-	must(t, err)
 }
 
-// playAgent stands in for Mooring's agents: once a LoadBalancerIPPool
-// exists, it writes the announced-by annotation on the Service.
-func playAgent(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface) {
-	pools := schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
-	for ctx.Err() == nil {
-		if l, err := dc.Resource(pools).List(ctx, metav1.ListOptions{}); err == nil && len(l.Items) > 0 {
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"192.0.2.200=node-1/eth0"}}}`, mooringv1.AnnotationAnnouncedBy)
-			if _, err := cs.CoreV1().Services("d").Patch(ctx, "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err == nil {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// playAgent stands in for Mooring's agent on node-1: the Node exists and
+// its agent's L2Announcer sees only itself alive, so once the migration
+// applies Mooring's policy, agent.Announcements names node-1.
+func playAgent(t *testing.T, ctx context.Context, cs kubernetes.Interface, c client.Client) {
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{})
+	must(t, err)
+	l := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	must(t, c.Create(ctx, l))
+	l.Status.Members = []string{"node-1"}
+	must(t, c.Status().Update(ctx, l))
 }
 
 // Against a real apiserver holding a MetalLB install: run refuses to start
@@ -189,7 +193,8 @@ func TestMigrateRun(t *testing.T) {
 	must(t, cs.CoreV1().Events("d").Delete(ctx, ev.Name, metav1.DeleteOptions{}))
 
 	// 3. The whole migration.
-	go playAgent(ctx, cs, dc)
+	playAgent(t, ctx, cs, env.Client)
+	o.reader = env.Client
 	out.Reset()
 	if err := Run(ctx, o, cs, dc, &out, &errOut); err != nil {
 		var ee cliutil.ExitError
