@@ -200,3 +200,18 @@ func TestDashDashHint(t *testing.T) {
 		t.Errorf("exit %d:\n%s", code, b.String())
 	}
 }
+
+// pflag takes a `quoted` word in a flag's usage as the name of its value,
+// so "record the command: `lab restore` of ..." printed as
+// "--restart-on-restore lab restore". A value name is one word, and a
+// boolean flag has none.
+func TestFlagValueNames(t *testing.T) {
+	for _, c := range allCommands() {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			name, _ := pflag.UnquoteUsage(f)
+			if strings.ContainsAny(name, " \t") || (f.Value.Type() == "bool" && name != "") {
+				t.Errorf("%s --%s: --help shows the value name %q: do not put `backticks` in its usage", c.CommandPath(), f.Name, name)
+			}
+		})
+	}
+}
