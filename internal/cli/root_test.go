@@ -101,7 +101,7 @@ func TestUsageErrorsPrintedOnce(t *testing.T) {
 	}{
 		{[]string{"nosuchverb"}, []string{`unknown command "nosuchverb"`, "Run 'mooring --help'"}},
 		{[]string{"status", "extra"}, []string{`unknown command "extra" for "mooring status"`, "Run 'mooring status --help'"}},
-		{[]string{"audit", "arp"}, []string{"requires at least 1 arg", "Run 'mooring audit arp --help'"}},
+		{[]string{"audit", "arp"}, []string{"give the addresses to check: mooring audit arp -i IFACE ADDRESS...", "Run 'mooring audit arp --help'"}},
 		// mistakes the commands find themselves (cliutil.UsageError)
 		{[]string{"status", "-o", "xml"}, []string{`-o "xml": use table, wide, json or yaml`, "Run 'mooring status --help'"}},
 		{[]string{"audit", "arp", "10.0.0.1"}, []string{"--interface is required", "Run 'mooring audit arp --help'"}},
@@ -214,4 +214,33 @@ func TestFlagValueNames(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A command line that names nothing to do is a usage error (exit 2, with
+// the --help to read), like an unknown flag (found on the new-user walk:
+// `mooring import metallb` exited 1).
+func TestMissingInputIsUsageError(t *testing.T) {
+	for _, argv := range [][]string{
+		{Name, "import", "metallb"},
+		{Name, "import", "cilium", "--from-cluster", "-f", "x.yaml"},
+		{Name, "failover", "--runs", "1"},
+		{Name, "audit", "arp", "-i", "eth0"},
+	} {
+		code, stdout, stderr := runCLI(t, argv...)
+		if code != ExitUsage || stdout != "" || strings.Contains(stderr, "arg(s)") || !strings.Contains(stderr, "Run '"+cmdPath(argv)+" --help'") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", argv, code, stdout, stderr)
+		}
+	}
+}
+
+// cmdPath is the command words of argv, up to the first flag.
+func cmdPath(argv []string) string {
+	var words []string
+	for _, a := range argv {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
 }
