@@ -17,8 +17,12 @@ const (
 	// AnnotationSharingCrossNamespace opts a Service in to sharing its address
 	// with Services of other namespaces; both sides must set it to "true".
 	AnnotationSharingCrossNamespace = "mooring.dev/sharing-cross-namespace"
-	// AnnotationAnnouncedBy is written by the agent that announces the
-	// Service's addresses: "node/interface" per address.
+	// AnnotationAnnouncedBy was written by the agent that announced the
+	// Service's addresses ("node/interface" per address).
+	//
+	// Deprecated: since issue 13 the agents write no Service and nothing
+	// reads it; who announces comes from the L2Announcers
+	// (internal/agent Announcements). Kept so a leftover can be named.
 	AnnotationAnnouncedBy = "mooring.dev/announced-by"
 
 	// LabelServiceNamespace and LabelServiceName are virtual labels a pool's

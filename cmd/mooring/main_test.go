@@ -20,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -157,7 +158,7 @@ func checkTable(t *testing.T, what, out string) {
 	t.Helper()
 	for _, want := range []string{
 		"NAMESPACE", "PROBLEMS",
-		"10.213.0.100", "True/Assigned", "L2SplitBrain (",
+		"10.213.0.100", "True/Assigned", "NotAnnounced (now), L2SplitBrain (",
 		"<pending>", "False/PoolExhausted", "no pool has a free IPv4 address",
 		"<other class>", "not Mooring's: loadBalancerClass example.com/lb",
 	} {
@@ -194,8 +195,11 @@ func TestStatusAgainstAPIServer(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &l); err != nil {
 		t.Fatalf("-o json: %v\n%s", err, out)
 	}
-	if len(l.Services) != 3 || l.Services[1].Name != "echo" || len(l.Services[1].Problems) != 1 ||
-		l.Services[1].Problems[0].Reason != mooringv1.EventReasonSplitBrain || l.Services[1].Problems[0].Node != "node-2" {
+	// echo's address: no agent runs (no L2Announcer), so besides the split
+	// brain Event it has a current NotAnnounced reason, listed first.
+	if len(l.Services) != 3 || l.Services[1].Name != "echo" || len(l.Services[1].Problems) != 2 ||
+		l.Services[1].Problems[0].Reason != status.ReasonNotAnnounced ||
+		l.Services[1].Problems[1].Reason != mooringv1.EventReasonSplitBrain || l.Services[1].Problems[1].Node != "node-2" {
 		t.Errorf("-o json: %+v", l)
 	}
 

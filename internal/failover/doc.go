@@ -15,6 +15,6 @@
 // interfaces or funcs so the lab can plug in its own: DialFunc (requests from
 // the client's network namespace), Killer and Restorer (hard node kill and
 // restart), OwnerObserver (the MAC the client sees for the address) and
-// Cluster (EndpointSlices and the Service's announced-by annotation; kube.go
+// Cluster (EndpointSlices and who announces, from the L2Announcers; kube.go
 // is its client-go adapter). Run owns every goroutine it starts.
 package failover

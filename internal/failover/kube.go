@@ -14,8 +14,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1alpha1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent"
 )
 
 // This file is the only one here that touches Kubernetes: it turns the
@@ -24,15 +25,17 @@ import (
 
 // ServiceInfo is what the measurement needs of the Service.
 type ServiceInfo struct {
-	Addrs       []netip.Addr // status.loadBalancer.ingress IPs
-	TCPPorts    []uint16
-	AnnouncedBy string // the mooring.dev/announced-by annotation, raw
+	Addrs    []netip.Addr // status.loadBalancer.ingress IPs
+	TCPPorts []uint16
 }
 
 // KubeCluster implements Cluster for one Service with client-go.
 type KubeCluster struct {
 	Client          kubernetes.Interface
 	Namespace, Name string
+	// Reader reads who announces an address (agent.Announcements: the
+	// API objects and the agents' L2Announcers); nil: nobody is known.
+	Reader client.Reader
 }
 
 // Service reads the Service.
@@ -56,17 +59,24 @@ func serviceInfo(svc *corev1.Service) ServiceInfo {
 			si.TCPPorts = append(si.TCPPorts, uint16(p.Port))
 		}
 	}
-	si.AnnouncedBy = svc.Annotations[v1alpha1.AnnotationAnnouncedBy]
 	return si
 }
 
-// AnnouncedBy implements Cluster.
+// AnnouncedBy implements Cluster with agent.Announcements.
 func (k KubeCluster) AnnouncedBy(ctx context.Context, addr netip.Addr) (string, error) {
-	si, err := k.Service(ctx)
+	if k.Reader == nil {
+		return "", nil
+	}
+	anns, err := agent.Announcements(ctx, k.Reader)
 	if err != nil {
 		return "", err
 	}
-	return ParseAnnouncedBy(si.AnnouncedBy, addr), nil
+	for _, a := range anns {
+		if a.Addr.Unmap() == addr.Unmap() {
+			return a.Node, nil
+		}
+	}
+	return "", nil
 }
 
 func (k KubeCluster) selector() string {

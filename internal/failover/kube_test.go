@@ -13,8 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crfake "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	v1alpha1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/kube"
 )
 
 func slice(name, svc string, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
@@ -83,10 +86,22 @@ func TestEndpointsFromSlices(t *testing.T) {
 	}
 }
 
+// announcers is the API as the agents leave it: nodes, one policy, svc
+// and an L2Announcer per node whose gossip view holds only live.
+func announcers(t *testing.T, svc *corev1.Service, nodes []string, live ...string) client.Reader {
+	t.Helper()
+	objs := []client.Object{svc.DeepCopy(), &v1alpha1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}}}
+	for _, n := range nodes {
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}},
+			&v1alpha1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: n}, Status: v1alpha1.L2AnnouncerStatus{Members: live,
+				Interfaces: []v1alpha1.AnnouncerInterface{{Name: "eth0", Index: 2}}}})
+	}
+	return crfake.NewClientBuilder().WithScheme(kube.Scheme()).WithObjects(objs...).Build()
+}
+
 func TestKubeServiceAndAnnouncedBy(t *testing.T) {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo",
-			Annotations: map[string]string{v1alpha1.AnnotationAnnouncedBy: "node-b/eth0"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{
 			{Name: "dns", Port: 53, Protocol: corev1.ProtocolUDP}, {Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
 		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: "192.0.2.10"}}}},
@@ -99,9 +114,17 @@ func TestKubeServiceAndAnnouncedBy(t *testing.T) {
 	if !reflect.DeepEqual(si.Addrs, []netip.Addr{netip.MustParseAddr("192.0.2.10")}) || !reflect.DeepEqual(si.TCPPorts, []uint16{80}) {
 		t.Errorf("ServiceInfo %+v", si)
 	}
+	if node, err := k.AnnouncedBy(context.Background(), si.Addrs[0]); err != nil || node != "" {
+		t.Errorf("no reader: AnnouncedBy = %q, %v", node, err)
+	}
+	// node-a is the only live member every agent sees: it announces.
+	k.Reader = announcers(t, svc, []string{"node-a", "node-b"}, "node-a")
 	node, err := k.AnnouncedBy(context.Background(), si.Addrs[0])
-	if err != nil || node != "node-b" {
+	if err != nil || node != "node-a" {
 		t.Errorf("AnnouncedBy = %q, %v", node, err)
+	}
+	if node, err := k.AnnouncedBy(context.Background(), netip.MustParseAddr("192.0.2.11")); err != nil || node != "" {
+		t.Errorf("another address: AnnouncedBy = %q, %v", node, err)
 	}
 	if _, err := (KubeCluster{Client: fake.NewClientset(), Namespace: "demo", Name: "nope"}).Service(context.Background()); err == nil {
 		t.Error("missing Service: want an error")

@@ -99,34 +99,3 @@ func describeMAC(m NodeMACs, mac net.HardwareAddr) string {
 	}
 	return mac.String() + " (unknown node)"
 }
-
-// ParseAnnouncedBy returns the node the mooring.dev/announced-by annotation
-// value names for addr, or "". The agent writes "node/interface" per
-// address; accepted forms are a comma- or space-separated list of
-// "addr=node/interface" entries, and entries without "addr=" that hold for
-// every address ("node/interface" or just "node"). An entry for addr wins
-// over one without an address.
-func ParseAnnouncedBy(value string, addr netip.Addr) string {
-	addr = addr.Unmap()
-	var any string
-	for _, f := range strings.FieldsFunc(value, func(r rune) bool { return r == ',' || r == ' ' || r == ';' }) {
-		a, owner, hasAddr := strings.Cut(f, "=")
-		if !hasAddr {
-			owner = a
-		}
-		node, _, _ := strings.Cut(owner, "/")
-		if node == "" {
-			continue
-		}
-		if !hasAddr {
-			if any == "" {
-				any = node
-			}
-			continue
-		}
-		if p, err := netip.ParseAddr(a); err == nil && p.Unmap() == addr {
-			return node
-		}
-	}
-	return any
-}

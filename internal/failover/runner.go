@@ -20,8 +20,8 @@ import (
 type Cluster interface {
 	// Endpoints returns the Service's endpoints now.
 	Endpoints(ctx context.Context) ([]Endpoint, error)
-	// AnnouncedBy returns the node the Service's announced-by annotation
-	// names for addr, or "" when there is none.
+	// AnnouncedBy returns the node the API says announces addr (the
+	// agents' L2Announcers, agent.Announcements), or "" when none does.
 	AnnouncedBy(ctx context.Context, addr netip.Addr) (string, error)
 	// WatchEndpoints calls fn with the Service's endpoints on every change
 	// until ctx ends, then returns.
@@ -96,7 +96,7 @@ type Env struct {
 	Killer   Killer        // required
 	Restorer Restorer      // optional: brings the killed node back between runs
 	Owner    OwnerObserver // optional: without it there is no owner-change marker
-	NodeMACs NodeMACs      // MAC → node; the announced-by annotation is the fallback
+	NodeMACs NodeMACs      // MAC → node; Cluster.AnnouncedBy is the fallback
 	Cluster  Cluster       // required
 	Clock    Clock         // nil: RealClock
 	Log      *slog.Logger  // nil: discard
@@ -304,7 +304,7 @@ func runOnce(ctx context.Context, cfg Config, env Env, run int) (RunResult, erro
 	if len(before) > 0 {
 		say(0, "killing %s (the client sees %s for %s)", victim, describeMAC(env.NodeMACs, before), cfg.Target.Addr.Addr())
 	} else {
-		say(0, "killing %s (named by the Service's announced-by annotation)", victim)
+		say(0, "killing %s (named by the agents' L2Announcers)", victim)
 	}
 	kctx, kcancel := context.WithTimeout(ctx, killTimeout)
 	err = env.Killer.Kill(kctx, victim)
@@ -381,7 +381,7 @@ func warmup(ctx context.Context, cfg Config, env Env, st *state) error {
 				return fmt.Errorf("%s does not answer before the kill (%s): nothing to measure", cfg.Target, lastFailures(rs))
 			}
 			// No owner seen (the client may not share the address's L2
-			// segment): go on, the annotation may still name the node.
+			// segment): go on, the L2Announcers may still name the node.
 			env.Log.Warn("no owner observed for the address; there will be no owner-change marker", "addr", cfg.Target.Addr.Addr())
 			return nil
 		}
@@ -407,7 +407,7 @@ func lastFailures(rs []Result) string {
 }
 
 // chooseVictim names the announcing node: by the MAC the client sees, else
-// by the Service's announced-by annotation.
+// by who the API says announces (Cluster.AnnouncedBy).
 func chooseVictim(ctx context.Context, cfg Config, env Env, st *state) (string, error) {
 	st.mu.Lock()
 	mac := st.owner
@@ -415,11 +415,11 @@ func chooseVictim(ctx context.Context, cfg Config, env Env, st *state) (string, 
 	byMAC := env.NodeMACs.Node(mac)
 	ann, err := env.Cluster.AnnouncedBy(ctx, cfg.Target.Addr.Addr())
 	if err != nil {
-		env.Log.Warn("reading the announced-by annotation", "err", err)
+		env.Log.Warn("reading who announces the address (L2Announcers)", "err", err)
 	}
 	switch {
 	case byMAC != "" && ann != "" && ann != byMAC:
-		w := fmt.Sprintf("the client sees %s's MAC but the Service says %s announces it; killing %s", byMAC, ann, byMAC)
+		w := fmt.Sprintf("the client sees %s's MAC but the agents' L2Announcers say %s announces it; killing %s", byMAC, ann, byMAC)
 		env.Log.Warn(w)
 		st.mu.Lock()
 		st.warnings = append(st.warnings, w)
@@ -430,9 +430,9 @@ func chooseVictim(ctx context.Context, cfg Config, env Env, st *state) (string, 
 	case ann != "":
 		return ann, nil
 	case len(mac) > 0:
-		return "", fmt.Errorf("the client sees %s for %s, which is no known node's MAC, and the Service has no announced-by annotation: give --node-mac node=mac for each node", mac, cfg.Target.Addr.Addr())
+		return "", fmt.Errorf("the client sees %s for %s, which is no known node's MAC, and no L2Announcer names the announcing node: give --node-mac node=mac for each node", mac, cfg.Target.Addr.Addr())
 	}
-	return "", fmt.Errorf("cannot tell which node announces %s: the client has no neighbour entry for it (is it on the same L2 segment?) and the Service has no announced-by annotation", cfg.Target.Addr.Addr())
+	return "", fmt.Errorf("cannot tell which node announces %s: the client has no neighbour entry for it (is it on the same L2 segment?) and no L2Announcer names the announcing node", cfg.Target.Addr.Addr())
 }
 
 // waitRunEnd returns when the run is over: phase 1 complete, the dead

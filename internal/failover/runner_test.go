@@ -18,7 +18,7 @@ import (
 	"time"
 )
 
-// fakeCluster is a Service's endpoints and annotation in memory.
+// fakeCluster is a Service's endpoints and announcing node in memory.
 type fakeCluster struct {
 	mu        sync.Mutex
 	eps       []Endpoint
@@ -47,7 +47,7 @@ func (f *fakeCluster) Endpoints(context.Context) ([]Endpoint, error) {
 func (f *fakeCluster) AnnouncedBy(_ context.Context, addr netip.Addr) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return ParseAnnouncedBy(f.announced, addr), nil
+	return f.announced, nil
 }
 
 func (f *fakeCluster) WatchEndpoints(ctx context.Context, fn func([]Endpoint)) error {
@@ -285,7 +285,7 @@ func TestMeasureNeedsToKnowTheOwner(t *testing.T) {
 	f := newFakeL2(t)
 	cfg := testConfig(f)
 	cfg.Runs = 1
-	// The client sees a MAC no node is known to have, and there is no annotation.
+	// The client sees a MAC no node is known to have, and the API names no owner.
 	env := Env{Dial: f.bh.dial, Killer: f, Owner: f, Cluster: f.cluster}
 	_, err := Measure(context.Background(), cfg, env)
 	if err == nil || !strings.Contains(err.Error(), "--node-mac") {
@@ -294,14 +294,14 @@ func TestMeasureNeedsToKnowTheOwner(t *testing.T) {
 	if f.kills.Load() != 0 {
 		t.Error("killed a node without knowing it announces")
 	}
-	// The annotation is enough.
+	// The API's answer is enough.
 	f.cluster.mu.Lock()
-	f.cluster.announced = "node-a/eth0"
+	f.cluster.announced = "node-a"
 	f.cluster.mu.Unlock()
 	f.stale, f.takeover = 100*time.Millisecond, 100*time.Millisecond
 	runs, err := Measure(context.Background(), cfg, env)
 	if err != nil || len(runs) != 1 || runs[0].Node != "node-a" {
-		t.Fatalf("with the annotation: %v, %+v", err, runs)
+		t.Fatalf("with the API naming the owner: %v, %+v", err, runs)
 	}
 }
 

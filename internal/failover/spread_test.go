@@ -65,29 +65,6 @@ func TestNodeEndpointsGone(t *testing.T) {
 	}
 }
 
-func TestParseAnnouncedBy(t *testing.T) {
-	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
-	tests := []struct {
-		value string
-		addr  netip.Addr
-		want  string
-	}{
-		{"", v4, ""},
-		{"node-b/eth0", v4, "node-b"},
-		{"node-b", v6, "node-b"},
-		{"192.0.2.10=node-b/eth0,2001:db8::10=node-c/eth0", v4, "node-b"},
-		{"192.0.2.10=node-b/eth0, 2001:db8::10=node-c/eth0", v6, "node-c"},
-		{"192.0.2.11=node-b/eth0", v4, ""},
-		{"node-a/eth0,192.0.2.10=node-b/eth0", v4, "node-b"},
-		{"=/eth0, /x", v4, ""},
-	}
-	for _, tt := range tests {
-		if got := ParseAnnouncedBy(tt.value, tt.addr); got != tt.want {
-			t.Errorf("ParseAnnouncedBy(%q, %s) = %q, want %q", tt.value, tt.addr, got, tt.want)
-		}
-	}
-}
-
 func TestNodeMACs(t *testing.T) {
 	m1, err := ParseNodeMAC("node-a=02:00:00:00:00:0a")
 	if err != nil {

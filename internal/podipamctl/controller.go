@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,7 +59,7 @@ func Setup(mgr manager.Manager, cfg Config) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	st := &state{cfg: cfg, alloc: podipam.NewAllocator(), exhausted: map[string]string{}, written: map[string]string{}}
+	st := &state{cfg: cfg, alloc: podipam.NewAllocator(), exhausted: map[string]string{}, written: map[string]string{}, seen: map[types.UID]int64{}}
 	if cfg.Mode == ModeClusterPool {
 		st.alloc.SetPools([]podipam.Pool{cfg.clusterPool()})
 	}
@@ -88,6 +89,8 @@ type state struct {
 	// a reconcile on a cache that has not caught up yet does not write the
 	// same again (each would be a write, or a 409).
 	written map[string]string
+	// seen numbers pools in the order this controller first saw them.
+	seen map[types.UID]int64
 }
 
 type nodeReconciler struct {
@@ -154,18 +157,34 @@ func (r *nodeReconciler) syncPools(ctx context.Context) error {
 	if err := r.c.List(ctx, &list); err != nil {
 		return err
 	}
+	r.st.setPools(&list)
+	return nil
+}
+
+// setPools feeds the allocator the pools when they changed. Called with
+// s.mu held, by node reconciles and by the pool status writer, so a pool
+// change reaches the allocator even when no node is reconciled.
+func (s *state) setPools(list *mooringv1.PodIPPoolList) {
 	var sig strings.Builder
 	pools := make([]podipam.Pool, 0, len(list.Items))
 	for i := range list.Items {
 		p := &list.Items[i]
 		fmt.Fprintf(&sig, "%s/%s/%d;", p.Name, p.UID, p.Generation)
-		pools = append(pools, poolOf(p))
+		pl := poolOf(p)
+		// creationTimestamp has one-second resolution: among pools created
+		// in the same second, the one this controller saw first is older.
+		seq, ok := s.seen[p.UID]
+		if !ok {
+			seq = int64(len(s.seen))
+			s.seen[p.UID] = seq
+		}
+		pl.Order = p.CreationTimestamp.Unix()<<24 | seq&(1<<24-1)
+		pools = append(pools, pl)
 	}
-	if sig.String() != r.st.poolsSig {
-		r.st.alloc.SetPools(pools)
-		r.st.poolsSig = sig.String()
+	if sig.String() != s.poolsSig {
+		s.alloc.SetPools(pools)
+		s.poolsSig = sig.String()
 	}
-	return nil
 }
 
 func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

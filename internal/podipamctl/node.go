@@ -94,15 +94,18 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil || mode == ModeOff {
 		return err
 	}
+	// This node's objects only, unless direct routes need every node's
+	// blocks and addresses. (ByObject is keyed by pointer: one key per type.)
+	own := cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)}
+	if cfg.PodRoutes == "direct" {
+		own = cache.ByObject{}
+	}
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
-		&corev1.Node{}:           {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
-		&mooringv1.PodIPAMNode{}: {Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)},
+		&corev1.Node{}:           own,
+		&mooringv1.PodIPAMNode{}: own,
 		&corev1.Namespace{}:      {},
 		&mooringv1.PodIPPool{}:   {},
-	}
-	if cfg.PodRoutes == "direct" { // every node's blocks and addresses
-		byObject[&corev1.Node{}], byObject[&mooringv1.PodIPAMNode{}] = cache.ByObject{}, cache.ByObject{}
 	}
 	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
 	if err != nil {
@@ -193,9 +196,9 @@ func (n *nodeSide) poolOf(ctx context.Context, namespace, pod string) (string, e
 	name, from := DefaultPool, ""
 	var p corev1.Pod
 	var ns corev1.Namespace
-	if err := n.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil && p.Annotations[mooringv1.AnnotationPodIPPool] != "" {
+	if err := n.get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil && p.Annotations[mooringv1.AnnotationPodIPPool] != "" {
 		name, from = p.Annotations[mooringv1.AnnotationPodIPPool], "pod "+namespace+"/"+pod
-	} else if err := n.cache.Get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil && ns.Annotations[mooringv1.AnnotationPodIPPool] != "" {
+	} else if err := n.get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil && ns.Annotations[mooringv1.AnnotationPodIPPool] != "" {
 		name, from = ns.Annotations[mooringv1.AnnotationPodIPPool], "namespace "+namespace
 	}
 	if from != "" {
@@ -205,6 +208,22 @@ func (n *nodeSide) poolOf(ctx context.Context, namespace, pod string) (string, e
 		}
 	}
 	return name, nil
+}
+
+// get reads from the cache, and from the API server when the cache does
+// not have the object yet: the runtime calls ADD right after the pod is
+// bound, and a pod must not land in the wrong pool because this agent's
+// watch was a few milliseconds late. A pod without a name (a bare CNI
+// call) is not looked up.
+func (n *nodeSide) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	if key.Name == "" {
+		return apierrors.NewNotFound(corev1.Resource("pods"), "")
+	}
+	err := n.cache.Get(ctx, key, obj)
+	if apierrors.IsNotFound(err) {
+		err = n.c.Get(ctx, key, obj)
+	}
+	return err
 }
 
 // sync feeds the node's blocks to ipamd and, in the cutting modes, writes

@@ -41,11 +41,16 @@ func (w *poolStatusWriter) Start(ctx context.Context) error {
 }
 
 func (w *poolStatusWriter) writeAll(ctx context.Context) error {
+	var list mooringv1.PodIPPoolList
+	if err := w.c.List(ctx, &list); err != nil {
+		return err
+	}
 	w.st.mu.Lock()
 	if !w.st.imported {
 		w.st.mu.Unlock()
 		return nil
 	}
+	w.st.setPools(&list)
 	byName := map[string]podipam.PoolStatus{}
 	for _, s := range w.st.alloc.Status() {
 		byName[s.Name] = s
@@ -55,12 +60,11 @@ func (w *poolStatusWriter) writeAll(ctx context.Context) error {
 		exhausted[k] = v
 	}
 	w.st.mu.Unlock()
-	var list mooringv1.PodIPPoolList
-	if err := w.c.List(ctx, &list); err != nil {
-		return err
-	}
 	for i := range list.Items {
 		p := &list.Items[i]
+		if _, ok := byName[p.Name]; !ok {
+			continue // not seen by the allocator yet
+		}
 		want := p.DeepCopy()
 		fillPoolStatus(&want.Status, p.Generation, byName[p.Name], exhausted[p.Name])
 		if equality.Semantic.DeepEqual(p.Status, want.Status) {

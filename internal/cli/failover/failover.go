@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
+	crclient "sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mooringlb/mooring/internal/cliutil"
 	fo "github.com/mooringlb/mooring/internal/failover"
@@ -42,6 +43,22 @@ type options struct {
 	scheme, path, host             string
 	insecure, noNeighbour          bool
 	clientNetNS                    string
+	// reader names the announcing node (agent.Announcements from the
+	// agents' L2Announcers) when the client's MAC does not; not a flag.
+	reader crclient.Reader
+	// announcedBy replaces reader in tests (loopback addresses, which no
+	// agent announces).
+	announcedBy func(context.Context, netip.Addr) (string, error)
+}
+
+// ownerCluster is a KubeCluster whose announcing node comes from fn.
+type ownerCluster struct {
+	fo.KubeCluster
+	fn func(context.Context, netip.Addr) (string, error)
+}
+
+func (c ownerCluster) AnnouncedBy(ctx context.Context, a netip.Addr) (string, error) {
+	return c.fn(ctx, a)
 }
 
 // NewCommand builds `mooring failover`.
@@ -64,8 +81,8 @@ nodes: otherwise it would measure pod rescheduling, not failover.
 The client is this machine: requests leave from this network namespace (or
 from --client-netns), and the owner is read from its neighbour table. Which
 node owns a MAC comes from --node-mac, else from the running lab's state when
-the cluster is that lab (` + "`mooring lab up`" + `), else from the Service's
-mooring.dev/announced-by annotation.
+the cluster is that lab (` + "`mooring lab up`" + `), else the announcing node is
+the one the agents' L2Announcers name (as ` + "`mooring status`" + ` shows it).
 
 With --restore-command the killed node is restored between runs and after the
 last one, and the cluster awaited healthy, so that the next measurement can
@@ -161,6 +178,9 @@ func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error 
 	if err != nil {
 		return fmt.Errorf("building a Kubernetes client: %w", err)
 	}
+	if o.reader, err = crclient.New(rc, crclient.Options{Scheme: kube.Scheme()}); err != nil {
+		return fmt.Errorf("building a Kubernetes client: %w", err)
+	}
 	if len(macs) == 0 {
 		if m, dir := macsFromLab(ctx, client, lab.StateDirFromEnv()); len(m) > 0 {
 			fmt.Fprintf(deps.Streams.Err, "node MACs from the lab in %s\n", dir)
@@ -173,7 +193,7 @@ func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error 
 // runWith is run after the client is built: the seam for tests with a fake
 // clientset.
 func runWith(ctx context.Context, deps *cliutil.Deps, o options, name string, client kubernetes.Interface, macs fo.NodeMACs) error {
-	cluster := fo.KubeCluster{Client: client, Namespace: o.namespace, Name: name}
+	cluster := fo.KubeCluster{Client: client, Namespace: o.namespace, Name: name, Reader: o.reader}
 	target, err := o.target(ctx, cluster)
 	if err != nil {
 		return err
@@ -185,7 +205,11 @@ func runWith(ctx context.Context, deps *cliutil.Deps, o options, name string, cl
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	env := fo.Env{Cluster: cluster, NodeMACs: macs, Log: deps.Log, Progress: progress(deps.Streams.Err)}
+	var fc fo.Cluster = cluster
+	if o.announcedBy != nil {
+		fc = ownerCluster{cluster, o.announcedBy}
+	}
+	env := fo.Env{Cluster: fc, NodeMACs: macs, Log: deps.Log, Progress: progress(deps.Streams.Err)}
 	if o.soft {
 		env.Killer = fo.AgentPodKiller{Client: client, Namespace: o.agentNamespace, Selector: o.agentSelector}
 	} else {

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	v1alpha1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	fo "github.com/mooringlb/mooring/internal/failover"
 )
@@ -83,8 +82,7 @@ func echoServer(t *testing.T) netip.AddrPort {
 
 func objects(addr netip.AddrPort, ingress string) (*corev1.Service, *discoveryv1.EndpointSlice) {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo",
-			Annotations: map[string]string{v1alpha1.AnnotationAnnouncedBy: "node-a/eth0"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
 			Ports: []corev1.ServicePort{{Port: int32(addr.Port()), Protocol: corev1.ProtocolTCP}}},
 	}
@@ -152,6 +150,7 @@ func TestRunWithCommandKiller(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			o := parse(t, "-n", "demo", "--kill-command", "echo {node} > "+mark, "--no-neighbour", "--rate", "50",
 				"--timeout", "500ms", "--quiet", "200ms", "--max-run", "800ms", "--warmup", "5s", "-o", format, "--svg-dir", svgDir)
+			o.announcedBy = func(context.Context, netip.Addr) (string, error) { return "node-a", nil }
 			var out, errb bytes.Buffer
 			deps := &cliutil.Deps{Streams: cliutil.Streams{Out: &out, Err: &errb}, Log: slog.New(slog.DiscardHandler)}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

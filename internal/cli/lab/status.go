@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,8 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
@@ -32,8 +34,8 @@ func newStatusCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 			printStatus(deps.Streams.Out, h.State)
 			ctx, cancel := context.WithTimeout(cmd.Context(), 5*time.Second)
 			defer cancel()
-			svc, err := currentService(ctx, h.State)
-			printService(deps.Streams.Out, h.State, svc, err)
+			svc, by, err := currentService(ctx, h.State)
+			printService(deps.Streams.Out, h.State, svc, by, err)
 			return nil
 		},
 	}
@@ -52,22 +54,48 @@ func printStatus(w io.Writer, s *lab.State) {
 	}
 }
 
-// currentService reads the demo Service from the lab's apiserver.
-func currentService(ctx context.Context, s *lab.State) (*corev1.Service, error) {
+// currentService reads the demo Service from the lab's apiserver, and who
+// announces its addresses ("addr=node/if,...", from the agents'
+// L2Announcers through agent.Announcements; "" when unknown).
+func currentService(ctx context.Context, s *lab.State) (*corev1.Service, string, error) {
 	rc, err := kube.RESTConfig(s.Kubeconfig, 5, 10)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	rc.Timeout = 5 * time.Second
 	cs, err := kubernetes.NewForConfig(rc)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return cs.CoreV1().Services(lab.DemoNamespace).Get(ctx, lab.DemoService, metav1.GetOptions{})
+	svc, err := cs.CoreV1().Services(lab.DemoNamespace).Get(ctx, lab.DemoService, metav1.GetOptions{})
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(rc, client.Options{Scheme: kube.Scheme()})
+	if err != nil {
+		return svc, "", nil
+	}
+	anns, err := agent.Announcements(ctx, c)
+	if err != nil {
+		return svc, "", nil
+	}
+	var by []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		ip, err := netip.ParseAddr(in.IP)
+		if err != nil {
+			continue
+		}
+		for _, a := range anns {
+			if a.Node != "" && a.Addr.Unmap() == ip.Unmap() {
+				by = append(by, in.IP+"="+a.Node+"/"+strings.Join(a.Interfaces, "+"))
+			}
+		}
+	}
+	return svc, strings.Join(by, ","), nil
 }
 
 // printService prints the demo Service as it is now, or why it cannot.
-func printService(w io.Writer, s *lab.State, svc *corev1.Service, err error) {
+func printService(w io.Writer, s *lab.State, svc *corev1.Service, announcedBy string, err error) {
 	name := lab.DemoNamespace + "/" + lab.DemoService
 	if err != nil {
 		fmt.Fprintf(w, "\nService %s: cannot read it from the apiserver: %v\n", name, err)
@@ -87,8 +115,8 @@ func printService(w io.Writer, s *lab.State, svc *corev1.Service, err error) {
 	}
 	fmt.Fprintf(w, "\nService %s (now): type %s, class %s, ClusterIP %s, LoadBalancer %s\n", name,
 		svc.Spec.Type, class, strings.Join(svc.Spec.ClusterIPs, ", "), lb)
-	if v := svc.Annotations[mooringv1.AnnotationAnnouncedBy]; v != "" {
-		fmt.Fprintf(w, "announced by: %s\n", v)
+	if announcedBy != "" {
+		fmt.Fprintf(w, "announced by: %s\n", announcedBy)
 	}
 	fmt.Fprintf(w, "mooring failover reads the node MACs from %s/state.json (no --node-mac needed)\n", s.Dir)
 }

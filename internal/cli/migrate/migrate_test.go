@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/cliutil"
@@ -126,19 +127,16 @@ func installMetalLBPool(t *testing.T, cs kubernetes.Interface, dc dynamic.Interf
 	must(t, err)
 }
 
-// playAgent stands in for Mooring's agents: once a LoadBalancerIPPool
-// exists, it writes the announced-by annotation on the Service.
-func playAgent(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface) {
-	pools := schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
-	for ctx.Err() == nil {
-		if l, err := dc.Resource(pools).List(ctx, metav1.ListOptions{}); err == nil && len(l.Items) > 0 {
-			patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"192.0.2.200=node-1/eth0"}}}`, mooringv1.AnnotationAnnouncedBy)
-			if _, err := cs.CoreV1().Services("d").Patch(ctx, "web", "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err == nil {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+// playAgent stands in for Mooring's agent on node-1: the Node exists and
+// its agent's L2Announcer sees only itself alive, so once the migration
+// applies Mooring's policy, agent.Announcements names node-1.
+func playAgent(t *testing.T, ctx context.Context, cs kubernetes.Interface, c client.Client) {
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{})
+	must(t, err)
+	l := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
+	must(t, c.Create(ctx, l))
+	l.Status.Members = []string{"node-1"}
+	must(t, c.Status().Update(ctx, l))
 }
 
 // Against a real apiserver holding a MetalLB install: run refuses to start
@@ -195,7 +193,8 @@ func TestMigrateRun(t *testing.T) {
 	must(t, cs.CoreV1().Events("d").Delete(ctx, ev.Name, metav1.DeleteOptions{}))
 
 	// 3. The whole migration.
-	go playAgent(ctx, cs, dc)
+	playAgent(t, ctx, cs, env.Client)
+	o.reader = env.Client
 	out.Reset()
 	if err := Run(ctx, o, cs, dc, &out, &errOut); err != nil {
 		var ee cliutil.ExitError

@@ -140,13 +140,16 @@ func canonical(addr string) string {
 	return addr
 }
 
-// problems is "Reason (age)" per reason in the default table and
+// problems is "Reason (age)" ("now" for a current problem) per reason in the default table and
 // "Reason (age, node, xN)" per reason and node in the wide one.
 func problems(r Row, now time.Time, wide bool) string {
 	var parts []string
 	seen := map[string]bool{}
 	for _, p := range r.Problems { // newest first
 		age := duration.HumanDuration(now.Sub(p.LastSeen)) + " ago"
+		if p.Current {
+			age = "now"
+		}
 		switch {
 		case wide:
 			s := p.Reason + " (" + age

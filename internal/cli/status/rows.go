@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent"
 )
 
 // Row is one LoadBalancer Service as `mooring status` shows it; -o json
@@ -25,14 +26,16 @@ type Row struct {
 	Addresses  []string `json:"addresses"`
 	// Assigned is the controller's AddressAssigned condition.
 	Assigned *Condition `json:"assigned,omitempty"`
-	// AnnouncedBy has one entry per announced address, from the agent's
-	// mooring.dev/announced-by annotation.
+	// AnnouncedBy has one entry per announced address, recomputed from the
+	// API objects and the agents' L2Announcers (agent.Announcements).
 	AnnouncedBy []Announcement `json:"announcedBy,omitempty"`
 	// Messages are what needs the operator's attention now: conditions that
 	// are not as they should be.
 	Messages []string `json:"messages,omitempty"`
-	// Problems are recent Warning Events the agents recorded (split brain,
-	// stale local copies, unannounced addresses).
+	// Problems are the current problems the agents' L2Announcers list for
+	// the Service's addresses (NoEligibleNode, NoMatchingInterface), a
+	// reason for every other address nobody announces, and recent Warning
+	// Events the agents recorded (split brain, stale local copies).
 	Problems []Problem `json:"problems,omitempty"`
 }
 
@@ -46,17 +49,22 @@ type Condition struct {
 // Announcement says who answers ARP/NDP for one address.
 type Announcement struct {
 	Address string `json:"address"`
-	// By is "node/interface[+interface]", as the agent wrote it.
-	By string `json:"by"`
+	// By is "node/interface[+interface]" ("node" when no interface is known).
+	By         string   `json:"by"`
+	Node       string   `json:"node,omitempty"`
+	Interfaces []string `json:"interfaces,omitempty"`
 }
 
-// Problem is one Warning Event an agent recorded on the Service.
+// Problem is one Warning Event an agent recorded on the Service, or a
+// current problem (Current: from an L2Announcer or the recomputed
+// announcements, LastSeen is when status looked).
 type Problem struct {
 	Reason   string    `json:"reason"`
 	Message  string    `json:"message"`
 	Node     string    `json:"node,omitempty"`
 	Count    int32     `json:"count"`
 	LastSeen time.Time `json:"lastSeen"`
+	Current  bool      `json:"current,omitempty"`
 }
 
 // fromAgent says whether an Event was recorded by Mooring's agent
@@ -78,11 +86,22 @@ func lastSeen(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
+// Announced is what the API says about announcing: who announces every
+// address (agent.Announcements) and every node's L2Announcer. The zero
+// value means it was not read: ANNOUNCED BY stays empty, and only Events
+// are problems.
+type Announced struct {
+	Known         bool
+	Announcements []agent.Announcement
+	Announcers    []mooringv1.L2Announcer
+}
+
 // Rows turns LoadBalancer Services and the Events of their namespaces
-// into sorted rows; other Services are skipped. Warning Events of the
-// agents newer than since are the rows' problems, except an L2Unannounced
-// that a later L2Announced has answered.
-func Rows(svcs []corev1.Service, events []corev1.Event, since time.Time) []Row {
+// into sorted rows; other Services are skipped. The current problems of
+// the rows' addresses (from an, dated now) come first, then the Warning
+// Events of the agents newer than since, except an L2Unannounced that a
+// later L2Announced has answered.
+func Rows(svcs []corev1.Service, events []corev1.Event, an Announced, since, now time.Time) []Row {
 	byService := problemsByService(events, since)
 	var rows []Row
 	for i := range svcs {
@@ -91,7 +110,10 @@ func Rows(svcs []corev1.Service, events []corev1.Event, since time.Time) []Row {
 			continue
 		}
 		r := row(s)
-		r.Problems = byService[s.Namespace+"/"+s.Name]
+		if an.Known && !r.OtherClass {
+			r.AnnouncedBy, r.Problems = an.forAddresses(r.Addresses, now)
+		}
+		r.Problems = append(r.Problems, byService[s.Namespace+"/"+s.Name]...)
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -101,6 +123,83 @@ func Rows(svcs []corev1.Service, events []corev1.Event, since time.Time) []Row {
 		return rows[i].Name < rows[j].Name
 	})
 	return rows
+}
+
+// Reasons of the current problems status derives itself, besides the
+// L2Announcers' own (mooringv1.ProblemNoEligibleNode, ...).
+const (
+	// ReasonNotAnnounced: no agent's decision covers the address.
+	ReasonNotAnnounced = "NotAnnounced"
+	// ReasonAgentsDisagree: several live agents each consider themselves
+	// the owner (their gossip views differ).
+	ReasonAgentsDisagree = "AgentsDisagree"
+)
+
+// forAddresses is who announces each of addrs, in their order, and the
+// current problems: every L2Announcer's for these addresses, else the
+// reason agent.Announcements gives, so that every address nobody
+// announces has one.
+func (an Announced) forAddresses(addrs []string, now time.Time) ([]Announcement, []Problem) {
+	byAddr := map[netip.Addr]*agent.Announcement{}
+	for i := range an.Announcements {
+		byAddr[an.Announcements[i].Addr.Unmap()] = &an.Announcements[i]
+	}
+	listed := map[netip.Addr][]Problem{}
+	for _, l := range an.Announcers {
+		for _, p := range l.Status.Problems {
+			if a, err := netip.ParseAddr(p.Address); err == nil {
+				listed[a.Unmap()] = append(listed[a.Unmap()], Problem{Reason: p.Reason, Message: withAddr(a.Unmap(), p.Message),
+					Node: l.Name, Count: 1, LastSeen: now, Current: true})
+			}
+		}
+	}
+	var anns []Announcement
+	var probs []Problem
+	for _, s := range addrs {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			continue
+		}
+		a = a.Unmap()
+		x := byAddr[a]
+		if x != nil && x.Node != "" {
+			by := x.Node
+			if len(x.Interfaces) > 0 {
+				by += "/" + strings.Join(x.Interfaces, "+")
+			}
+			anns = append(anns, Announcement{Address: a.String(), By: by, Node: x.Node, Interfaces: x.Interfaces})
+		}
+		if ps := listed[a]; len(ps) > 0 {
+			probs = append(probs, ps...)
+			continue
+		}
+		p := Problem{Count: 1, LastSeen: now, Current: true}
+		switch {
+		case x == nil && len(an.Announcers) == 0:
+			p.Reason, p.Message = ReasonNotAnnounced, "no node has an L2Announcer: is `mooring agent` running?"
+		case x == nil:
+			p.Reason, p.Message = ReasonNotAnnounced, "no L2AnnouncementPolicy covers it, or the agents do not serve this Service"
+		case x.Reason == "":
+			continue
+		case x.Node == "":
+			p.Reason, p.Message = mooringv1.ProblemNoEligibleNode, x.Reason
+		case len(x.Claimants) > 1:
+			p.Reason, p.Message = ReasonAgentsDisagree, x.Reason
+		default:
+			p.Reason, p.Message = mooringv1.ProblemNoMatchingInterface, x.Reason
+		}
+		p.Message = withAddr(a, p.Message)
+		probs = append(probs, p)
+	}
+	return anns, probs
+}
+
+// withAddr prefixes msg with the address unless it names it already.
+func withAddr(a netip.Addr, msg string) string {
+	if strings.Contains(msg, a.String()) {
+		return msg
+	}
+	return a.String() + ": " + msg
 }
 
 func row(s *corev1.Service) Row {
@@ -118,7 +217,6 @@ func row(s *corev1.Service) Row {
 		r.Messages = []string{"not Mooring's: loadBalancerClass " + r.Class}
 		return r
 	}
-	r.AnnouncedBy = announcements(s.Annotations[mooringv1.AnnotationAnnouncedBy], r.Addresses)
 	for _, c := range s.Status.Conditions {
 		switch c.Type {
 		case mooringv1.ConditionAddressAssigned:
@@ -141,40 +239,6 @@ func row(s *corev1.Service) Row {
 			"(is `mooring controller` running? with --default-class=false it serves only loadBalancerClass "+mooringv1.LoadBalancerClass+")")
 	}
 	return r
-}
-
-// announcements reads the announced-by annotation ("addr=node/if,...")
-// in the order of the Service's addresses, then any others.
-func announcements(v string, addrs []string) []Announcement {
-	by := map[netip.Addr]string{}
-	var order []netip.Addr
-	for _, e := range strings.Split(v, ",") {
-		k, who, ok := strings.Cut(strings.TrimSpace(e), "=")
-		a, err := netip.ParseAddr(k)
-		if !ok || who == "" || err != nil {
-			continue // user-editable; skip what does not parse
-		}
-		by[a.Unmap()] = who
-		order = append(order, a.Unmap())
-	}
-	var out []Announcement
-	seen := map[netip.Addr]bool{}
-	for _, s := range addrs {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			continue
-		}
-		if who, ok := by[a.Unmap()]; ok {
-			out = append(out, Announcement{Address: a.Unmap().String(), By: who})
-			seen[a.Unmap()] = true
-		}
-	}
-	for _, a := range order {
-		if !seen[a] {
-			out = append(out, Announcement{Address: a.String(), By: by[a]})
-		}
-	}
-	return out
 }
 
 // problemsByService groups the agents' recent Warning Events by Service,

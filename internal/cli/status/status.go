@@ -16,7 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/kube"
 )
@@ -33,6 +36,27 @@ type Options struct {
 	Since time.Duration
 	// Now is the reference for ages; the zero value means time.Now().
 	Now time.Time
+	// Announced reads who announces each address (FromAPI); nil leaves
+	// ANNOUNCED BY empty.
+	Announced func(context.Context) (Announced, error)
+}
+
+// FromAPI reads Announced through r: agent.Announcements recomputes the
+// agents' decision from the Services, EndpointSlices, Nodes, policies and
+// L2Announcers (cluster-wide lists, whatever -n says), and the
+// L2Announcers' status.problems are listed as they are.
+func FromAPI(r client.Reader) func(context.Context) (Announced, error) {
+	return func(ctx context.Context) (Announced, error) {
+		anns, err := agent.Announcements(ctx, r)
+		if err != nil {
+			return Announced{}, err
+		}
+		var l mooringv1.L2AnnouncerList
+		if err := r.List(ctx, &l); err != nil {
+			return Announced{}, fmt.Errorf("listing L2Announcers: %w", err)
+		}
+		return Announced{Known: true, Announcements: anns, Announcers: l.Items}, nil
+	}
 }
 
 // NewCommand builds `mooring status`.
@@ -45,9 +69,12 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		Long: `status lists every Service of type LoadBalancer: the addresses it holds (or
 <pending>, or <other class> when another implementation's loadBalancerClass
 serves it), the controller's AddressAssigned condition, the node and interface
-announcing each address, and PROBLEMS: the Warning Events Mooring's agents
-recorded on the Service within --since (split brain, a stale local copy of the
-address, an address nobody announces). An Event says a problem was seen then;
+announcing each address (recomputed from the API objects and the agents'
+L2Announcers, as the agents decide), and PROBLEMS: why an address is not
+announced now (the L2Announcers' status.problems, e.g. NoEligibleNode,
+NoMatchingInterface), then the Warning Events Mooring's agents recorded on the
+Service within --since (split brain, a stale local copy of the address). An
+Event says a problem was seen then;
 ` + "`mooring audit arp`" + ` checks the segment now. See docs/status.md.`,
 		Example: `  mooring status
   mooring status -n demo -o wide
@@ -67,6 +94,11 @@ address, an address nobody announces). An Event says a problem was seen then;
 			if err != nil {
 				return err
 			}
+			c, err := client.New(cfg, client.Options{Scheme: kube.Scheme()})
+			if err != nil {
+				return err
+			}
+			o.Announced = FromAPI(c)
 			return Run(cmd.Context(), cs, o, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
@@ -97,5 +129,12 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 	} else {
 		events = evs.Items
 	}
-	return Print(w, o.Output, Rows(svcs.Items, events, now.Add(-o.Since)), now)
+	var an Announced
+	if o.Announced != nil {
+		if an, err = o.Announced(ctx); err != nil {
+			an = Announced{}
+			fmt.Fprintf(errw, "warning: reading the announcements failed, so ANNOUNCED BY is empty and PROBLEMS has only Events: %v\n", err)
+		}
+	}
+	return Print(w, o.Output, Rows(svcs.Items, events, an, now.Add(-o.Since), now), now)
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -44,7 +47,6 @@ const longMessage = "pool \"blue\" has no free IPv4 address: add a block to spec
 
 func fixture() *fake.Clientset {
 	held := lb("demo", "echo", func(s *corev1.Service) {
-		s.Annotations = map[string]string{mooringv1.AnnotationAnnouncedBy: "10.213.0.100=node-2/eth0,fd00:213::100=node-1/eth0"}
 		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "fd00:213::100"}, {IP: "10.213.0.100"}}
 		s.Status.Conditions = []metav1.Condition{{Type: mooringv1.ConditionAddressAssigned, Status: metav1.ConditionTrue, Reason: "Assigned"}}
 	})
@@ -73,7 +75,14 @@ func fixture() *fake.Clientset {
 func run(t *testing.T, output string) string {
 	t.Helper()
 	var out, errw bytes.Buffer
-	if err := Run(context.Background(), fixture(), Options{Output: output, Since: DefaultSince, Now: now}, &out, &errw); err != nil {
+	o := Options{Output: output, Since: DefaultSince, Now: now, Announced: func(context.Context) (Announced, error) {
+		return Announced{Known: true, Announcers: []mooringv1.L2Announcer{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}},
+			Announcements: []agent.Announcement{
+				{Addr: netip.MustParseAddr("10.213.0.100"), Node: "node-2", Interfaces: []string{"eth0"}, Claimants: []string{"node-2"}},
+				{Addr: netip.MustParseAddr("fd00:213::100"), Node: "node-1", Interfaces: []string{"eth0"}, Claimants: []string{"node-1"}},
+			}}, nil
+	}}
+	if err := Run(context.Background(), fixture(), o, &out, &errw); err != nil {
 		t.Fatal(err)
 	}
 	if errw.Len() > 0 {
@@ -175,7 +184,7 @@ func TestBadOutput(t *testing.T) {
 }
 
 func TestAnnouncedByOnceWhenSame(t *testing.T) {
-	r := Row{Addresses: []string{"10.0.0.1", "fd00::1"}, AnnouncedBy: []Announcement{{"10.0.0.1", "node-2/eth0"}, {"fd00::1", "node-2/eth0"}}}
+	r := Row{Addresses: []string{"10.0.0.1", "fd00::1"}, AnnouncedBy: []Announcement{{Address: "10.0.0.1", By: "node-2/eth0"}, {Address: "fd00::1", By: "node-2/eth0"}}}
 	if got := announcedBy(r, false); got != "node-2/eth0" {
 		t.Errorf("same announcer: %q", got)
 	}
@@ -185,5 +194,62 @@ func TestAnnouncedByOnceWhenSame(t *testing.T) {
 	r.AnnouncedBy = r.AnnouncedBy[:1] // the IPv6 address is not announced
 	if got := announcedBy(r, false); got != "node-2/eth0,-" {
 		t.Errorf("one of two: %q", got)
+	}
+}
+
+// Every address nobody announces has a reason: the L2Announcer's own
+// problem when one lists it, else the one the recomputed decision gives;
+// an unreadable API leaves ANNOUNCED BY empty with a warning.
+func TestCurrentProblems(t *testing.T) {
+	svc := func(name string, ips ...string) corev1.Service {
+		return *lb("demo", name, func(s *corev1.Service) {
+			for _, ip := range ips {
+				s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+			}
+		})
+	}
+	an := Announced{Known: true,
+		Announcers: []mooringv1.L2Announcer{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: mooringv1.L2AnnouncerStatus{
+			Problems: []mooringv1.AnnouncementProblem{{Address: "10.0.0.2", Reason: mooringv1.ProblemNoMatchingInterface, Message: "no interface matches eth9"}}}}},
+		Announcements: []agent.Announcement{
+			{Addr: netip.MustParseAddr("10.0.0.1"), Node: "node-2", Interfaces: []string{"eth0", "eth1"}, Claimants: []string{"node-2"}},
+			{Addr: netip.MustParseAddr("10.0.0.2"), Node: "node-1", Claimants: []string{"node-1"}, Reason: "no match"},
+			{Addr: netip.MustParseAddr("10.0.0.3"), Reason: "every endpoint is on node-3, which the policy excludes"},
+			{Addr: netip.MustParseAddr("10.0.0.5"), Node: "node-1", Interfaces: []string{"eth0"}, Claimants: []string{"node-1", "node-2"}, Reason: "the agents disagree"},
+		}}
+	rows := Rows([]corev1.Service{svc("a", "10.0.0.1", "10.0.0.2"), svc("b", "10.0.0.3", "10.0.0.4"), svc("c", "10.0.0.5")}, nil, an, now.Add(-time.Hour), now)
+	a, b, c := rows[0], rows[1], rows[2]
+	if len(a.AnnouncedBy) != 2 || a.AnnouncedBy[0].By != "node-2/eth0+eth1" || a.AnnouncedBy[1].By != "node-1" ||
+		len(a.Problems) != 1 || a.Problems[0].Reason != mooringv1.ProblemNoMatchingInterface || a.Problems[0].Node != "node-1" ||
+		a.Problems[0].Message != "10.0.0.2: no interface matches eth9" || !a.Problems[0].Current {
+		t.Errorf("a = %+v", a)
+	}
+	if len(b.AnnouncedBy) != 0 || len(b.Problems) != 2 || b.Problems[0].Reason != mooringv1.ProblemNoEligibleNode ||
+		!strings.HasPrefix(b.Problems[0].Message, "10.0.0.3: every endpoint") || b.Problems[1].Reason != ReasonNotAnnounced {
+		t.Errorf("b = %+v", b)
+	}
+	if len(c.AnnouncedBy) != 1 || len(c.Problems) != 1 || c.Problems[0].Reason != ReasonAgentsDisagree {
+		t.Errorf("c = %+v", c)
+	}
+	var out bytes.Buffer
+	if err := Print(&out, OutputTable, rows, now); err != nil {
+		t.Fatal(err)
+	}
+	if l := lines(out.String()); !strings.Contains(l["b"], "NoEligibleNode (now), NotAnnounced (now)") || !strings.Contains(l["a"], "node-2/eth0+eth1,node-1") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	// No agent at all: still a reason.
+	rows = Rows([]corev1.Service{svc("d", "10.0.0.9")}, nil, Announced{Known: true}, now, now)
+	if p := rows[0].Problems; len(p) != 1 || !strings.Contains(p[0].Message, "is `mooring agent` running?") {
+		t.Errorf("no agents: %+v", p)
+	}
+
+	var errw bytes.Buffer
+	out.Reset()
+	o := Options{Output: OutputTable, Since: DefaultSince, Now: now, Announced: func(context.Context) (Announced, error) {
+		return Announced{}, errors.New("l2announcers.mooring.dev is forbidden")
+	}}
+	if err := Run(context.Background(), fixture(), o, &out, &errw); err != nil || !strings.Contains(errw.String(), "forbidden") {
+		t.Errorf("forbidden: %v, stderr %q", err, errw.String())
 	}
 }

@@ -38,8 +38,8 @@ type Options struct {
 	// Now is the clock for event ages.
 	Now func() time.Time
 	// Reader, when set, lets doctor compute who announces each address the
-	// way the agents do (Announced); the mooring.dev/announced-by
-	// annotation is read too.
+	// way the agents do (Announced, from their L2Announcers); without it no
+	// address counts as announced by Mooring.
 	Reader client.Reader
 }
 
@@ -224,13 +224,6 @@ func services(ctx context.Context, cs kubernetes.Interface, announced map[netip.
 		for _, ing := range s.Status.LoadBalancer.Ingress {
 			if a, err := netip.ParseAddr(ing.IP); err == nil {
 				ds.Addrs = append(ds.Addrs, a.Unmap())
-			}
-		}
-		for _, e := range strings.Split(s.Annotations[mooringv1.AnnotationAnnouncedBy], ",") {
-			k, v, ok := strings.Cut(strings.TrimSpace(e), "=")
-			if a, err := netip.ParseAddr(k); ok && err == nil {
-				node, _, _ := strings.Cut(v, "/")
-				ds.AnnouncedBy[a.Unmap()] = node
 			}
 		}
 		for _, a := range ds.Addrs {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	clidoctor "github.com/mooringlb/mooring/internal/cli/doctor"
@@ -79,9 +80,9 @@ func ns(t *testing.T, cs kubernetes.Interface, name string) {
 
 // runDoctor runs the verb as an operator would (metrics from the given
 // server for node n1 only) and returns its findings and exit error.
-func runDoctor(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface, metricsURL string) ([]doctor.Finding, error) {
+func runDoctor(t *testing.T, cs kubernetes.Interface, dc dynamic.Interface, r client.Reader, metricsURL string) ([]doctor.Finding, error) {
 	t.Helper()
-	opt := gather.Options{}
+	opt := gather.Options{Reader: r}
 	if metricsURL != "" {
 		u, _ := url.Parse(metricsURL)
 		port, _ := strconv.Atoi(u.Port())
@@ -129,13 +130,20 @@ func TestDoctorFindsPlantedProblems(t *testing.T) {
 	node(t, cs, "n2", "192.0.2.12")
 	ns(t, cs, "d")
 	svc, err := cs.CoreV1().Services("d").Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Annotations: map[string]string{mooringv1.AnnotationAnnouncedBy: "192.0.2.200=n1/eth0"}},
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
 	}, metav1.CreateOptions{})
 	must(t, err)
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.200"}}
 	svc, err = cs.CoreV1().Services("d").UpdateStatus(ctx, svc, metav1.UpdateOptions{})
 	must(t, err)
+	// n1's agent is the only live one both see: it announces web's address.
+	for _, n := range []string{"n1", "n2"} {
+		l := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		must(t, c.Create(ctx, l))
+		l.Status.Members = []string{"n1"}
+		must(t, c.Status().Update(ctx, l))
+	}
 	kp, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
 		Data: map[string]string{"config.conf": "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n"}}, metav1.CreateOptions{})
 	must(t, err)
@@ -145,7 +153,7 @@ func TestDoctorFindsPlantedProblems(t *testing.T) {
 		fmt.Fprintln(w, "mooring_split_brain_addresses 0")
 	}))
 	defer agent.Close()
-	fs, _ := runDoctor(t, cs, dc, agent.URL)
+	fs, _ := runDoctor(t, cs, dc, c, agent.URL)
 	if p := problems(fs); len(p) != 0 {
 		t.Fatalf("clean cluster: %+v", p)
 	}
@@ -206,7 +214,7 @@ func TestDoctorFindsPlantedProblems(t *testing.T) {
 		fmt.Fprintln(w, "mooring_split_brain_addresses 1")
 	})
 
-	fs, _ = runDoctor(t, cs, dc, agent.URL)
+	fs, _ = runDoctor(t, cs, dc, c, agent.URL)
 	for _, w := range []struct{ check, mention string }{
 		{"pool-subnet", "198.51.100.0-198.51.100.15"},
 		{"stale-local-address", "kube-ipvs0"},

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/migrate"
 )
 
@@ -121,19 +120,6 @@ func isMetalLBWebhook(w *admissionv1.ValidatingWebhookConfiguration, ns string) 
 		}
 	}
 	return false
-}
-
-// announcedBy parses the agents' annotation into address -> node.
-func announcedBy(s *corev1.Service) map[netip.Addr]string {
-	out := map[netip.Addr]string{}
-	for _, e := range strings.Split(s.Annotations[mooringv1.AnnotationAnnouncedBy], ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(e), "=")
-		if a, err := netip.ParseAddr(k); ok && err == nil {
-			node, _, _ := strings.Cut(v, "/")
-			out[a.Unmap()] = node
-		}
-	}
-	return out
 }
 
 func ignoreNotFound(err error) error {

@@ -45,7 +45,7 @@ type Runner struct {
 	// Traffic is the operator's probe; nil skips CheckTraffic.
 	Traffic *Traffic
 	// Reader computes who announces each address the way the agents do
-	// (gather.Announced); nil reads only the announced-by annotation.
+	// (gather.Announced: the agents' L2Announcers); nil: none is known.
 	Reader client.Reader
 	// CheckTimeout bounds how long checks may take to pass after a step.
 	CheckTimeout time.Duration
@@ -308,13 +308,11 @@ func (r *Runner) mooringAnnounces(ctx context.Context) error {
 	var missing []string
 	for k, addrs := range r.Snapshot {
 		ns, name, _ := strings.Cut(k, "/")
-		svc, err := r.CS.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
+		if _, err := r.CS.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return err
 		}
-		by := announcedBy(svc)
 		for _, a := range addrs {
-			if by[a] == "" && owners[a] == "" {
+			if owners[a] == "" {
 				missing = append(missing, fmt.Sprintf("%s (%s)", a, k))
 			}
 		}
