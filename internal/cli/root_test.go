@@ -101,7 +101,7 @@ func TestUsageErrorsPrintedOnce(t *testing.T) {
 	}{
 		{[]string{"nosuchverb"}, []string{`unknown command "nosuchverb"`, "Run 'mooring --help'"}},
 		{[]string{"status", "extra"}, []string{`unknown command "extra" for "mooring status"`, "Run 'mooring status --help'"}},
-		{[]string{"audit", "arp"}, []string{"requires at least 1 arg", "Run 'mooring audit arp --help'"}},
+		{[]string{"audit", "arp"}, []string{"give the addresses to check: mooring audit arp -i IFACE ADDRESS...", "Run 'mooring audit arp --help'"}},
 		// mistakes the commands find themselves (cliutil.UsageError)
 		{[]string{"status", "-o", "xml"}, []string{`-o "xml": use table, wide, json or yaml`, "Run 'mooring status --help'"}},
 		{[]string{"audit", "arp", "10.0.0.1"}, []string{"--interface is required", "Run 'mooring audit arp --help'"}},
@@ -199,4 +199,48 @@ func TestDashDashHint(t *testing.T) {
 		!strings.Contains(b.String(), "Flags meant for the command being run go after `--`: mooring run <host> -- <command>") {
 		t.Errorf("exit %d:\n%s", code, b.String())
 	}
+}
+
+// pflag takes a `quoted` word in a flag's usage as the name of its value,
+// so "record the command: `lab restore` of ..." printed as
+// "--restart-on-restore lab restore". A value name is one word, and a
+// boolean flag has none.
+func TestFlagValueNames(t *testing.T) {
+	for _, c := range allCommands() {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			name, _ := pflag.UnquoteUsage(f)
+			if strings.ContainsAny(name, " \t") || (f.Value.Type() == "bool" && name != "") {
+				t.Errorf("%s --%s: --help shows the value name %q: do not put `backticks` in its usage", c.CommandPath(), f.Name, name)
+			}
+		})
+	}
+}
+
+// A command line that names nothing to do is a usage error (exit 2, with
+// the --help to read), like an unknown flag (found on the new-user walk:
+// `mooring import metallb` exited 1).
+func TestMissingInputIsUsageError(t *testing.T) {
+	for _, argv := range [][]string{
+		{Name, "import", "metallb"},
+		{Name, "import", "cilium", "--from-cluster", "-f", "x.yaml"},
+		{Name, "failover", "--runs", "1"},
+		{Name, "audit", "arp", "-i", "eth0"},
+	} {
+		code, stdout, stderr := runCLI(t, argv...)
+		if code != ExitUsage || stdout != "" || strings.Contains(stderr, "arg(s)") || !strings.Contains(stderr, "Run '"+cmdPath(argv)+" --help'") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", argv, code, stdout, stderr)
+		}
+	}
+}
+
+// cmdPath is the command words of argv, up to the first flag.
+func cmdPath(argv []string) string {
+	var words []string
+	for _, a := range argv {
+		if strings.HasPrefix(a, "-") {
+			break
+		}
+		words = append(words, a)
+	}
+	return strings.Join(words, " ")
 }

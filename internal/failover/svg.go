@@ -105,11 +105,27 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		return float64(svgTop + slices.Index(lanes, key)*svgLane + svgLane/2)
 	}
 
+	// Marker labels, in time order; a label of a marker near the right
+	// edge (a recovery at the end of the run) widens the picture rather
+	// than being cut off.
+	ms := markers(tl)
+	labels := make([]string, len(ms))
+	xs := make([]float64, len(ms))
+	width := svgWidth
+	for i, m := range ms {
+		labels[i] = m.name + " " + at(m.at, tl.Kill)
+		if m.name == "owner change" && r.NewNode != "" {
+			labels[i] = "owner change to " + r.NewNode + " " + at(m.at, tl.Kill)
+		}
+		xs[i] = x(m.at)
+		width = max(width, int(math.Ceil(xs[i]+3+labelWidth(labels[i])+4)))
+	}
+
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p(`<?xml version="1.0" encoding="UTF-8"?>` + "\n")
-	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", svgWidth, height, svgWidth, height)
-	p(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", svgWidth, height)
+	p(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", width, height, width, height)
+	p(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
 	p(`<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", svgLeft, esc(title))
 	p(`<text x="%d" y="38" fill="#444444">%s</text>`+"\n", svgLeft, esc(subtitle(tl)))
 	p(`<text class="owner" x="%d" y="56" fill="#1f77b4">%s</text>`+"\n", svgLeft, esc(ownerLine(r)))
@@ -153,17 +169,7 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		p(`<text class="caption" x="%d" y="%d" fill="#b35900" font-size="11">%s</text>`+"\n", svgRight, axisY+50, esc(caption))
 	}
 
-	// Markers, in time order, labels placed by placeLabels.
-	ms := markers(tl)
-	labels := make([]string, len(ms))
-	xs := make([]float64, len(ms))
-	for i, m := range ms {
-		labels[i] = m.name + " " + at(m.at, tl.Kill)
-		if m.name == "owner change" && r.NewNode != "" {
-			labels[i] = "owner change to " + r.NewNode + " " + at(m.at, tl.Kill)
-		}
-		xs[i] = x(m.at)
-	}
+	// Markers, labels placed by placeLabels.
 	for i, row := range placeLabels(xs, labels) {
 		m, mx := ms[i], xs[i]
 		ly := svgLabelTop + row*svgLabelRow

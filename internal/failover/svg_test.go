@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -162,5 +164,40 @@ func TestPlaceLabels(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// A marker at the right end of the picture (the client's owner change and
+// recovery in the run's last second, as when a stale neighbour entry
+// expires) keeps its whole label: the picture widens instead of cutting
+// "owner change to node-b +8.95s" off at the edge.
+func TestRenderSVGLabelsAtTheEnd(t *testing.T) {
+	in := Observed{
+		Start: ts(0), Kill: ts(3), End: ts(12),
+		Events:  []Event{{Kind: EventKill, At: ts(3)}, {Kind: EventOwnerChange, At: ts(11.95), Detail: "a -> b"}},
+		Results: cat(ticks(0, 3, always(okO)), ticks(3, 11.9, always(ctO)), ticks(11.9, 12, always(okO))),
+	}
+	r := RunResult{Run: 1, Node: "node-a", NewNode: "node-b", Timeline: ComputeTimeline(in), Results: in.Results}
+	var buf bytes.Buffer
+	if err := RenderSVG(&buf, r, "demo/echo"); err != nil {
+		t.Fatal(err)
+	}
+	decodeSVG(t, buf.Bytes())
+	m := regexp.MustCompile(`<svg [^>]*width="(\d+)"`).FindSubmatch(buf.Bytes())
+	if m == nil {
+		t.Fatal("no svg width")
+	}
+	width, _ := strconv.ParseFloat(string(m[1]), 64)
+	labels := regexp.MustCompile(`<text x="([0-9.]+)" y="\d+" fill="[^"]+" font-size="11">([^<]+)</text></g>`).FindAllSubmatch(buf.Bytes(), -1)
+	var owner bool
+	for _, l := range labels {
+		lx, _ := strconv.ParseFloat(string(l[1]), 64)
+		if end := lx + labelWidth(string(l[2])); end > width {
+			t.Errorf("label %q ends at %.0f, beyond the picture's width %.0f", l[2], end, width)
+		}
+		owner = owner || strings.HasPrefix(string(l[2]), "owner change to node-b")
+	}
+	if len(labels) < 3 || !owner {
+		t.Errorf("marker labels %q", labels)
 	}
 }

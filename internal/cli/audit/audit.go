@@ -59,7 +59,12 @@ found as for every command: --kubeconfig, $KUBECONFIG, in-cluster; without
 one, MACs stay bare). See docs/audit.md.`,
 		Example: `  mooring audit arp -i eth0 10.213.0.100 fd00:213::100
   mooring lab exec client -- mooring audit arp -i eth0 10.213.0.100`,
-		Args: cobra.MinimumNArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cliutil.Usagef("give the addresses to check: mooring audit arp -i IFACE ADDRESS...")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if iface == "" {
 				return cliutil.Usagef("--interface is required: the interface on the Service addresses' segment, e.g. --interface eth0")

@@ -101,7 +101,12 @@ killed, and the output says so.`,
   export KUBECONFIG=/run/mooring-lab/kubeconfig
   bin/mooring failover echo --client-netns "$(bin/mooring lab netns client)" \
       --kill-command 'bin/mooring lab kill {node}' --restore-command 'bin/mooring lab restore {node}'`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return cliutil.Usagef("give the name of one Service (SERVICE, its namespace with -n), not %d arguments", len(args))
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return run(cmd.Context(), deps, o, args[0])
 		},

@@ -7,7 +7,6 @@ package importcmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -62,13 +61,13 @@ func newSub(deps *cliutil.Deps, system, short string, imp func([]importer.Input)
 			var err error
 			switch {
 			case o.FromCluster && len(o.Files) > 0:
-				return errors.New("use either --from-cluster or -f, not both")
+				return cliutil.Usagef("use either --from-cluster or -f, not both")
 			case o.FromCluster:
 				inputs, err = fromCluster(cmd.Context(), o, system)
 			case len(o.Files) > 0:
 				inputs, err = ReadFiles(o.Files)
 			default:
-				return errors.New("nothing to import: give -f FILE|DIR (repeatable) or --from-cluster")
+				return cliutil.Usagef("nothing to import: give -f FILE|DIR (repeatable) or --from-cluster")
 			}
 			if err != nil {
 				return err

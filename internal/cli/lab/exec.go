@@ -58,7 +58,7 @@ service of a rebooted machine would; ` + "`lab kill`" + ` kills it like every ot
 			return lab.Exec(path, args[1:])
 		},
 	}
-	cmd.Flags().BoolVar(&restart, "restart-on-restore", false, "record the command: `lab restore` of this node runs it again")
+	cmd.Flags().BoolVar(&restart, "restart-on-restore", false, "record the command: each \"lab restore\" of this node runs it again")
 	// `lab exec node-1 ip -br addr` reads -br as exec's flag: the root
 	// command's usage-error printer says flags of the command go after --.
 	return cmd

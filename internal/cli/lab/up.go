@@ -80,7 +80,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	}
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "number of node namespaces (2 or more)")
-	f.StringVar(&cfg.KubeBin, "kubebin", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-proxy and kubectl (default: $"+lab.EnvKubeBin+", else the current `make kubebin` build under ~/.cache/mooring/kubebin)")
+	f.StringVar(&cfg.KubeBin, "kubebin", "", "folder with etcd, kube-apiserver, kube-controller-manager, kube-proxy and kubectl (default: $"+lab.EnvKubeBin+", else the current \"make kubebin\" build under ~/.cache/mooring/kubebin)")
 	f.StringVar(&cfg.CRDDir, "crds", "", "folder of Mooring's CRD manifests (default: config/crd of the repository)")
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a silent node stays Ready (Kubernetes' default is 50s)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
