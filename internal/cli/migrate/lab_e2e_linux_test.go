@@ -155,12 +155,12 @@ func TestMigrateInLab(t *testing.T) {
 		})
 		return res, err
 	}
-	tr := &cluster.Traffic{URL: r.URL, Interval: 50 * time.Millisecond, Client: &http.Client{Timeout: time.Second,
+	tr := &cluster.Traffic{URL: r.URL, Interval: 50 * time.Millisecond, Client: &http.Client{Timeout: 3 * time.Second,
 		Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
 			err := clientHost.Do(func() error {
 				var err error
-				c, err = (&net.Dialer{Timeout: time.Second}).DialContext(ctx, network, addr)
+				c, err = (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr)
 				return err
 			})
 			return c, err
