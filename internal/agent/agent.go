@@ -244,6 +244,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	}
 	d := a.dirty.take()
 	members, listen, capability, prefixes := a.state.Members(), a.state.Listen(), a.ownCapability(), a.prefixes
+	found := a.nodeFound.Load()
 	changes, err := a.update(ctx, d)
 	if err != nil {
 		// Read again next time; what changed before the error still
@@ -265,7 +266,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	a.pending = append(a.pending, changes...)
 	// What the L2Announcer shows (members, interfaces), moves and losses
 	// are published at once; new addresses may wait.
-	urgent := d.all || d.policies || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
+	urgent := d.all || d.policies || found != a.nodeFound.Load() || !slices.Equal(members, a.state.Members()) || !slices.Equal(listen, a.state.Listen()) ||
 		!reflect.DeepEqual(capability, a.ownCapability()) ||
 		!maps.EqualFunc(prefixes, a.prefixes, slices.Equal[[]string]) ||
 		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })

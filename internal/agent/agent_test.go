@@ -225,6 +225,55 @@ func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 	}
 }
 
+// An agent whose Node does not exist (a wrong --node-name) writes no
+// L2Announcer; once the Node appears, the decision is published at once
+// and the L2Announcer is created owned by the Node, so it goes with it.
+func TestStatusWriterWaitsForItsNode(t *testing.T) {
+	a, c, _, _, owner := fixture(t)
+	ctx := context.Background()
+	if err := c.Delete(ctx, testNode(owner)); err != nil {
+		t.Fatal(err)
+	}
+	w := &statusWriter{reader: c, c: c, rec: a.rec, clock: a.deps.Clock, node: owner, log: a.log, met: a.met, in: a.toStatus,
+		events: a.events, patched: map[string]string{}}
+	sync := func() {
+		t.Helper()
+		if err := a.decide(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d, ok := a.toStatus.get()
+		if !ok {
+			t.Fatal("no decision published")
+		}
+		if err := w.sync(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync()
+	var anns mooringv1.L2AnnouncerList
+	if err := c.List(ctx, &anns); err != nil || len(anns.Items) != 0 {
+		t.Fatalf("L2Announcers without a Node: %+v (%v)", anns.Items, err)
+	}
+	if got := value(a.met.apiWrites.WithLabelValues("announcer", "ok")); got != 0 {
+		t.Fatalf("announcer writes %v without a Node, want 0", got)
+	}
+	node := testNode(owner)
+	node.UID = "uid-" + types.UID(owner)
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	a.dirty.mark(func(c *changed) { c.nodes = true })
+	sync()
+	var ann mooringv1.L2Announcer
+	if err := c.Get(ctx, types.NamespacedName{Name: owner}, &ann); err != nil {
+		t.Fatal(err)
+	}
+	want := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: owner, UID: node.UID, BlockOwnerDeletion: new(bool)}}
+	if !reflect.DeepEqual(ann.OwnerReferences, want) || len(ann.Status.Members) == 0 {
+		t.Fatalf("L2Announcer owners %+v, status %+v", ann.OwnerReferences, ann.Status)
+	}
+}
+
 func TestStaleAndSplitBrainReported(t *testing.T) {
 	a, c, _, _, _ := fixture(t)
 	ctx, cancel := context.WithCancel(context.Background())

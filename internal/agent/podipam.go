@@ -31,6 +31,6 @@ func runPodIPAM(ctx context.Context, cfg *Config, rest *rest.Config) error {
 	return podipamctl.RunNode(ctx, podipamctl.NodeConfig{
 		REST: rest, NodeName: cfg.NodeName, Namespace: p.Namespace, StateDir: p.StateDir, Socket: p.Socket,
 		PreAllocate: p.PreAllocate, Grace: p.Grace, Interval: time.Second, PodRoutes: p.Routes,
-		Log: cfg.Log.With("component", "podipam"),
+		Log: cfg.Log.With("sub", "podipam"),
 	})
 }

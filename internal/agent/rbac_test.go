@@ -116,9 +116,14 @@ func TestAgentCannotTouchServicesOrOtherNodes(t *testing.T) {
 	if err := installAgentRBAC(ctx, cs); err != nil {
 		t.Fatal(err)
 	}
+	var nodeA *corev1.Node
 	for _, n := range []string{"node-a", "node-b"} {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+		node, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if n == "node-a" {
+			nodeA = node
 		}
 	}
 	svc := corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
@@ -154,8 +159,10 @@ func TestAgentCannotTouchServicesOrOtherNodes(t *testing.T) {
 		t.Fatalf("Service status patch by the agent: %v, want Forbidden", err)
 	}
 
-	// Its own node's L2Announcer: create and status update allowed.
-	own := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	// Its own node's L2Announcer, owned by the Node as the agent writes
+	// it: create and status update allowed.
+	own := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: "node-a", OwnerReferences: []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Node", Name: nodeA.Name, UID: nodeA.UID, BlockOwnerDeletion: ptr.To(false)}}}}
 	if err := agentA.Create(ctx, own); err != nil {
 		t.Fatalf("creating its own L2Announcer: %v", err)
 	}

@@ -55,12 +55,13 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	mem, err := membership.New(cfg.membershipConfig(), log.With("component", "membership"), reg)
+	// Parts log under sub=: log already carries component=agent.
+	mem, err := membership.New(cfg.membershipConfig(), log.With("sub", "membership"), reg)
 	if err != nil {
 		return err
 	}
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
-		log.With("component", "responder"), reg)
+		log.With("sub", "responder"), reg)
 	a := New(cfg, Deps{
 		Reader: informers, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
@@ -136,15 +137,22 @@ func (w *statusWriter) syncAnnouncer(ctx context.Context, st mooringv1.L2Announc
 	}
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
+	// Only once this node's Node exists: an agent with a wrong
+	// --node-name must not leave an ownerless L2Announcer behind. The
+	// decision after the Node appears is published at once (decide).
+	var node corev1.Node
+	if err := w.reader.Get(ctx, types.NamespacedName{Name: w.node}, &node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // w.written stays: written once the Node appears
+		}
+		return fmt.Errorf("reading Node %s from the cache: %w", w.node, err)
+	}
 	var obj mooringv1.L2Announcer
 	err := w.c.Get(ctx, types.NamespacedName{Name: w.node}, &obj)
 	if apierrors.IsNotFound(err) {
-		obj = mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: w.node}}
-		var node corev1.Node
-		if w.reader.Get(ctx, types.NamespacedName{Name: w.node}, &node) == nil {
-			// Deleted with its Node: a stale view must not outlive it.
-			obj.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
-		}
+		// Deleted with its Node: a stale view must not outlive it.
+		obj = mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: w.node, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID, BlockOwnerDeletion: ptr.To(false)}}}}
 		err = w.c.Create(ctx, &obj)
 		w.met.write("announcer", err)
 	}

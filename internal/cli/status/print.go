@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -169,7 +170,9 @@ func problems(r Row, now time.Time, wide bool) string {
 }
 
 // message joins the row's messages; the default table cuts it at
-// messageWidth, the wide one adds each problem's message.
+// messageWidth, and shows the first current problem's message (an address
+// nobody announces) when no condition has one. The wide one adds each
+// problem's message.
 func message(r Row, wide bool) string {
 	msgs := r.Messages
 	if wide {
@@ -177,6 +180,8 @@ func message(r Row, wide bool) string {
 		for _, p := range r.Problems {
 			msgs = append(msgs, p.Reason+": "+p.Message)
 		}
+	} else if i := slices.IndexFunc(r.Problems, func(p Problem) bool { return p.Current }); len(msgs) == 0 && i >= 0 {
+		msgs = []string{r.Problems[i].Message}
 	}
 	m := strings.Join(msgs, "; ")
 	if !wide && len([]rune(m)) > messageWidth {

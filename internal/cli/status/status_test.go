@@ -203,6 +203,7 @@ func TestAnnouncedByOnceWhenSame(t *testing.T) {
 func TestCurrentProblems(t *testing.T) {
 	svc := func(name string, ips ...string) corev1.Service {
 		return *lb("demo", name, func(s *corev1.Service) {
+			s.Status.Conditions = []metav1.Condition{{Type: mooringv1.ConditionAddressAssigned, Status: metav1.ConditionTrue, Reason: "Assigned"}}
 			for _, ip := range ips {
 				s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
 			}
@@ -237,6 +238,12 @@ func TestCurrentProblems(t *testing.T) {
 	}
 	if l := lines(out.String()); !strings.Contains(l["b"], "NoEligibleNode (now), NotAnnounced (now)") || !strings.Contains(l["a"], "node-2/eth0+eth1,node-1") {
 		t.Errorf("table:\n%s", out.String())
+	}
+	// MESSAGE says why an address is not announced: the first current
+	// problem's message, cut like the rest.
+	if l := lines(out.String()); !strings.HasSuffix(l["b"], (b.Problems[0].Message)[:messageWidth-3]+"...") ||
+		!strings.HasSuffix(l["a"], "10.0.0.2: no interface matches eth9") {
+		t.Errorf("MESSAGE of unannounced addresses:\n%s", out.String())
 	}
 	// No agent at all: still a reason.
 	rows = Rows([]corev1.Service{svc("d", "10.0.0.9")}, nil, Announced{Known: true}, now, now)
