@@ -3,6 +3,7 @@
 package agent_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -290,10 +292,33 @@ func TestE2EStaleLocalAddressAndSplitBrain(t *testing.T) {
 		return err == nil && v == 1, err2s(err, v)
 	})
 
-	// The fix the event suggests clears the report.
+	// A client that learned the culprit's MAC during the split (planted
+	// after the owner's split-start announcements are over, so only the
+	// announcements at the split's end can correct it).
+	time.Sleep(4 * time.Second)
+	client := c.lab.Client()
+	nl, err := client.NetlinkHandle()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	if err := nl.NeighSet(&netlink.Neigh{LinkIndex: client.IfIndex, IP: vip.AsSlice(), HardwareAddr: culprit.MAC,
+		State: netlink.NUD_STALE}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // past the kernel's locktime (1 s)
+
+	// The fix the event suggests clears the report, and the owner, seeing
+	// the split end, re-announces: the client is pointed back at it. (No
+	// probe from the client before this check: the owner's unicast reply
+	// would correct the entry by itself.)
 	if err := culprit.Sysctl("net.ipv4.conf.all.arp_ignore", "1"); err != nil {
 		t.Fatal(err)
 	}
+	waitFor(t, 10*time.Second, "client's neighbour entry back on the owner's MAC", func() (bool, string) {
+		mac, state, err := client.Neighbor(vip)
+		return err == nil && bytes.Equal(mac, owner.MAC), fmt.Sprintf("%v %s %v", mac, state, err)
+	})
 	c.waitResponders(vip, rank[:1], 5*time.Second)
 	waitFor(t, 10*time.Second, "stale report cleared", func() (bool, string) {
 		v, err := c.scrape(culprit, "mooring_stale_local_addresses")

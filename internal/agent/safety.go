@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -52,6 +53,54 @@ func (a *Agent) staleLoop(ctx context.Context) error {
 		}
 		known = next
 	}
+}
+
+// probeTarget is one announced address on one interface.
+type probeTarget struct {
+	ifindex int
+	addr    netip.Addr
+}
+
+// splitChanges updates split (the targets where another MAC answered in
+// their last probe) from a round that probed batch and found found, forgets
+// targets no longer in local, and returns the probed targets whose state
+// changed: a split that began (clients may have learned the other MAC) or
+// one that ended (clients that learned it are still pointed at it, and
+// nothing but an announcement corrects them).
+func splitChanges(split map[probeTarget]bool, local, batch []announce.Entry, found map[string]conflict) []probeTarget {
+	now := map[probeTarget]bool{}
+	for _, c := range found {
+		now[probeTarget{c.ifindex, c.addr}] = true
+	}
+	var changed []probeTarget
+	for _, e := range batch {
+		t := probeTarget{e.IfIndex, e.Addr}
+		if now[t] != split[t] {
+			changed = append(changed, t)
+		}
+		if now[t] {
+			split[t] = true
+		} else {
+			delete(split, t)
+		}
+	}
+	keep := map[probeTarget]bool{}
+	for _, e := range local {
+		keep[probeTarget{e.IfIndex, e.Addr}] = true
+	}
+	maps.DeleteFunc(split, func(t probeTarget, _ bool) bool { return !keep[t] })
+	return changed
+}
+
+// reannounce asks the responder to send t's gratuitous series again, when
+// it can (internal/responder.Manager.Reannounce).
+func (a *Agent) reannounce(t probeTarget) {
+	r, ok := a.deps.Responder.(interface{ Reannounce(int, netip.Addr) })
+	if !ok {
+		return
+	}
+	a.log.Info("split brain changed: re-announcing", "addr", t.addr, "ifindex", t.ifindex)
+	r.Reannounce(t.ifindex, t.addr)
 }
 
 // checkStale reads the node's addresses and arp_ignore settings and asks
@@ -111,6 +160,7 @@ func (a *Agent) probeLoop(ctx context.Context) error {
 	tick := a.deps.Clock.NewTicker(a.cfg.ProbeInterval)
 	defer tick.Stop()
 	known := map[string]bool{}
+	split := map[probeTarget]bool{}
 	offset := 0
 	for {
 		select {
@@ -121,6 +171,7 @@ func (a *Agent) probeLoop(ctx context.Context) error {
 		res, ok := a.toProbe.get()
 		if !ok || len(res.Local) == 0 {
 			a.met.splitBrain.Set(0)
+			clear(split)
 			continue
 		}
 		batch := rotate(res.Local, offset, maxProbesPerRound)
@@ -136,6 +187,9 @@ func (a *Agent) probeLoop(ctx context.Context) error {
 			}
 		}
 		known = next
+		for _, t := range splitChanges(split, res.Local, batch, found) {
+			a.reannounce(t)
+		}
 	}
 }
 
@@ -153,9 +207,10 @@ func rotate(es []announce.Entry, offset, n int) []announce.Entry {
 }
 
 type conflict struct {
-	addr   netip.Addr
-	ifname string
-	macs   []net.HardwareAddr
+	addr    netip.Addr
+	ifindex int
+	ifname  string
+	macs    []net.HardwareAddr
 }
 
 func (a *Agent) probeRound(ctx context.Context, batch []announce.Entry) map[string]conflict {
@@ -176,7 +231,7 @@ func (a *Agent) probeRound(ctx context.Context, batch []announce.Entry) map[stri
 			if len(macs) == 0 {
 				continue
 			}
-			c := conflict{addr: addr, ifname: names[ifindex], macs: macs}
+			c := conflict{addr: addr, ifindex: ifindex, ifname: names[ifindex], macs: macs}
 			found[c.key()] = c
 		}
 	}

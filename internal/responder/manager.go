@@ -102,6 +102,7 @@ type Manager struct {
 
 	mu      sync.Mutex
 	desired map[int][]netip.Addr
+	again   []announcement // Reannounce requests not yet taken by Run
 	kick    chan struct{}
 	// openErr is the last failure to open a desired interface, nil once
 	// every desired interface is open (Healthy).
@@ -168,6 +169,30 @@ func (m *Manager) Apply(desired map[int][]netip.Addr) {
 	}
 }
 
+// Reannounce sends addr's gratuitous series (the takeover schedule:
+// GratuitousCount rounds from now) again on the interface, if the Manager
+// answers for it there; otherwise the request is dropped. It restarts a
+// series already under way rather than adding a second one. The agent calls
+// it when a split brain begins or ends, so that clients that learned another
+// node's MAC for the address are pointed back here. It never blocks.
+func (m *Manager) Reannounce(ifindex int, addr netip.Addr) {
+	m.mu.Lock()
+	m.again = append(m.again, announcement{ifindex: ifindex, addr: addr.Unmap().WithZone("")})
+	m.mu.Unlock()
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Manager) takeAgain() []announcement {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := m.again
+	m.again = nil
+	return out
+}
+
 func (m *Manager) snapshot() map[int][]netip.Addr {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -191,6 +216,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			return nil
 		case <-m.kick:
 			s.reconcile(m.snapshot())
+			s.again(m.takeAgain())
 		case <-timer:
 			if s.retryDue() {
 				s.reconcile(m.snapshot())
@@ -285,6 +311,26 @@ func (s *runState) reconcile(table map[int][]netip.Addr) {
 		}
 	}
 	m.met.interfaces.Set(float64(len(s.links)))
+	s.sendDue()
+}
+
+// again (re)starts the gratuitous series of each requested address that a
+// link owns, replacing a series already pending for it.
+func (s *runState) again(reqs []announcement) {
+	if len(reqs) == 0 {
+		return
+	}
+	now := s.m.cfg.Clock.Now()
+	for _, r := range reqs {
+		if l, ok := s.links[r.ifindex]; !ok || !l.owns(r.addr) {
+			continue
+		}
+		s.pending = slices.DeleteFunc(s.pending, func(a announcement) bool {
+			return a.ifindex == r.ifindex && a.addr == r.addr
+		})
+		r.left, r.due, r.gap = s.m.cfg.GratuitousCount, now, s.m.cfg.GratuitousInterval
+		s.pending = append(s.pending, r)
+	}
 	s.sendDue()
 }
 

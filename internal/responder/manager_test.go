@@ -347,3 +347,20 @@ func TestManagerEmptyTableClosesInterface(t *testing.T) {
 	h.m.Apply(map[int][]netip.Addr{1: {}})
 	eventually(t, "eth1 closed", func() bool { return conn(l.ARP).isClosed() })
 }
+
+func TestManagerReannounce(t *testing.T) {
+	h := startManager(t, 0)
+	h.m.Apply(map[int][]netip.Addr{1: {vip4}})
+	eventually(t, "link open", func() bool { return h.net.link(1) != nil })
+	arpc := conn(h.net.link(1).ARP)
+	eventually(t, "takeover round", func() bool { return len(arpc.written()) == 2 })
+	// An owned address gets a new round at once; one not owned gets none.
+	h.m.Reannounce(1, vip4)
+	eventually(t, "re-announce round", func() bool { return len(arpc.written()) == 4 })
+	h.m.Reannounce(1, client4)
+	h.m.Reannounce(7, vip4)
+	time.Sleep(20 * time.Millisecond)
+	if n := len(arpc.written()); n != 4 {
+		t.Errorf("%d ARP frames after re-announcing unowned addresses, want 4", n)
+	}
+}
