@@ -1,24 +1,17 @@
 package probe_test
 
 import (
-	"context"
 	"io"
 	"log/slog"
-	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/mooringlb/mooring/internal/cli"
 	"github.com/mooringlb/mooring/internal/lab"
-	"github.com/mooringlb/mooring/internal/netlab"
+	"github.com/mooringlb/mooring/internal/lab/labtest"
 	"github.com/mooringlb/mooring/internal/probe"
 )
 
@@ -26,56 +19,14 @@ import (
 // the lab (kubelet stand-in, echo pods).
 const envSelf = "MOORING_PROBE_TEST_SELF"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(envSelf) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { labtest.Main(m, envSelf) }
 
 // TestProbeInLab: in the real lab (kubelet stand-in, real pod network
 // namespaces and routes), fresh pods reach each other well under a second;
 // with the slow-new-pods fault on node-2, the probe reports the injected
 // delay and fails.
 func TestProbeInLab(t *testing.T) {
-	netlab.RequirePrivileges(t)
-	kubebin, crds := lab.FindKubeBin(), lab.FindCRDDir("")
-	_, nftErr := exec.LookPath("nft")
-	if kubebin == "" || crds == "" || nftErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
-		}
-		t.Skipf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	cfg := lab.Config{
-		Nodes: 2, StateDir: filepath.Join(t.TempDir(), "lab"), KubeBin: kubebin, CRDDir: crds,
-		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: false,
-		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute, Log: log,
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	readyc := make(chan *lab.Ready, 1)
-	errc := make(chan error, 1)
-	go func() { errc <- lab.Run(ctx, cfg, func(r *lab.Ready) { readyc <- r }) }()
-	defer func() {
-		cancel()
-		<-errc
-	}()
-	var r *lab.Ready
-	select {
-	case r = <-readyc:
-	case err := <-errc:
-		t.Fatalf("lab.Run returned before ready: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("lab not ready after 3 minutes")
-	}
+	ctx, r := labtest.Start(t, envSelf, labtest.Options{LogLevel: slog.LevelInfo})
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)

@@ -8,11 +8,8 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,24 +22,22 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/arpprobe"
-	"github.com/mooringlb/mooring/internal/cli"
 	"github.com/mooringlb/mooring/internal/cli/migrate"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
+	"github.com/mooringlb/mooring/internal/lab/labtest"
 	"github.com/mooringlb/mooring/internal/migrate/cluster"
-	"github.com/mooringlb/mooring/internal/netlab"
 )
 
 const envSelf = "MOORING_MIGRATE_TEST_SELF"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(envSelf) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-		stop()
-		os.Exit(code)
+func TestMain(m *testing.M) { labtest.Main(m, envSelf) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
-	os.Exit(m.Run())
 }
 
 // TestMigrateInLab walks the whole migration in the real lab, with
@@ -52,47 +47,8 @@ func TestMain(m *testing.M) {
 // LoadBalancer address every 50 ms and ARP/NDP responders counted from the
 // client's eth0 at every step: no request fails, the address never
 // changes, one responder per address, MetalLB's objects are gone.
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestMigrateInLab(t *testing.T) {
-	netlab.RequirePrivileges(t)
-	kubebin, crds := lab.FindKubeBin(), lab.FindCRDDir("")
-	_, nftErr := exec.LookPath("nft")
-	if kubebin == "" || crds == "" || nftErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
-		}
-		t.Skipf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
-	}
-	self, err := os.Executable()
-	must(t, err)
-	cfg := lab.Config{
-		Nodes: 2, StateDir: filepath.Join(t.TempDir(), "lab"), KubeBin: kubebin, CRDDir: crds,
-		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: true,
-		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute,
-		Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	readyc := make(chan *lab.Ready, 1)
-	errc := make(chan error, 1)
-	go func() { errc <- lab.Run(ctx, cfg, func(r *lab.Ready) { readyc <- r }) }()
-	defer func() {
-		cancel()
-		<-errc
-	}()
-	var r *lab.Ready
-	select {
-	case r = <-readyc:
-	case err := <-errc:
-		t.Fatalf("lab.Run returned before ready: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("lab not ready after 3 minutes")
-	}
+	ctx, r := labtest.Start(t, envSelf, labtest.Options{Mooring: true, LogLevel: slog.LevelWarn})
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
 	must(t, err)
 	cs, err := kubernetes.NewForConfig(rc)

@@ -1,15 +1,10 @@
 package gather_test
 
 import (
-	"context"
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
-	"os/signal"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,25 +17,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/cli"
 	"github.com/mooringlb/mooring/internal/doctor"
 	"github.com/mooringlb/mooring/internal/doctor/gather"
 	"github.com/mooringlb/mooring/internal/kube"
-	"github.com/mooringlb/mooring/internal/lab"
-	"github.com/mooringlb/mooring/internal/netlab"
+	"github.com/mooringlb/mooring/internal/lab/labtest"
 )
 
 const envSelf = "MOORING_DOCTOR_TEST_SELF"
 
-func TestMain(m *testing.M) {
-	if os.Getenv(envSelf) == "1" {
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		code := cli.Run(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
-		stop()
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { labtest.Main(m, envSelf) }
 
 // TestDoctorInLab: the real lab with Mooring's controller and agents is
 // clean to doctor; a pool off the nodes' segment and a stale local copy of
@@ -48,41 +33,7 @@ func TestMain(m *testing.M) {
 // kube-ipvs0 would be) are each found, the latter from the real agent's
 // report.
 func TestDoctorInLab(t *testing.T) {
-	netlab.RequirePrivileges(t)
-	kubebin, crds := lab.FindKubeBin(), lab.FindCRDDir("")
-	_, nftErr := exec.LookPath("nft")
-	if kubebin == "" || crds == "" || nftErr != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
-		}
-		t.Skipf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := lab.Config{
-		Nodes: 2, StateDir: filepath.Join(t.TempDir(), "lab"), KubeBin: kubebin, CRDDir: crds,
-		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: true,
-		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute,
-		Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn})),
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	readyc := make(chan *lab.Ready, 1)
-	errc := make(chan error, 1)
-	go func() { errc <- lab.Run(ctx, cfg, func(r *lab.Ready) { readyc <- r }) }()
-	defer func() {
-		cancel()
-		<-errc
-	}()
-	var r *lab.Ready
-	select {
-	case r = <-readyc:
-	case err := <-errc:
-		t.Fatalf("lab.Run returned before ready: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("lab not ready after 3 minutes")
-	}
+	ctx, r := labtest.Start(t, envSelf, labtest.Options{Mooring: true, LogLevel: slog.LevelWarn})
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
 	must(t, err)
 	cs, err := kubernetes.NewForConfig(rc)

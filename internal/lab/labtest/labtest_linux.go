@@ -1,0 +1,87 @@
+// Package labtest starts the one-machine lab for other packages'
+// end-to-end tests: one copy of the prerequisite checks (skip locally, fail
+// under CI=true), the configuration, the wait for ready and the teardown.
+// It is imported by tests only.
+package labtest
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mooringlb/mooring/internal/cli"
+	"github.com/mooringlb/mooring/internal/lab"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// Main is a test binary's TestMain: with envSelf=1 in its environment the
+// binary is the mooring executable the lab starts (kubelet stand-in,
+// controller, agents, echo pods); otherwise it runs the tests.
+func Main(m *testing.M, envSelf string) {
+	if os.Getenv(envSelf) == "1" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		code := cli.Run(ctx, os.Args[1:], cli.Streams{In: os.Stdin, Out: os.Stdout, Err: os.Stderr})
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// Options choose the lab a test gets.
+type Options struct {
+	Nodes    int        // 2 when 0
+	Mooring  bool       // run Mooring's controller and agents
+	LogLevel slog.Level // the lab's own log, to the test's output
+}
+
+// Start runs a lab until the test ends and returns it once ready, with a
+// context that ends when the lab is torn down. The test binary must call
+// Main from TestMain with the same envSelf.
+func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready) {
+	t.Helper()
+	netlab.RequirePrivileges(t)
+	kubebin, crds := lab.FindKubeBin(), lab.FindCRDDir("")
+	_, nftErr := exec.LookPath("nft")
+	if kubebin == "" || crds == "" || nftErr != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
+		}
+		t.Skipf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 2
+	}
+	cfg := lab.Config{
+		Nodes: o.Nodes, StateDir: filepath.Join(t.TempDir(), "lab"), KubeBin: kubebin, CRDDir: crds,
+		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: o.Mooring,
+		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute,
+		Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: o.LogLevel})),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	readyc := make(chan *lab.Ready, 1)
+	errc := make(chan error, 1)
+	go func() { errc <- lab.Run(ctx, cfg, func(r *lab.Ready) { readyc <- r }) }()
+	t.Cleanup(func() {
+		cancel()
+		<-errc
+	})
+	select {
+	case r := <-readyc:
+		return ctx, r
+	case err := <-errc:
+		t.Fatalf("lab.Run returned before ready: %v", err)
+	case <-time.After(3 * time.Minute):
+		t.Fatal("lab not ready after 3 minutes")
+	}
+	return nil, nil
+}
