@@ -10,10 +10,11 @@
 //
 // Nothing on the way from a membership change to responder.Apply touches the
 // API server, so failover works while it is unreachable. The election writes
-// nothing: the agent writes only when something moved (the new owner patches
-// the Service's mooring.dev/announced-by annotation once and records an
-// Event) and when a policy's validity changes (only the status writer chosen
-// by the core writes policy status, so agents never race on it).
+// nothing: the agent never writes a Service; it updates its own node's
+// L2Announcer only when its view changes (members, interfaces, problems),
+// records an Event for a move or a problem, and writes policy status when a
+// policy's validity changes (only the status writer chosen by the core does,
+// so agents never race on it).
 //
 // Safety checks: a stale local copy of an announced address that this
 // node's kernel would answer ARP for by itself (the kube-ipvs0 trap), and a

@@ -11,8 +11,8 @@ import (
 // nodes answer ARP but not gossip: the kernel check keeps them for
 // AgentLossTimeout, after which membership reports them Unreachable. Were
 // each group then to announce everything it sees as its own, every address
-// would have a responder on every side, and the sides would rewrite the
-// announced-by annotation against each other.
+// would have a responder on every side, each recording moves against the
+// other.
 //
 // So a group that cannot prove it is the majority defers: it takes the
 // unreachable nodes as the members (its own nodes excluded), which is
