@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -42,6 +43,9 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	down   context.CancelFunc
 	objErr <-chan error // the result of installMooring; nil once received
+
+	// chart waits for the rendered chart (--install=chart).
+	chart func() ([]*unstructured.Unstructured, error)
 }
 
 // proc is a process the lab started and watches.
@@ -213,6 +217,12 @@ func (c *Cluster) publishState() error {
 // bringUp starts the processes in dependency order and waits until the demo
 // Service answers.
 func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
+	if c.cfg.Install == InstallChart {
+		c.chart = c.renderChart(ctx)
+		if err := c.routeControlPlane(); err != nil {
+			return nil, err
+		}
+	}
 	for _, comp := range []component{etcdComponent(&c.cfg, c.paths), apiserverComponent(&c.cfg, c.paths, c.pki, c.cp.Addr4)} {
 		if err := c.startComponent(comp); err != nil {
 			return nil, err
@@ -231,7 +241,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		return nil, err
 	}
 	c.progress("apiserver ready")
-	if c.cfg.Mooring {
+	if c.cfg.mooringProcesses() {
 		// The controller and the agents watch Mooring's resources from the
 		// start, so they wait for the CRDs (usually in before /readyz). The
 		// controller starts first: it has the longest way to go (leader
@@ -261,7 +271,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	}
 	for _, n := range c.nodes {
 		comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
-		if c.cfg.Mooring {
+		if c.cfg.mooringProcesses() {
 			comps = append(comps, agentComponent(&c.cfg, c.paths, n))
 		}
 		for _, comp := range comps {
@@ -305,6 +315,11 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	close(crdsUp)
 	if !c.cfg.Mooring {
 		return nil
+	}
+	if c.cfg.Install == InstallChart {
+		if err := c.installChart(ctx); err != nil {
+			return err
+		}
 	}
 	if err := createMooringObjects(ctx, c.dyn); err != nil {
 		return err

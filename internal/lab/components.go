@@ -112,7 +112,7 @@ func kcmComponent(c *Config, p paths) component {
 		Path: filepath.Join(c.KubeBin, "kube-controller-manager"),
 		Args: []string{
 			"--kubeconfig=" + p.ClusterKubecfg,
-			"--controllers=endpointslice-controller,node-lifecycle-controller",
+			"--controllers=" + kcmControllers(c),
 			"--leader-elect=false",
 			"--use-service-account-credentials=false",
 			"--secure-port=0",
@@ -152,7 +152,7 @@ func kubeletComponent(c *Config, p paths, n nodeSpec) component {
 	return component{
 		Name: "kubelet/" + n.Name, Host: n.Name,
 		Path: c.Self,
-		Args: []string{
+		Args: append([]string{
 			"lab", "kubelet",
 			"--kubeconfig=" + p.ClusterKubecfg,
 			"--node-name=" + n.Name,
@@ -160,7 +160,7 @@ func kubeletComponent(c *Config, p paths, n nodeSpec) component {
 			"--pod-cidrs=" + joinPrefixes(n.PodCIDRs),
 			"--log-dir=" + p.Logs,
 			"--node-labels=" + joinLabels(n.Labels),
-		},
+		}, chartKubeletArgs(c, p)...),
 		Env: c.SelfEnv,
 	}
 }

@@ -43,7 +43,8 @@ Ctrl-C, SIGTERM or ` + "`mooring lab down`" + ` removes everything it made (proc
 the state dir), also when its output has gone away (e.g. ` + "`make demo | tee log`" + ` interrupted).`,
 		Example: `  sudo bin/mooring lab up
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
-  sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation`,
+  sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
+  sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
@@ -63,6 +64,14 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 			}
 			if cfg.CRDDir == "" {
 				cfg.CRDDir = lab.FindCRDDir(self)
+			}
+			if cfg.Install == lab.InstallChart {
+				if cfg.Helm == "" {
+					cfg.Helm = lab.FindHelm()
+				}
+				if cfg.ChartDir == "" {
+					cfg.ChartDir = lab.FindChartDir(self)
+				}
 			}
 			var flt lab.Fault
 			if fault != "" {
@@ -86,6 +95,9 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
 	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
+	f.StringVar(&cfg.Install, "install", "", "how Mooring is installed: \"\" runs the controller and agents as lab processes; \"chart\" renders charts/mooring with helm, applies it, and the nodes run its pods with this binary")
+	f.StringVar(&cfg.Helm, "helm", "", "helm binary for --install=chart (default: $"+lab.EnvHelm+"/helm, else the current \"make helm\" build, else helm on $PATH)")
+	f.StringVar(&cfg.ChartDir, "chart", "", "the chart for --install=chart (default: charts/mooring of the repository)")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }

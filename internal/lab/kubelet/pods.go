@@ -115,7 +115,7 @@ func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key st
 	if err != nil {
 		return err
 	}
-	if ok, why := runnable(obj); !ok {
+	if ok, why := k.runnable(obj); !ok {
 		k.leaveAlone(ctx, obj, why)
 		return nil
 	}
@@ -166,6 +166,9 @@ func (k *kubelet) leaveAlone(ctx context.Context, obj *corev1.Pod, why string) {
 // start runs the pod's echo process, wires its network and waits until it
 // accepts connections.
 func (k *kubelet) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
+	if k.isMooringPod(obj) {
+		return k.startMooring(ctx, obj)
+	}
 	key := obj.Namespace + "/" + obj.Name
 	k.mu.Lock()
 	k.next++
