@@ -2,8 +2,10 @@
 // namespace that registers the Node, keeps its Lease and Ready status fresh,
 // and runs the pods bound to it whose image is Image as `mooring lab echo`
 // processes, each in a network namespace of its own joined to the node by a
-// veth pair. Other pods bound to it (hostNetwork, other images) it leaves
-// alone.
+// veth pair. With --mooring-image it also runs the pods of Mooring's image
+// (the lab's chart install) with the lab's mooring binary: see
+// startMooring. Other pods bound to it (hostNetwork, other images) it
+// leaves alone.
 //
 // It plays only the parts of a kubelet that Mooring's experiments observe:
 // heartbeats (so node-lifecycle notices a dead node), pod IPs and readiness
