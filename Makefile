@@ -57,6 +57,15 @@ demo: deps build
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
 	hack/demo.sh
 
+# demo-chart is the demo with Mooring installed from its Helm chart (`lab up
+# --install=chart`: the lab's nodes run the chart's pods); it builds helm
+# first (cached; ~15 min cold). Not the default: see docs/lab.md.
+.PHONY: demo-chart
+demo-chart: deps build
+	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
+	MOORING_HELM=$$(hack/helm/build.sh | tail -n 1); export MOORING_HELM; \
+	hack/demo.sh --install=chart
+
 bench:
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -316,12 +316,15 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	if !c.cfg.Mooring {
 		return nil
 	}
+	// The chart goes in beside the demo objects (each costs the apiserver
+	// a first write of its kinds).
+	chartErr := make(chan error, 1)
 	if c.cfg.Install == InstallChart {
-		if err := c.installChart(ctx); err != nil {
-			return err
-		}
+		go func() { chartErr <- c.installChart(ctx) }()
+	} else {
+		chartErr <- nil
 	}
-	if err := createMooringObjects(ctx, c.dyn); err != nil {
+	if err := errors.Join(createMooringObjects(ctx, c.dyn), <-chartErr); err != nil {
 		return err
 	}
 	c.progress("demo pool and L2 policy created")
