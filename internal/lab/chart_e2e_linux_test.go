@@ -35,7 +35,8 @@ const podIPAMProbe = "pod IPAM off: this agent may not read the recorded mode"
 // readiness probes). The demo Service then answers from the client, a hard
 // failover of the announcing node works as in the default lab, and the
 // pods' logs hold no authorization failure: the chart's RBAC (and its
-// own-node admission policy) is all they need.
+// own-node admission policy) is all they need. Nothing of it outlives the
+// lab.
 func TestLabChartInstall(t *testing.T) {
 	kubebin, crds := requireLab(t)
 	helm, chart := lab.FindHelm(), lab.FindChartDir("")
@@ -78,15 +79,11 @@ func TestLabChartInstall(t *testing.T) {
 		t.Fatal("lab not ready after 2 minutes")
 	}
 	t.Logf("lab (chart) ready in %v; Service %+v", r.Elapsed.Round(time.Millisecond), r.Service)
+	stopped := false
 	defer func() {
-		cancel()
-		select {
-		case err := <-errc:
-			if err != nil {
-				t.Errorf("lab.Run: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("lab did not stop within 30s")
+		if !stopped {
+			cancel()
+			<-errc
 		}
 	}()
 	rc, err := kube.RESTConfig(r.Kubeconfig, 20, 40)
@@ -103,6 +100,19 @@ func TestLabChartInstall(t *testing.T) {
 	t.Run("failover", func(t *testing.T) { checkFailover(t, r, fs, &restarted) })
 	t.Run("chart pods after failover", func(t *testing.T) { checkChartPods(t, cs) })
 	t.Run("no forbidden", func(t *testing.T) { checkNoForbidden(t, filepath.Join(dir, "logs")) })
+
+	// The pods' supervisors and containers go with the lab.
+	cancel()
+	select {
+	case err := <-errc:
+		stopped = true
+		if err != nil {
+			t.Errorf("lab.Run: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("lab did not stop within 30s")
+	}
+	checkNothingLeft(t, dir)
 }
 
 // checkChartPods: every pod of the chart is Running and Ready within a

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -78,8 +77,9 @@ func PodRun(ctx context.Context, cfg PodRunConfig) error {
 	}
 }
 
-// runContainer runs the container once; SIGTERM to the supervisor goes to
-// it (graceful termination), and the supervisor's end kills it.
+// runContainer runs the container once. When ctx ends (the supervisor got
+// SIGTERM) the container gets SIGTERM and 30 s; the supervisor's death
+// kills it (Pdeathsig).
 func runContainer(ctx context.Context, cfg PodRunConfig) error {
 	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
 	cmd.Env = os.Environ()
@@ -94,9 +94,6 @@ func runContainer(ctx context.Context, cfg PodRunConfig) error {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	term := make(chan os.Signal, 1)
-	signal.Notify(term, syscall.SIGTERM)
-	defer signal.Stop(term)
 	select {
 	case err := <-done:
 		return err
