@@ -99,6 +99,7 @@ func TestLabChartInstall(t *testing.T) {
 	restarted := 0
 	t.Run("failover", func(t *testing.T) { checkFailover(t, r, fs, &restarted) })
 	t.Run("chart pods after failover", func(t *testing.T) { checkChartPods(t, cs) })
+	t.Run("deleted agent stops gracefully", func(t *testing.T) { checkGracefulDelete(t, cs, filepath.Join(dir, "logs")) })
 	t.Run("no forbidden", func(t *testing.T) { checkNoForbidden(t, filepath.Join(dir, "logs")) })
 
 	// The pods' supervisors and containers go with the lab.
@@ -217,4 +218,36 @@ func checkNoForbidden(t *testing.T, logs string) {
 			}
 		}
 	}
+}
+
+// checkGracefulDelete deletes node-3's agent pod: the stand-in sends it
+// SIGTERM, so it leaves gossip ("gossip stopped") before it goes, and the
+// DaemonSet's new pod runs Ready.
+func checkGracefulDelete(t *testing.T, cs kubernetes.Interface, logs string) {
+	ctx := context.Background()
+	list, err := cs.CoreV1().Pods(lab.ChartNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/component=agent", FieldSelector: "spec.nodeName=node-3"})
+	if err != nil || len(list.Items) != 1 {
+		t.Fatalf("node-3's agent pods: %d (%v), want 1", len(list.Items), err)
+	}
+	old := list.Items[0].Name
+	if err := cs.CoreV1().Pods(lab.ChartNamespace).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		_, err := cs.CoreV1().Pods(lab.ChartNamespace).Get(ctx, old, metav1.GetOptions{})
+		if err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent pod %s not gone a minute after its deletion", old)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	b, err := os.ReadFile(filepath.Join(logs, "pod-"+lab.ChartNamespace+"-"+old+".log"))
+	if err != nil || !strings.Contains(string(b), "gossip stopped") {
+		t.Errorf("the deleted agent %s did not stop gracefully (no \"gossip stopped\" in its log; %v)", old, err)
+	}
+	checkChartPods(t, cs)
 }

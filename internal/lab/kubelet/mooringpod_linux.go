@@ -28,6 +28,7 @@ import (
 // and restarts the container when it exits, as restartPolicy Always does;
 // the readiness probe drives the pod's Ready condition.
 //
+// A deleted pod gets SIGTERM and its termination grace period (terminate).
 // Not modelled: runAsUser/capabilities/readOnlyRootFilesystem (the binary
 // runs as the kubelet's user), liveness probes, restart counts in the status.
 func (k *kubelet) startMooring(ctx context.Context, obj *corev1.Pod) (*pod, error) {
@@ -95,6 +96,10 @@ func (k *kubelet) startMooring(ctx context.Context, obj *corev1.Pod) (*pod, erro
 		return nil, err
 	}
 	p.ready = c.ReadinessProbe == nil
+	p.grace = 30 * time.Second // Kubernetes' default terminationGracePeriodSeconds
+	if g := obj.Spec.TerminationGracePeriodSeconds; g != nil {
+		p.grace = time.Duration(*g) * time.Second
+	}
 	k.mu.Lock()
 	k.pods[key] = p
 	k.mu.Unlock()
@@ -130,6 +135,23 @@ func (k *kubelet) startMooring(ctx context.Context, obj *corev1.Pod) (*pod, erro
 		}
 	}()
 	return p, nil
+}
+
+// terminate stops a pod gracefully, as the kubelet does on deletion:
+// SIGTERM to its supervisor (which passes it to the container: the agent
+// leaves gossip at once), then up to its grace period for it to exit.
+func terminate(p *pod) {
+	if p.grace <= 0 || p.proc.cmd == nil || p.proc.cmd.Process == nil {
+		return
+	}
+	p.proc.stopping.Store(true)
+	if err := p.proc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return
+	}
+	select {
+	case <-p.proc.done:
+	case <-time.After(p.grace):
+	}
 }
 
 // nodeAllocatable is what limits-less resourceFieldRefs report: the

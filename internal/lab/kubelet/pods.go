@@ -54,7 +54,8 @@ type pod struct {
 	started metav1.Time
 	proc    *podProcess
 	ready   bool
-	failed  string // set when the process exited on its own
+	failed  string        // set when the process exited on its own
+	grace   time.Duration // >0: stop with SIGTERM first, SIGKILL after this (Mooring's pods)
 }
 
 // runPods watches the pods bound to this node and converges each to
@@ -225,6 +226,7 @@ func (k *kubelet) stop(key string) {
 	if p == nil {
 		return
 	}
+	terminate(p)
 	p.proc.kill()
 	unwirePod(p)
 	k.log.Info("pod stopped", "pod", key)
