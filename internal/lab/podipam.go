@@ -1,7 +1,6 @@
 package lab
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -9,12 +8,7 @@ import (
 	"strconv"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/podipamctl"
@@ -84,11 +78,11 @@ func (c *Config) validatePodIPAM() error {
 		return fmt.Errorf("lab: --pod-ipam=%s needs Mooring's agents (drop --no-mooring)", c.PodIPAM)
 	}
 	for _, b := range cniBinaries {
-		if !isExecutable(filepath.Join(c.CNIPlugins, b)) {
+		if !isExecFile(filepath.Join(c.CNIPlugins, b)) {
 			return fmt.Errorf("lab: CNI plugin %s not found in %q: run hack/cniplugins/build.sh and pass its last line as --cni-plugins (or set %s)", b, c.CNIPlugins, EnvCNIPlugins)
 		}
 	}
-	if !isExecutable(c.IPAMPlugin) {
+	if !isExecFile(c.IPAMPlugin) {
 		return fmt.Errorf("lab: mooring-ipam not found at %q: run `make build` (it builds bin/mooring-ipam) or pass --ipam-plugin", c.IPAMPlugin)
 	}
 	return nil
@@ -123,7 +117,7 @@ func FindCNIPlugins() string {
 // (`make build` puts both in bin/), else bin/mooring-ipam of the
 // repository; "" when neither exists.
 func FindIPAMPlugin(self string) string {
-	if p := filepath.Join(filepath.Dir(self), "mooring-ipam"); isExecutable(p) {
+	if p := filepath.Join(filepath.Dir(self), "mooring-ipam"); isExecFile(p) {
 		return p
 	}
 	if d := findInRepo(self, filepath.Join("bin", "mooring-ipam")); d != "" {
@@ -160,38 +154,6 @@ func conflist(network, socket string) string {
 		main = `{"type":"ptp","ipam":` + ipam + `}`
 	}
 	return `{"cniVersion":"1.1.0","name":"` + PodNetworkName + `","plugins":[` + main + `,{"type":"mooring-ipam","socket":` + sock + `}]}` + "\n"
-}
-
-// writeCNI links the plugins into the lab's CNI bin folder and writes
-// every node's conflist.
-func (c *Cluster) writeCNI() error {
-	bin := c.paths.cniBin()
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return err
-	}
-	links := map[string]string{"mooring-ipam": c.cfg.IPAMPlugin}
-	for _, b := range cniBinaries {
-		links[b] = filepath.Join(c.cfg.CNIPlugins, b)
-	}
-	for name, target := range links {
-		abs, err := filepath.Abs(target)
-		if err != nil {
-			return err
-		}
-		if err := os.Symlink(abs, filepath.Join(bin, name)); err != nil {
-			return fmt.Errorf("lab: CNI plugin %s: %w", name, err)
-		}
-	}
-	for _, n := range c.nodes {
-		cp := c.paths.cni(n.Name)
-		if err := os.MkdirAll(filepath.Dir(cp.ConfList), 0o755); err != nil {
-			return err
-		}
-		if err := os.WriteFile(cp.ConfList, []byte(conflist(c.cfg.PodNetwork, cp.Socket)), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // podIPAMControllerArgs are the controller's flags for the mode.
@@ -238,36 +200,6 @@ func podIPAMAgentArgs(c *Config, p paths, node string) []string {
 	return []string{"--pod-ipam-socket=" + cp.Socket, "--pod-ipam-state-dir=" + cp.IPAMState, "--pod-routes=direct"}
 }
 
-// prepareMooringNamespace creates the namespace where the controller
-// records the pod IPAM mode: it refuses to start without it.
-func (c *Cluster) prepareMooringNamespace(ctx context.Context) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mooringNamespace}}
-	_, err := c.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("lab: creating namespace %s: %w", mooringNamespace, err)
-	}
-	return nil
-}
-
-// waitModeRecorded waits until the controller has recorded the pod IPAM
-// mode: an agent that starts before the record reads "off" and serves no
-// pod addresses until it is restarted.
-func (c *Cluster) waitModeRecorded(ctx context.Context) error {
-	err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
-		if c.exited("mooring-controller") {
-			return false, fmt.Errorf("lab: the Mooring controller exited before recording pod IPAM mode %s (see %s)",
-				c.cfg.PodIPAM, filepath.Join(c.paths.Logs, logName("mooring-controller")))
-		}
-		_, err := c.cs.CoreV1().ConfigMaps(mooringNamespace).Get(ctx, podipamctl.ModeConfigMap, metav1.GetOptions{})
-		return err == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("lab: waiting for the pod IPAM mode record: %w", err)
-	}
-	c.progress("pod IPAM mode recorded")
-	return nil
-}
-
 var podIPPoolGVR = mooringv1.GroupVersion.WithResource("podippools")
 
 // DefaultPodIPPool is the multi-pool lab's pool "default": the same CIDRs
@@ -283,19 +215,6 @@ func DefaultPodIPPool() *mooringv1.PodIPPool {
 	}
 }
 
-// createPodIPPool creates pool through the dynamic client.
-func createPodIPPool(ctx context.Context, dyn dynamic.Interface, pool *mooringv1.PodIPPool) error {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
-	if err != nil {
-		return err
-	}
-	_, err = dyn.Resource(podIPPoolGVR).Create(ctx, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("lab: creating PodIPPool %s: %w", pool.Name, err)
-	}
-	return nil
-}
-
 // kcmControllers are the kube-controller-manager controllers the lab
 // runs: node IPAM too in the kubernetes mode.
 func kcmControllers(c *Config) string {
@@ -304,4 +223,9 @@ func kcmControllers(c *Config) string {
 		s += ",node-ipam-controller"
 	}
 	return s
+}
+
+func isExecFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }
