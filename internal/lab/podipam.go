@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,7 +16,7 @@ import (
 )
 
 // Pod IPAM in the lab (`lab up --pod-ipam=MODE`): the kubelet stand-in
-// sets up every pod through libcni with the reference bridge (or ptp) and
+// sets up every pod through libcni with the reference ptp (or bridge) and
 // loopback plugins and mooring-ipam, the agents allocate from the blocks
 // of the mode and route other nodes' blocks (--pod-routes=direct), and the
 // lab installs no pod route of its own. Without it (the default) the
@@ -30,7 +31,10 @@ const (
 	PodIPAMMultiPool   = string(podipamctl.ModeMultiPool)
 )
 
-// Pod networks (the main CNI plugin) of the lab.
+// Pod networks (the main CNI plugin) of the lab. ptp, the default, routes
+// each pod's /32 and /128 through its own veth, so a node may hold any
+// number of blocks; bridge puts every pod on one bridge holding the block's
+// gateway, which the reference plugin allows once per IPv4 family.
 const (
 	PodNetworkBridge = "bridge"
 	PodNetworkPTP    = "ptp"
@@ -70,9 +74,15 @@ func (c *Config) validatePodIPAM() error {
 		return fmt.Errorf("lab: --pod-ipam %q: use off, kubernetes, cluster-pool or multi-pool", c.PodIPAM)
 	}
 	switch c.PodNetwork {
-	case "", PodNetworkBridge, PodNetworkPTP:
+	case "", PodNetworkPTP:
+	case PodNetworkBridge:
+		if c.PodIPAM == PodIPAMMultiPool {
+			// bridge refuses a second IPv4 gateway address on its bridge
+			// ("already has an IP address different from ...").
+			return errors.New("lab: --pod-network=bridge cannot serve multi-pool: the reference bridge plugin keeps one IPv4 gateway per bridge, and a node holds a block of each pool in use; use ptp")
+		}
 	default:
-		return fmt.Errorf("lab: --pod-network %q: use bridge or ptp", c.PodNetwork)
+		return fmt.Errorf("lab: --pod-network %q: use ptp or bridge", c.PodNetwork)
 	}
 	if !c.Mooring {
 		return fmt.Errorf("lab: --pod-ipam=%s needs Mooring's agents (drop --no-mooring)", c.PodIPAM)
@@ -149,9 +159,9 @@ func (p paths) cni(node string) cniPaths {
 func conflist(network, socket string) string {
 	sock := strconv.Quote(socket)
 	ipam := `{"type":"mooring-ipam","socket":` + sock + `}`
-	main := `{"type":"bridge","bridge":"mbr0","isGateway":true,"hairpinMode":true,"ipam":` + ipam + `}`
-	if network == PodNetworkPTP {
-		main = `{"type":"ptp","ipam":` + ipam + `}`
+	main := `{"type":"ptp","ipam":` + ipam + `}`
+	if network == PodNetworkBridge {
+		main = `{"type":"bridge","bridge":"mbr0","isGateway":true,"hairpinMode":true,"ipam":` + ipam + `}`
 	}
 	return `{"cniVersion":"1.1.0","name":"` + PodNetworkName + `","plugins":[` + main + `,{"type":"mooring-ipam","socket":` + sock + `}]}` + "\n"
 }

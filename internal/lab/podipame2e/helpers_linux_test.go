@@ -1,6 +1,6 @@
 // Package podipame2e holds the lab end-to-end tests of pod IPAM: one lab
 // per mode, pods created with kubectl and set up by the kubelet stand-in
-// through libcni with the bridge, loopback and mooring-ipam plugins.
+// through libcni with the ptp or bridge, loopback and mooring-ipam plugins.
 package podipame2e
 
 import (
@@ -20,11 +20,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/kube"
@@ -35,7 +37,10 @@ import (
 // envSelf makes this test binary the mooring executable the lab runs.
 const envSelf = "MOORING_PODIPAM_E2E_SELF"
 
-func TestMain(m *testing.M) { labtest.Main(m, envSelf) }
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard()) // the tests' client logs nothing
+	labtest.Main(m, envSelf)
+}
 
 // env is a running lab with pod IPAM and its clients.
 type env struct {
@@ -46,9 +51,9 @@ type env struct {
 	c   client.Client
 }
 
-func start(t *testing.T, mode string) *env {
+func start(t *testing.T, mode, network string) *env {
 	t.Helper()
-	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, PodIPAM: mode})
+	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, PodIPAM: mode, PodNetwork: network})
 	rc, err := kube.RESTConfig(r.Kubeconfig, 100, 200)
 	if err != nil {
 		t.Fatal(err)

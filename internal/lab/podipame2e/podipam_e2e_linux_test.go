@@ -29,11 +29,11 @@ import (
 const podsReadyWithin = 90 * time.Second
 
 // TestPodIPAMKubernetes: kube-controller-manager hands out
-// node.spec.podCIDRs; pods created with kubectl (scheduled by
+// node.spec.podCIDRs; with the bridge plugin (the other tests use ptp), pods created with kubectl (scheduled by
 // kube-scheduler) get an address of each family inside their node's, unique
 // cluster-wide, and reach each other across nodes and through a Service.
 func TestPodIPAMKubernetes(t *testing.T) {
-	e := start(t, lab.PodIPAMKubernetes)
+	e := start(t, lab.PodIPAMKubernetes, lab.PodNetworkBridge)
 	specs := spread("k", "default", 9)
 	e.applyPods(specs)
 	svc := e.service("default", "ipam-e2e")
@@ -64,7 +64,7 @@ func (e *env) nodePodCIDRs(node string) []netip.Prefix {
 // no probe fails, every pod keeps its address and each node its blocks,
 // and a new pod gets an address from the same blocks.
 func TestPodIPAMClusterPool(t *testing.T) {
-	e := start(t, lab.PodIPAMClusterPool)
+	e := start(t, lab.PodIPAMClusterPool, lab.PodNetworkPTP)
 	specs := spread("c", "default", 6)
 	e.applyPods(specs)
 	svc := e.service("default", "ipam-e2e")
@@ -229,7 +229,7 @@ func probe(e *env, pods []corev1.Pod) (stop func() (sent, failed int64)) {
 // no blue pod holds no blue block, and pods of both pools reach each
 // other across nodes. Then 70 blue pods on one node take a second block.
 func TestPodIPAMMultiPool(t *testing.T) {
-	e := start(t, lab.PodIPAMMultiPool)
+	e := start(t, lab.PodIPAMMultiPool, lab.PodNetworkPTP)
 	e.kubectl(`apiVersion: mooring.dev/v1alpha1
 kind: PodIPPool
 metadata: {name: blue}
@@ -268,6 +268,9 @@ metadata:
 	e.checkReach([]corev1.Pod{bluePods[0], bluePods[2], over[0]}, svc)
 
 	t.Run("70 pods take a second block", func(t *testing.T) {
+		parent := e.t
+		e.t = t // the helpers report to the subtest
+		defer func() { e.t = parent }()
 		specs := make([]podSpec, 70)
 		for i := range specs {
 			specs[i] = podSpec{name: fmt.Sprintf("many-%d", i+1), ns: "blue", node: "node-2"}
