@@ -93,7 +93,6 @@ func createPodIPPool(ctx context.Context, dyn dynamic.Interface, pool *mooringv1
 	return nil
 }
 
-
 // MigratePodIPAM moves a running cluster-pool lab to multi-pool, the one
 // supported change of mode, the way an operator would: it creates the pool
 // "default" with cluster-pool's CIDRs and block sizes, restarts the
