@@ -101,7 +101,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.PodIPAM, "pod-ipam", lab.PodIPAMOff, "pod addresses: off (the lab's own static ones, quickest), or kubernetes, cluster-pool or multi-pool: every pod set up through libcni with the bridge/ptp, loopback and mooring-ipam plugins, in that Mooring pod IPAM mode")
 	f.StringVar(&cfg.PodNetwork, "pod-network", lab.PodNetworkPTP, "with --pod-ipam: the main CNI plugin, ptp or bridge (the reference bridge plugin holds one IPv4 gateway per bridge: a node with a second block, e.g. in multi-pool, needs ptp)")
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")
-	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, as `make build` puts it)")
+	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }

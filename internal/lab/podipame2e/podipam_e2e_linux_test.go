@@ -1,6 +1,7 @@
 package podipame2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/lab"
 	"github.com/mooringlb/mooring/internal/podipamctl"
 )
@@ -80,6 +82,22 @@ func TestPodIPAMClusterPool(t *testing.T) {
 	e.checkReach(pods, svc)
 
 	t.Run("another mode is refused", func(t *testing.T) { checkModeRefused(t, e) })
+	t.Run("mooring status shows the blocks", func(t *testing.T) {
+		var out, errw bytes.Buffer
+		o := status.Options{Output: status.OutputWide, Since: time.Hour, PodIPAM: status.PodIPAMFromAPI(e.c, "mooring-system")}
+		if err := status.Run(e.ctx, e.cs, o, &out, &errw); err != nil || errw.Len() > 0 {
+			t.Fatalf("status: %v\n%s", err, errw.String())
+		}
+		want := []string{"Pod IPAM: mode cluster-pool"}
+		for _, b := range blocks {
+			want = append(want, "default="+b[0].String()+",default="+b[1].String())
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("status lacks %q:\n%s", w, out.String())
+			}
+		}
+	})
 
 	before := allocations(t, e)
 	stop := probe(e, pods)
