@@ -25,10 +25,10 @@ func TestPodIPAMSection(t *testing.T) {
 	}
 	recs := []mooringv1.PodIPAMNode{
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: mooringv1.PodIPAMNodeStatus{
-			Blocks: []mooringv1.PodIPAMBlock{{Pool: "default", CIDR: "10.244.0.0/24"}},
+			Blocks:     []mooringv1.PodIPAMBlock{{Pool: "default", CIDR: "10.244.0.0/24"}},
 			Conditions: []metav1.Condition{{Type: mooringv1.ConditionExhausted, Status: metav1.ConditionFalse, Message: "fine"}}}},
 		{ObjectMeta: metav1.ObjectMeta{Name: "node-2"}, Status: mooringv1.PodIPAMNodeStatus{
-			Blocks: []mooringv1.PodIPAMBlock{{Pool: "default", CIDR: "10.244.1.0/24"}},
+			Blocks:     []mooringv1.PodIPAMBlock{{Pool: "default", CIDR: "10.244.1.0/24"}},
 			Conditions: []metav1.Condition{{Type: mooringv1.ConditionExhausted, Status: metav1.ConditionTrue, Message: `pool "blue" has no free block`}}}},
 	}
 	pi := podIPAMOf("cluster-pool", nodes, recs)
