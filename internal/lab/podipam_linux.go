@@ -122,7 +122,9 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	c.progress("controller restarted with --pod-ipam-mode=multi-pool")
 	for _, n := range c.nodes {
 		name := "mooring-agent/" + n.Name
-		err := poll(ctx, 100*time.Millisecond, func() (bool, error) { return c.exited(name), nil })
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := poll(wctx, 100*time.Millisecond, func() (bool, error) { return c.exited(name), nil })
+		cancel()
 		if err != nil {
 			return fmt.Errorf("lab: waiting for %s to exit on the mode change: %w", name, err)
 		}
