@@ -36,12 +36,81 @@ const podsReadyWithin = 90 * time.Second
 // cluster-wide, and reach each other across nodes and through a Service.
 func TestPodIPAMKubernetes(t *testing.T) {
 	e := start(t, lab.PodIPAMKubernetes, lab.PodNetworkBridge)
-	specs := spread("k", "default", 9)
+	// Nine for kube-scheduler to place, two bound to node-3 for the GC check.
+	specs := append(spread("k", "default", 9), podSpec{"gc-1", "default", "node-3", ""}, podSpec{"gc-2", "default", "node-3", ""})
 	e.applyPods(specs)
 	svc := e.service("default", "ipam-e2e")
 	pods := e.ready(specs, podsReadyWithin)
 	e.checkAddresses(pods, e.nodePodCIDRs)
 	e.checkReach(pods, svc)
+	t.Run("GC on kubelet restart frees a pod deleted while its node was dead", func(t *testing.T) {
+		parent := e.t
+		e.t = t
+		defer func() { e.t = parent }()
+		checkGC(t, e, pods, svc)
+	})
+}
+
+// checkGC kills node-3, force-deletes one of its pods (its kubelet can
+// never DEL it), restores the node and waits: the restarted kubelet's GC
+// (with its valid attachments: none yet) frees the deleted pod's
+// addresses, and the node's other pods run again with addresses of their
+// node's block, reachable across nodes.
+func checkGC(t *testing.T, e *env, pods []corev1.Pod, svc *corev1.Service) {
+	var on3 []corev1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName == "node-3" {
+			on3 = append(on3, p)
+		}
+	}
+	// gc-1, bound there, goes while the node is dead.
+	slices.SortFunc(on3, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	if len(on3) < 2 || on3[0].Name != "gc-1" {
+		t.Fatalf("pods on node-3: %d, first %s", len(on3), on3[0].Name)
+	}
+	gone := on3[0].Namespace + "/" + on3[0].Name
+	if _, ok := allocations(t, e, "node-3")[gone]; !ok {
+		t.Fatalf("node-3's store lacks %s before the kill", gone)
+	}
+	if err := e.r.Cluster.Kill("node-3"); err != nil {
+		t.Fatal(err)
+	}
+	e.kubectl("", "delete", "pod", "-n", on3[0].Namespace, on3[0].Name, "--grace-period=0", "--force")
+	if err := e.r.Cluster.Restore("node-3"); err != nil {
+		t.Fatal(err)
+	}
+	var specs []podSpec
+	for _, p := range on3[1:] {
+		specs = append(specs, podSpec{name: p.Name, ns: p.Namespace})
+	}
+	deadline := time.Now().Add(podsReadyWithin)
+	for {
+		a := allocations(t, e, "node-3")
+		_, stale := a[gone]
+		restarted := true
+		for _, s := range specs {
+			p, err := e.cs.CoreV1().Pods(s.ns).Get(e.ctx, s.name, metav1.GetOptions{})
+			old := slices.IndexFunc(on3, func(o corev1.Pod) bool { return o.Name == s.name })
+			restarted = restarted && err == nil && podReady(p) &&
+				p.Status.ContainerStatuses[0].ContainerID != on3[old].Status.ContainerStatuses[0].ContainerID
+		}
+		if !stale && restarted && len(a) == len(specs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restore: %s still allocated: %v, pods restarted: %v, node-3's store %v", gone, stale, restarted, a)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var now []corev1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName != "node-3" {
+			now = append(now, p)
+		}
+	}
+	now = append(now, e.ready(specs, podsReadyWithin)...)
+	e.checkAddresses(now, e.nodePodCIDRs)
+	e.checkReach(now, svc)
 }
 
 // nodePodCIDRs are node.spec.podCIDRs.
@@ -99,7 +168,7 @@ func TestPodIPAMClusterPool(t *testing.T) {
 		}
 	})
 
-	before := allocations(t, e)
+	before := allocations(t, e, "node-*")
 	stop := probe(e, pods)
 	if err := e.r.Cluster.MigratePodIPAM(e.ctx); err != nil {
 		t.Fatal(err)
@@ -128,7 +197,10 @@ func TestPodIPAMClusterPool(t *testing.T) {
 			t.Errorf("%s: blocks %v after the migration, %v before", n, got, b)
 		}
 	}
-	after := allocations(t, e)
+	after := allocations(t, e, "node-*")
+	if len(before) < len(pods) {
+		t.Fatalf("the agents' stores hold %d allocations for %d pods: %v", len(before), len(pods), before)
+	}
 	for k, v := range before {
 		if !slices.Equal(after[k], v) {
 			t.Errorf("pod %s: addresses %v after the migration, %v before", k, after[k], v)
@@ -160,13 +232,14 @@ func checkModeRefused(t *testing.T, e *env) {
 	}
 }
 
-// allocations reads every agent's allocation store: pod → addresses.
-func allocations(t *testing.T, e *env) map[string][]string {
+// allocations reads the allocation stores of the agents on the nodes
+// matching glob ("node-*": all): pod → addresses.
+func allocations(t *testing.T, e *env, glob string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.r.Kubeconfig), "cni", "node-*", "ipam", "allocations.json"))
-	if len(files) != 3 {
-		t.Fatalf("allocation stores: %v", files)
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.r.Kubeconfig), "cni", glob, "ipam", "allocations.json"))
+	if len(files) == 0 {
+		t.Fatalf("no allocation store for %s", glob)
 	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -183,13 +256,12 @@ func allocations(t *testing.T, e *env) map[string][]string {
 			t.Fatalf("%s: %v", f, err)
 		}
 		for _, a := range st.Allocations {
+			k := a.Namespace + "/" + a.Pod
+			out[k] = []string{}
 			for _, ip := range a.IPs {
-				out[a.Namespace+"/"+a.Pod] = append(out[a.Namespace+"/"+a.Pod], ip.Address)
+				out[k] = append(out[k], ip.Address)
 			}
 		}
-	}
-	if len(out) == 0 {
-		t.Fatal("no allocation in the agents' stores")
 	}
 	return out
 }
