@@ -207,8 +207,13 @@ func podIPAMAgentArgs(c *Config, p paths, node string) []string {
 		return nil
 	}
 	cp := p.cni(node)
-	return []string{"--pod-ipam-socket=" + cp.Socket, "--pod-ipam-state-dir=" + cp.IPAMState, "--pod-routes=direct"}
+	return []string{"--pod-ipam-socket=" + cp.Socket, "--pod-ipam-state-dir=" + cp.IPAMState, "--pod-routes=direct",
+		"--pod-ipam-release-grace=" + PodIPAMReleaseGrace.String()}
 }
+
+// PodIPAMReleaseGrace is how long the lab's agents keep an empty block
+// before giving it back (5 min by default): short enough to watch.
+const PodIPAMReleaseGrace = 10 * time.Second
 
 var podIPPoolGVR = mooringv1.GroupVersion.WithResource("podippools")
 

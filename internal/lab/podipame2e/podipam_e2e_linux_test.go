@@ -317,7 +317,8 @@ func probe(e *env, pods []corev1.Pod) (stop func() (sent, failed int64)) {
 // annotated with the pool "blue" gets its pods' addresses from blue blocks,
 // a pod annotation naming "default" overrides the namespace, a node with
 // no blue pod holds no blue block, and pods of both pools reach each
-// other across nodes. Then 70 blue pods on one node take a second block.
+// other across nodes. Then 70 blue pods on one node take a second block of
+// each family, given back after the grace period once they are deleted.
 func TestPodIPAMMultiPool(t *testing.T) {
 	e := start(t, lab.PodIPAMMultiPool, lab.PodNetworkPTP)
 	e.kubectl(`apiVersion: mooring.dev/v1alpha1
@@ -357,7 +358,7 @@ metadata:
 	// node-1 blue → node-2 blue → node-3 default (annotated) → node-1 blue.
 	e.checkReach([]corev1.Pod{bluePods[0], bluePods[2], over[0]}, svc)
 
-	t.Run("70 pods take a second block", func(t *testing.T) {
+	t.Run("70 pods take a second block, released when they go", func(t *testing.T) {
 		parent := e.t
 		e.t = t // the helpers report to the subtest
 		defer func() { e.t = parent }()
@@ -365,12 +366,32 @@ metadata:
 		for i := range specs {
 			specs[i] = podSpec{name: fmt.Sprintf("many-%d", i+1), ns: "blue", node: "node-2"}
 		}
+		t0 := time.Now()
 		e.applyPods(specs)
 		pods := e.ready(specs, 3*time.Minute)
+		t.Logf("70 pods Ready on node-2 in %v", time.Since(t0).Round(100*time.Millisecond))
 		b := e.blocks("node-2", "blue")
 		if len(b) != 4 {
 			t.Errorf("node-2 holds blue blocks %v for 71 pods, want two per family", b)
 		}
 		e.checkAddresses(append(pods, bluePods...), blocksOf("blue"))
+
+		// Deleted, they leave the second block empty: node-2 gives it
+		// back after the agents' grace period, and keeps the one b-3 uses.
+		names := []string{"delete", "pod", "-n", "blue", "--wait=false"}
+		for _, s := range specs {
+			names = append(names, s.name)
+		}
+		t0 = time.Now()
+		e.kubectl("", names...)
+		deadline := time.Now().Add(lab.PodIPAMReleaseGrace + 60*time.Second)
+		for len(e.blocks("node-2", "blue")) != 2 {
+			if time.Now().After(deadline) {
+				t.Fatalf("node-2 still holds blue blocks %v %v after the 70 pods were deleted", e.blocks("node-2", "blue"), time.Since(deadline.Add(-lab.PodIPAMReleaseGrace-60*time.Second)))
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("second blue blocks released %v after the delete (grace %v)", time.Since(t0).Round(100*time.Millisecond), lab.PodIPAMReleaseGrace)
+		e.checkAddresses(bluePods, blocksOf("blue"))
 	})
 }
