@@ -1,9 +1,11 @@
 // Package kubelet is the lab's kubelet stand-in: one process per node
 // namespace that registers the Node, keeps its Lease and Ready status fresh,
 // and runs the pods bound to it whose image is Image as `mooring lab echo`
-// processes, each in a network namespace of its own joined to the node by a
-// veth pair. Other pods bound to it (hostNetwork, other images) it leaves
-// alone.
+// processes, each in a network namespace of its own, wired either by the
+// stand-in itself (a veth pair and a static address of the node's pod CIDR)
+// or, given a CNI config, through libcni as a container runtime does
+// (cni_linux.go). Other pods bound to it (hostNetwork, other images) it
+// leaves alone.
 //
 // It plays only the parts of a kubelet that Mooring's experiments observe:
 // heartbeats (so node-lifecycle notices a dead node), pod IPs and readiness
