@@ -267,7 +267,8 @@ func allocations(t *testing.T, e *env, glob string) map[string][]string {
 }
 
 // probe sends, every 100 ms until stopped, one request from a pod on each
-// node to a pod on the next node, alternating families; stop returns how
+// node to a pod on the next node (2 s timeout: a broken route fails at
+// once or never answers), alternating families; stop returns how
 // many were sent and failed.
 func probe(e *env, pods []corev1.Pod) (stop func() (sent, failed int64)) {
 	byNode := map[string]corev1.Pod{}
@@ -299,7 +300,7 @@ func probe(e *env, pods []corev1.Pod) (stop func() (sent, failed int64)) {
 			}
 			p := pairs[i%len(pairs)]
 			sent.Add(1)
-			if body, err := get(p.pid, p.to, time.Second); err != nil || !strings.HasPrefix(body, "pod=") {
+			if body, err := get(p.pid, p.to, 2*time.Second); err != nil || !strings.HasPrefix(body, "pod=") {
 				failed.Add(1)
 				e.t.Logf("probe %s at %s failed: %q %v", p.what, p.to, body, err)
 			}
