@@ -46,26 +46,28 @@ func (c *Config) validateInstall() error {
 	switch {
 	case !c.Mooring:
 		return errors.New("lab: --install=chart installs Mooring: it cannot go with --no-mooring")
-	case !isExec(c.Helm):
+	case c.usesPodIPAM():
+		return fmt.Errorf("lab: --install=chart with --pod-ipam=%s is not supported yet (the chart's agents would have to run before the pod network is ready): use one or the other", c.PodIPAM)
+	case !isExecFile(c.Helm):
 		return fmt.Errorf("lab: --install=chart needs helm, not found at %q: run `make helm` and set %s to its last line (or pass --helm)", c.Helm, EnvHelm)
 	}
 	if _, err := os.Stat(filepath.Join(c.ChartDir, "Chart.yaml")); err != nil {
 		return fmt.Errorf("lab: no chart in %q: pass --chart <repo>/charts/mooring", c.ChartDir)
 	}
-	if !isExec(filepath.Join(c.KubeBin, "kube-scheduler")) {
+	if !isExecFile(filepath.Join(c.KubeBin, "kube-scheduler")) {
 		return fmt.Errorf("lab: --install=chart needs kube-scheduler in %q (the chart's pods are scheduled): run `make kubebin`", c.KubeBin)
 	}
 	return nil
 }
 
-// kcmControllers are kube-controller-manager's --controllers: with the
-// chart, also those that make pods of Deployments and DaemonSets.
-func kcmControllers(c *Config) string {
-	s := "endpointslice-controller,node-lifecycle-controller"
-	if c.Install == InstallChart {
-		s += ",deployment-controller,replicaset-controller,daemonset-controller"
+// chartControllers are the kube-controller-manager controllers the chart
+// adds to kcmControllers': those that make pods of Deployments and
+// DaemonSets.
+func chartControllers(c *Config) string {
+	if c.Install != InstallChart {
+		return ""
 	}
-	return s
+	return ",deployment-controller,replicaset-controller,daemonset-controller"
 }
 
 // chartKubeletArgs are the kubelet stand-in's flags for running the
@@ -89,7 +91,7 @@ func FindHelm() string {
 		return filepath.Join(d, "helm")
 	}
 	if d, err := os.UserCacheDir(); err == nil {
-		if p := filepath.Join(d, "mooring", "helm", "current", "helm"); isExec(p) {
+		if p := filepath.Join(d, "mooring", "helm", "current", "helm"); isExecFile(p) {
 			return p
 		}
 	}
@@ -161,10 +163,4 @@ func applyRank(u *unstructured.Unstructured) int {
 		return 3
 	}
 	return 2
-}
-
-// isExec is isExecutable for every platform (the lab's is Linux-only).
-func isExec(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }

@@ -49,6 +49,7 @@ func TestValidateInstall(t *testing.T) {
 		"no helm":         {func(c *Config) { c.Helm = filepath.Join(dir, "nohelm") }, "make helm"},
 		"no chart":        {func(c *Config) { c.ChartDir = dir }, "--chart"},
 		"no scheduler":    {func(c *Config) { os.Remove(filepath.Join(kb, "kube-scheduler")) }, "kube-scheduler"},
+		"pod IPAM":        {func(c *Config) { c.PodIPAM = PodIPAMMultiPool }, "--pod-ipam"},
 	} {
 		cfg := good
 		c.mut(&cfg)
@@ -70,12 +71,13 @@ func TestChartComponents(t *testing.T) {
 	if !plain.mooringProcesses() || chart.mooringProcesses() {
 		t.Error("mooringProcesses: lab processes only without the chart")
 	}
-	if got := kcmControllers(&plain); got != "endpointslice-controller,node-lifecycle-controller" {
-		t.Errorf("default controllers changed: %s", got)
+	if got := kcmComponent(&plain, p).Args; slices.ContainsFunc(got, func(a string) bool { return strings.Contains(a, "deployment-controller") }) {
+		t.Errorf("default controllers changed: %q", got)
 	}
-	for _, want := range []string{"deployment-controller", "replicaset-controller", "daemonset-controller"} {
-		if !strings.Contains(kcmControllers(&chart), want) {
-			t.Errorf("chart controllers %s lack %s", kcmControllers(&chart), want)
+	ctl := strings.Join(kcmComponent(&chart, p).Args, " ")
+	for _, want := range []string{"endpointslice-controller", "deployment-controller", "replicaset-controller", "daemonset-controller"} {
+		if !strings.Contains(ctl, want) {
+			t.Errorf("chart kcm args %s lack %s", ctl, want)
 		}
 	}
 	if args := kubeletComponent(&plain, p, n).Args; slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--mooring-image") }) {

@@ -378,8 +378,9 @@ type Mount struct {
 // namespace (and network namespace unless hostNetwork) with the
 // container's environment.
 type PodRunConfig struct {
-	// ReadyFD gets one byte once the mounts are made; GoFD gives one byte
-	// once the pod's network is wired: then the container starts.
+	// ReadyFD gets one byte once the mounts are made; GoFD gives the
+	// ContainerSpec (JSON, then EOF) once the pod's network is wired: then
+	// the container starts.
 	ReadyFD, GoFD int
 	// Scratch is an empty folder for a tmpfs holding the overlays that
 	// create missing mount points without touching the host.
@@ -389,7 +390,6 @@ type PodRunConfig struct {
 	OwnNetNS bool
 	Workdir  string
 	Binds    []Mount
-	Argv     []string
 	// RestartDelay is the first restart backoff (doubling, up to 10 s).
 	RestartDelay time.Duration
 	Log          *slog.Logger
@@ -409,6 +409,13 @@ func ParseBinds(rw, ro []string) ([]Mount, error) {
 		}
 	}
 	return out, nil
+}
+
+// ContainerSpec is the container the supervisor runs: its command line
+// (the lab's binary first) and its whole environment.
+type ContainerSpec struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
 }
 
 // splitBind parses SRC=DST.

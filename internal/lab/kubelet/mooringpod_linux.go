@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,22 +35,10 @@ import (
 func (k *kubelet) startMooring(ctx context.Context, obj *corev1.Pod) (*pod, error) {
 	key := obj.Namespace + "/" + obj.Name
 	c := &obj.Spec.Containers[0]
-	p := &pod{key: key, port: podPort(obj), started: metav1.Now()}
+	p := &pod{key: key, uid: string(obj.UID), port: podPort(obj), started: metav1.Now()}
 	hostNet := obj.Spec.HostNetwork
 	if hostNet {
 		p.addrs = k.cfg.NodeIPs
-	} else {
-		k.mu.Lock()
-		k.next++
-		idx := k.next
-		k.mu.Unlock()
-		if idx > 250 {
-			return nil, fmt.Errorf("kubelet: node %s has run out of pod addresses", k.cfg.NodeName)
-		}
-		p.veth = fmt.Sprintf("vpod%d", idx)
-		for _, cidr := range k.cfg.PodCIDRs {
-			p.addrs = append(p.addrs, nthAddr(cidr, idx))
-		}
 	}
 	dir := filepath.Join(k.cfg.PodsDir, obj.Namespace+"_"+obj.Name+"_"+string(obj.UID))
 	if err := os.RemoveAll(dir); err != nil {
@@ -72,28 +61,33 @@ func (k *kubelet) startMooring(ctx context.Context, obj *corev1.Pod) (*pod, erro
 	if hostNet {
 		hostname = k.cfg.NodeName
 	}
-	facts := podFacts{pod: obj, nodeIPs: k.cfg.NodeIPs, podIPs: p.addrs, allocatable: nodeAllocatable()}
-	base := append([]string{"PATH=/", "HOSTNAME=" + hostname}, serviceEnv(svc)...)
-	env, vals, err := containerEnv(ctx, facts, c, base, k.cfg.PodEnv, k.lookup)
-	if err != nil {
-		return nil, fmt.Errorf("kubelet: pod %s: %w", key, err)
-	}
-	argv := podArgv(k.cfg.Self, c, vals)
-	sup, err := startSupervisor(k.cfg, obj, dir, mounts, env, argv, c.WorkingDir)
+	// The supervisor starts before the container's environment is known
+	// (status.podIP needs the network, which needs the pod's namespace): it
+	// gets the command line and environment once the pod is wired.
+	sup, err := startSupervisor(k.cfg, obj, dir, mounts, c.WorkingDir)
 	if err != nil {
 		return nil, err
 	}
 	p.proc = sup.proc
+	fail := func(err error) (*pod, error) {
+		k.net.unwire(ctx, p)
+		sup.proc.kill()
+		return nil, err
+	}
 	if !hostNet {
-		if err := wirePod(k.cfg.PodCIDRs, p); err != nil {
-			sup.proc.kill()
-			return nil, err
+		if err := k.net.wire(ctx, obj, p); err != nil {
+			return fail(err)
 		}
 	}
-	if err := sup.run(); err != nil {
-		sup.proc.kill()
-		unwirePod(p)
-		return nil, err
+	facts := podFacts{pod: obj, nodeIPs: k.cfg.NodeIPs, podIPs: p.addrs, allocatable: nodeAllocatable()}
+	base := append([]string{"PATH=/", "HOSTNAME=" + hostname}, serviceEnv(svc)...)
+	env, vals, err := containerEnv(ctx, facts, c, base, k.cfg.PodEnv, k.lookup)
+	if err != nil {
+		return fail(fmt.Errorf("kubelet: pod %s: %w", key, err))
+	}
+	argv := podArgv(k.cfg.Self, c, vals)
+	if err := sup.run(ContainerSpec{Argv: argv, Env: env}); err != nil {
+		return fail(err)
 	}
 	p.ready = c.ReadinessProbe == nil
 	p.grace = 30 * time.Second // Kubernetes' default terminationGracePeriodSeconds
@@ -295,10 +289,10 @@ type supervisor struct {
 	goW  *os.File
 }
 
-// run lets the supervisor start the container (the pod's network is wired).
-func (s *supervisor) run() error {
+// run hands the supervisor the container to start (the pod is wired).
+func (s *supervisor) run(spec ContainerSpec) error {
 	defer s.goW.Close()
-	if _, err := s.goW.Write([]byte{1}); err != nil {
+	if err := json.NewEncoder(s.goW).Encode(spec); err != nil {
 		return fmt.Errorf("kubelet: starting the container: %w", err)
 	}
 	return nil
@@ -306,8 +300,8 @@ func (s *supervisor) run() error {
 
 // startSupervisor starts `mooring lab pod-run` in a new mount namespace
 // (and network namespace unless hostNetwork) and waits until it has made
-// its mounts.
-func startSupervisor(cfg Config, obj *corev1.Pod, dir string, mounts []Mount, env, argv []string, workdir string) (*supervisor, error) {
+// its mounts; supervisor.run then hands it the container.
+func startSupervisor(cfg Config, obj *corev1.Pod, dir string, mounts []Mount, workdir string) (*supervisor, error) {
 	key := obj.Namespace + "/" + obj.Name
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
@@ -333,10 +327,10 @@ func startSupervisor(cfg Config, obj *corev1.Pod, dir string, mounts []Mount, en
 		}
 		args = append(args, flag+m.Source+"="+m.Target)
 	}
-	args = append(args, "--")
-	args = append(args, argv...)
 	cmd := exec.Command(cfg.Self, args...)
-	cmd.Env = env
+	// The supervisor's own environment: only the lab's (a test binary's
+	// switch); the container's comes with its command line.
+	cmd.Env = append([]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}, cfg.PodEnv...)
 	cmd.ExtraFiles = []*os.File{readyW, goR}
 	if cfg.LogDir != "" {
 		f, err := os.OpenFile(filepath.Join(cfg.LogDir, "pod-"+obj.Namespace+"-"+obj.Name+".log"),

@@ -2,6 +2,7 @@ package kubelet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -22,9 +23,6 @@ var errNoMountPoint = errors.New("no existing folder below / to hold the mount p
 // the container and restarts it whenever it exits, until ctx ends (SIGTERM
 // is passed on to the container first). It holds the pod's namespaces.
 func PodRun(ctx context.Context, cfg PodRunConfig) error {
-	if len(cfg.Argv) == 0 {
-		return errors.New("pod-run: no command")
-	}
 	// Every child is forked by this thread, which never ends before the
 	// process: Pdeathsig fires when the forking thread exits.
 	runtime.LockOSThread()
@@ -45,11 +43,14 @@ func PodRun(ctx context.Context, cfg PodRunConfig) error {
 		return fmt.Errorf("pod-run: reporting ready: %w", err)
 	}
 	gofd := os.NewFile(uintptr(cfg.GoFD), "go")
-	buf := make([]byte, 1)
-	_, err = gofd.Read(buf)
+	var spec ContainerSpec
+	err = json.NewDecoder(gofd).Decode(&spec)
 	gofd.Close()
 	if err != nil {
 		return fmt.Errorf("pod-run: the kubelet gave up on the pod: %w", err)
+	}
+	if len(spec.Argv) == 0 {
+		return errors.New("pod-run: no command")
 	}
 	delay := cfg.RestartDelay
 	if delay <= 0 {
@@ -57,7 +58,7 @@ func PodRun(ctx context.Context, cfg PodRunConfig) error {
 	}
 	for {
 		start := time.Now()
-		err := runContainer(ctx, cfg)
+		err := runContainer(ctx, cfg, spec)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -80,9 +81,9 @@ func PodRun(ctx context.Context, cfg PodRunConfig) error {
 // runContainer runs the container once. When ctx ends (the supervisor got
 // SIGTERM) the container gets SIGTERM and 30 s; the supervisor's death
 // kills it (Pdeathsig).
-func runContainer(ctx context.Context, cfg PodRunConfig) error {
-	cmd := exec.Command(cfg.Argv[0], cfg.Argv[1:]...)
-	cmd.Env = os.Environ()
+func runContainer(ctx context.Context, cfg PodRunConfig, spec ContainerSpec) error {
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = spec.Env
 	cmd.Dir = cfg.Workdir
 	if cmd.Dir == "" {
 		cmd.Dir = "/"
