@@ -227,6 +227,11 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	objErr := make(chan error, 1)
 	c.objErr = objErr
 	c.wg.Go(func() { objErr <- c.installMooring(ctx, crdsUp) })
+	var mlbErr chan error
+	if c.cfg.MetalLB != "" {
+		mlbErr = make(chan error, 1)
+		c.wg.Go(func() { mlbErr <- c.installMetalLB(ctx) })
+	}
 	if err := c.waitAPIServer(ctx); err != nil {
 		return nil, err
 	}
@@ -270,8 +275,18 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			}
 		}
 	}
-	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring); err != nil {
+	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring && c.cfg.MetalLB == ""); err != nil {
 		return nil, err
+	}
+	if mlbErr != nil {
+		select {
+		case err := <-mlbErr:
+			if err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lab: installing MetalLB: %w", ctx.Err())
+		}
 	}
 	c.progress("all processes started")
 	return c.waitReady(ctx)
@@ -303,7 +318,7 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	}
 	c.progress("Mooring CRDs established")
 	close(crdsUp)
-	if !c.cfg.Mooring {
+	if !c.cfg.Mooring || c.cfg.MetalLB != "" {
 		return nil
 	}
 	if err := createMooringObjects(ctx, c.dyn); err != nil {
