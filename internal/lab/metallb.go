@@ -160,9 +160,9 @@ func metallbWorkloads() (*appsv1.Deployment, *appsv1.DaemonSet) {
 		return corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Labels: labels},
 			Spec: corev1.PodSpec{
-				HostNetwork: hostNet,
+				HostNetwork:  hostNet,
 				NodeSelector: map[string]string{"kubernetes.io/os": "linux"},
-				Containers:  []corev1.Container{{Name: labels["component"], Image: image}},
+				Containers:   []corev1.Container{{Name: labels["component"], Image: image}},
 			},
 		}
 	}
@@ -198,7 +198,7 @@ func metallbConfig() []*unstructured.Unstructured {
 	l2 := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "L2Advertisement",
 		"metadata": map[string]any{"name": MetalLBAdvertisement, "namespace": MetalLBNamespace},
-		"spec": map[string]any{"ipAddressPools": []any{MetalLBPool}},
+		"spec":     map[string]any{"ipAddressPools": []any{MetalLBPool}},
 	}}
 	return []*unstructured.Unstructured{pool, l2}
 }
@@ -224,7 +224,7 @@ func metallbPod(name, node string, labels map[string]string, image string, hostN
 			// The controller's Pod has no node (its process runs beside the
 			// apiserver): no scheduler may bind it.
 			SchedulerName: "lab-metallb-supervisor",
-			Containers:  []corev1.Container{{Name: labels["component"], Image: image}},
+			Containers:    []corev1.Container{{Name: labels["component"], Image: image}},
 		},
 	}
 }

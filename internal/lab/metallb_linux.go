@@ -287,4 +287,3 @@ func (c *Cluster) stopComponent(name string) {
 		}
 	}
 }
-
