@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/doctor"
 	"github.com/mooringlb/mooring/internal/doctor/gather"
 	"github.com/mooringlb/mooring/internal/migrate"
@@ -193,10 +196,23 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 		fmt.Fprintf(r.Out, "  deleted ValidatingWebhookConfiguration %s\n", w)
 	}
 	for _, d := range r.Facts.Controllers {
+		dep, err := r.CS.AppsV1().Deployments(ns).Get(ctx, d, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
 		if err := ignoreNotFound(r.CS.AppsV1().Deployments(ns).Delete(ctx, d, metav1.DeleteOptions{})); err != nil {
 			return fmt.Errorf("deleting Deployment %s: %w", d, err)
 		}
 		fmt.Fprintf(r.Out, "  deleted Deployment %s/%s\n", ns, d)
+		// A MetalLB controller still running when its pools go takes their
+		// addresses off the Services: its pods must be gone first.
+		if err := r.waitPodsGone(ctx, ns, dep.Spec.Selector); err != nil {
+			return fmt.Errorf("MetalLB's controller %s: %w", d, err)
+		}
+		fmt.Fprintf(r.Out, "  MetalLB controller %s/%s: no pod left\n", ns, d)
 	}
 	for _, o := range r.MetalLB {
 		ri := r.DC.Resource(o.GVR).Namespace(o.Obj.GetNamespace())
@@ -211,6 +227,32 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 		fmt.Fprintf(r.Out, "  deleted DaemonSet %s/%s\n", ns, s)
 	}
 	return nil
+}
+
+// waitPodsGone waits (up to CheckTimeout) until no pod matches sel.
+func (r *Runner) waitPodsGone(ctx context.Context, ns string, sel *metav1.LabelSelector) error {
+	ls, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(r.CheckTimeout)
+	for {
+		pods, err := r.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: ls.String()})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d pods (%s) still there %v after the Deployment was deleted", len(pods.Items), pods.Items[0].Name, r.CheckTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // checks polls the step's checks until all pass or timeout passes;
@@ -256,7 +298,9 @@ func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
 		case migrate.CheckMooringAnnounces:
 			err = r.mooringAnnounces(ctx)
 		case migrate.CheckResponders:
-			err = r.responders(ctx, s.MaxResponders)
+			err = r.responders(ctx, s)
+		case migrate.CheckAdoptOnly:
+			err = r.adoptOnly(ctx)
 		case migrate.CheckTraffic:
 			if r.Traffic != nil {
 				if n, last := r.Traffic.FailuresSinceLastCheck(); n > 0 {
@@ -324,30 +368,165 @@ func (r *Runner) mooringAnnounces(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) responders(ctx context.Context, max int) error {
+// responders counts every address's ARP/NDP responders and names each by
+// node (the MAC that answers for the node's InternalIP). Every responder
+// must be an announcer: MetalLB's (its ServiceL2Status) while the step lets
+// the speakers run, Mooring's owner (the agents' L2Announcers) always; at
+// most s.MaxResponders and at least one per address.
+func (r *Runner) responders(ctx context.Context, s migrate.Step) error {
 	if r.Responders == nil {
 		return nil
 	}
 	addrs := r.Snapshot.Addrs()
-	got, err := r.Responders(ctx, addrs)
+	nodeIPs, err := r.nodeInternalIPs(ctx)
 	if err != nil {
 		return err
+	}
+	probe := slices.Clone(addrs)
+	for ip := range nodeIPs {
+		probe = append(probe, ip)
+	}
+	got, err := r.Responders(ctx, probe)
+	if err != nil {
+		return err
+	}
+	macNode := map[string]string{}
+	for ip, node := range nodeIPs {
+		for _, m := range got[ip] {
+			macNode[m.String()] = node
+		}
+	}
+	mooring, err := gather.Announced(ctx, r.Reader)
+	if err != nil {
+		return err
+	}
+	var metallb map[netip.Addr]string
+	if s.MetalLBAnnounces {
+		if metallb, err = r.metallbAnnouncers(ctx); err != nil {
+			return err
+		}
 	}
 	var bad []string
 	for _, a := range addrs {
 		macs := got[a]
-		if len(macs) == 0 || len(macs) > max {
-			var ms []string
-			for _, m := range macs {
-				ms = append(ms, m.String())
+		var who, strays []string
+		for _, m := range macs {
+			node, known := macNode[m.String()]
+			if !known {
+				node = "an unknown host"
 			}
-			bad = append(bad, fmt.Sprintf("%s answered by %d (%s), want 1..%d", a, len(macs), strings.Join(ms, ", "), max))
+			var role string
+			switch {
+			case known && mooring[a] == node:
+				role = "Mooring's agent"
+			case s.MetalLBAnnounces && known && metallb[a] == node:
+				role = "MetalLB's speaker"
+			case s.MetalLBAnnounces && metallb[a] == "" && len(macs) == 1:
+				role = "MetalLB? (no ServiceL2Status names its node)"
+			default:
+				role = "announces nothing"
+				if known {
+					strays = append(strays, node)
+				} else {
+					strays = append(strays, m.String())
+				}
+			}
+			who = append(who, fmt.Sprintf("%s %s (%s)", node, m, role))
+		}
+		switch {
+		case len(macs) == 0:
+			bad = append(bad, fmt.Sprintf("%s has no ARP/NDP responder", a))
+		case len(strays) > 0:
+			bad = append(bad, fmt.Sprintf("%s is answered by %s: %s answers although it announces nothing — a stale local copy of the address (a leftover kube-ipvs0?) or another announcer; "+
+				"remove the address from the interfaces of %s or set net.ipv4.conf.all.arp_ignore=1 there (and stop any other announcer), then run again",
+				a, strings.Join(who, ", "), strings.Join(strays, ", "), strings.Join(strays, ", ")))
+		case len(macs) > s.MaxResponders:
+			bad = append(bad, fmt.Sprintf("%s is answered by %d (%s), want at most %d", a, len(macs), strings.Join(who, ", "), s.MaxResponders))
 		}
 	}
 	if len(bad) > 0 {
-		return fmt.Errorf("%s: run `mooring doctor` to find stale local addresses or another announcer", strings.Join(bad, "; "))
+		return errors.New(strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// nodeInternalIPs maps every Node InternalIP to its node.
+func (r *Runner) nodeInternalIPs(ctx context.Context) (map[netip.Addr]string, error) {
+	nodes, err := r.CS.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	out := map[netip.Addr]string{}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				out[ip.Unmap()] = n.Name
+			}
+		}
+	}
+	return out, nil
+}
+
+// metallbL2Status is MetalLB's record (v0.14+) of the node announcing a
+// Service in L2 mode.
+var metallbL2Status = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"}
+
+// metallbAnnouncers maps each recorded address to the node MetalLB's
+// ServiceL2Status names; empty when MetalLB keeps none (before v0.14).
+func (r *Runner) metallbAnnouncers(ctx context.Context) (map[netip.Addr]string, error) {
+	out := map[netip.Addr]string{}
+	l, err := r.DC.Resource(metallbL2Status).Namespace(r.Facts.MetalLBNamespace).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing MetalLB's ServiceL2Statuses: %w", err)
+	}
+	for _, st := range l.Items {
+		node, _, _ := unstructured.NestedString(st.Object, "status", "node")
+		name, _, _ := unstructured.NestedString(st.Object, "status", "serviceName")
+		ns, _, _ := unstructured.NestedString(st.Object, "status", "serviceNamespace")
+		for _, a := range r.Snapshot[ns+"/"+name] {
+			out[a] = node
+		}
+	}
+	return out, nil
+}
+
+// adoptOnly checks that the leading Mooring controller runs with
+// --adopt-only, from the flags it publishes on its leader-election Lease.
+func (r *Runner) adoptOnly(ctx context.Context) error {
+	ns, name := r.Facts.LeaseNamespace, r.Facts.LeaseName
+	l, err := r.CS.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("no Lease %s/%s: no Mooring controller has led yet; install it with --adopt-only (or pass --lease-namespace/--lease-name)", ns, name)
+	}
+	if err != nil {
+		return err
+	}
+	holder := ptrString(l.Spec.HolderIdentity)
+	if holder == "" {
+		return fmt.Errorf("Lease %s/%s has no holder: no Mooring controller leads; start it with --adopt-only", ns, name)
+	}
+	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+		if age := time.Since(l.Spec.RenewTime.Time); age > 2*time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+			return fmt.Errorf("the Mooring controller %s last renewed Lease %s/%s %v ago: it is not running", holder, ns, name, age.Round(time.Second))
+		}
+	}
+	switch v, ok := l.Annotations[controller.AnnotationAdoptOnly]; {
+	case !ok:
+		return fmt.Errorf("the Mooring controller %s publishes no %s on Lease %s/%s (older than this mooring, or not leading yet): cannot tell whether it runs with --adopt-only", holder, controller.AnnotationAdoptOnly, ns, name)
+	case v != "true":
+		return fmt.Errorf("the Mooring controller %s runs without --adopt-only (Lease %s/%s): it would write the Services MetalLB still serves; restart it with --adopt-only", holder, ns, name)
+	}
+	return nil
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func (r *Runner) speakersGone(ctx context.Context) error {
