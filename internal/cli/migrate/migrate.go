@@ -209,8 +209,25 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 		if err != nil {
 			return nil, fmt.Errorf("--interface %q: %w", o.Interface, err)
 		}
+		// Asked from the interface's own addresses: MetalLB's NDP responder
+		// ignores a solicitation without a source link-layer address, which
+		// a DAD-style one (from ::) does not carry.
+		po := arpprobe.Options{Wait: 500 * time.Millisecond}
+		if as, err := ifi.Addrs(); err == nil {
+			for _, a := range as {
+				p, err := netip.ParsePrefix(a.String())
+				if err != nil || !p.Addr().IsGlobalUnicast() {
+					continue
+				}
+				if ip := p.Addr().Unmap(); ip.Is4() && !po.Src4.IsValid() {
+					po.Src4 = ip
+				} else if ip.Is6() && !po.Src6.IsValid() {
+					po.Src6 = ip
+				}
+			}
+		}
 		r.Responders = func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
-			res, err := arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Wait: 500 * time.Millisecond})
+			res, err := arpprobe.ProbeInterface(ctx, ifi, addrs, po)
 			return res, err
 		}
 	}

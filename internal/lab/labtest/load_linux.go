@@ -149,7 +149,10 @@ func Responders(ctx context.Context, host *netlab.Host, addrs []netip.Addr) (map
 	var res arpprobe.Result
 	err = host.Do(func() error {
 		var err error
-		res, err = arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Wait: 300 * time.Millisecond})
+		// From the host's own addresses: MetalLB's NDP responder ignores a
+		// solicitation without a source link-layer address, which a
+		// DAD-style one (from ::) may not carry.
+		res, err = arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Wait: 300 * time.Millisecond, Src4: host.Addr4, Src6: host.Addr6})
 		return err
 	})
 	return res, err

@@ -54,6 +54,10 @@ type Runner struct {
 	CheckTimeout time.Duration
 	Out          io.Writer
 	Log          *slog.Logger
+
+	// audit is the last responders check's finding per address
+	// ("addr=node(role)+node(role)"), printed once a step's checks pass.
+	audit []string
 }
 
 // Object is a custom resource with its resource name.
@@ -108,6 +112,9 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 			undo = append(slices.Clone(s.Rollback), undo...)
 		}
 		fmt.Fprintf(r.Out, "  ok: %s\n", r.joinChecks(s.Checks))
+		if len(r.audit) > 0 && slices.Contains(s.Checks, migrate.CheckResponders) {
+			fmt.Fprintf(r.Out, "  responders: %s\n", strings.Join(r.audit, " "))
+		}
 	}
 	return nil
 }
@@ -406,25 +413,25 @@ func (r *Runner) responders(ctx context.Context, s migrate.Step) error {
 			return err
 		}
 	}
-	var bad []string
+	var bad, audit []string
 	for _, a := range addrs {
 		macs := got[a]
-		var who, strays []string
+		var who, strays, short []string
 		for _, m := range macs {
 			node, known := macNode[m.String()]
 			if !known {
 				node = "an unknown host"
 			}
-			var role string
+			var role, tag string
 			switch {
 			case known && mooring[a] == node:
-				role = "Mooring's agent"
+				role, tag = "Mooring's agent", "mooring"
 			case s.MetalLBAnnounces && known && metallb[a] == node:
-				role = "MetalLB's speaker"
+				role, tag = "MetalLB's speaker", "metallb"
 			case s.MetalLBAnnounces && metallb[a] == "" && len(macs) == 1:
-				role = "MetalLB? (no ServiceL2Status names its node)"
+				role, tag = "MetalLB? (no ServiceL2Status names its node)", "metallb?"
 			default:
-				role = "announces nothing"
+				role, tag = "announces nothing", "STRAY"
 				if known {
 					strays = append(strays, node)
 				} else {
@@ -432,7 +439,9 @@ func (r *Runner) responders(ctx context.Context, s migrate.Step) error {
 				}
 			}
 			who = append(who, fmt.Sprintf("%s %s (%s)", node, m, role))
+			short = append(short, fmt.Sprintf("%s(%s)", node, tag))
 		}
+		audit = append(audit, a.String()+"="+strings.Join(short, "+"))
 		switch {
 		case len(macs) == 0:
 			bad = append(bad, fmt.Sprintf("%s has no ARP/NDP responder", a))
@@ -444,6 +453,7 @@ func (r *Runner) responders(ctx context.Context, s migrate.Step) error {
 			bad = append(bad, fmt.Sprintf("%s is answered by %d (%s), want at most %d", a, len(macs), strings.Join(who, ", "), s.MaxResponders))
 		}
 	}
+	r.audit = audit
 	if len(bad) > 0 {
 		return errors.New(strings.Join(bad, "; "))
 	}
