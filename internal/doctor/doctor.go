@@ -131,6 +131,22 @@ type Inputs struct {
 	Events    []Event
 	KubeProxy KubeProxy
 	Foreign   Foreign
+	// PolicyGenerations are the cluster's L2AnnouncementPolicies by name,
+	// with their metadata.generation.
+	PolicyGenerations map[string]int64
+	// Agents are what each agent reports it decided with (its L2Announcer).
+	Agents []Agent
+}
+
+// Agent is one agent's applied configuration.
+type Agent struct {
+	Node string
+	// Reports: the agent publishes its applied configuration (older agents
+	// do not; neither does one that has not read the policies yet).
+	Reports bool
+	// Policies are the L2AnnouncementPolicies it used, by name, with the
+	// generation it read.
+	Policies map[string]int64
 }
 
 // Check is one named check.
@@ -147,6 +163,7 @@ var Checks = []Check{
 	{"other-load-balancer", checkForeign},
 	{"split-brain", checkSplitBrain},
 	{"agent-counters", checkCounters},
+	{"agent-config", checkAgentConfig},
 }
 
 // Run runs every check and returns the findings, problems first.
