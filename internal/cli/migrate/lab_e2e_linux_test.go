@@ -44,8 +44,9 @@ func must(t *testing.T, err error) {
 // address on a node that does not announce it: the migration refuses at
 // the pre-check and names the node and the fix. Then the run: ARP/NDP
 // responders counted and named at every step (every responder an
-// announcer; exactly Mooring's owner at the end), no request fails, no
-// address changes, MetalLB's processes and objects are gone.
+// announcer; exactly Mooring's owner at the end), no request fails but for
+// connections reset by an announcer move (at most one per moved address;
+// see below), no address changes, MetalLB's processes and objects are gone.
 func TestMigrateInLab(t *testing.T) {
 	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, MetalLB: true, LogLevel: slog.LevelWarn})
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
@@ -126,10 +127,37 @@ func TestMigrateInLab(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Where Mooring's owner is another node than MetalLB's speaker, the
+	// address moves once (clients follow the new owner's gratuitous ARP).
+	// A TCP connection in flight through the old node at that instant is
+	// reset: the new node's conntrack picks up its next segment and
+	// kube-proxy NATs it afresh, so the pod answers RST — as in any
+	// failover. The load opens a new connection per request (a few ms of
+	// every 125 ms), so a move catches one now and then. Anything else (a
+	// timeout, a refused connection: an address nobody answers for) fails.
+	final, err := labtest.OneResponderEach(ctx, clientHost, addrs)
+	if err != nil {
+		t.Errorf("after the migration: %v", err)
+	}
+	moved := 0
+	for _, a := range addrs {
+		if final[a] != macs[a] {
+			moved++
+		}
+	}
 	ok, fail, failures := load.Totals()
-	t.Logf("migration took %v; 10 Services × 8 req/s: %d ok, %d failed; addresses %v", took.Round(time.Millisecond), ok, fail, before)
-	if fail != 0 || ok < 10*8*5 {
-		t.Errorf("traffic: %d ok, %d failed: %v", ok, fail, failures)
+	t.Logf("migration took %v; 10 Services × 8 req/s: %d ok, %d failed (%d of 10 addresses moved node); addresses %v",
+		took.Round(time.Millisecond), ok, fail, moved, before)
+	resets := 0
+	for _, f := range failures {
+		if strings.Contains(f, "connection reset by peer") {
+			resets++
+		}
+	}
+	if resets != fail || fail > moved || ok < 10*8*5 {
+		t.Errorf("traffic: %d ok, %d failed (%d resets, %d addresses moved): %v", ok, fail, resets, moved, failures)
+	} else if fail > 0 {
+		t.Logf("connections reset by an announcer move: %v", failures)
 	}
 	after, err := cluster.TakeSnapshot(ctx, cs)
 	must(t, err)
@@ -146,10 +174,6 @@ func TestMigrateInLab(t *testing.T) {
 	}
 	if pods, err := cs.CoreV1().Pods(lab.MetalLBNamespace).List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
 		t.Errorf("MetalLB pods left: %v %v", err, pods)
-	}
-	// One responder per address, Mooring's, after MetalLB is gone.
-	if _, err := labtest.OneResponderEach(ctx, clientHost, addrs); err != nil {
-		t.Errorf("after the migration: %v", err)
 	}
 }
 
