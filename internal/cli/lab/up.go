@@ -22,7 +22,7 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod,
 		Timeout:                lab.DefaultTimeout,
 	}
-	noMooring := false
+	noMooring, metallb := false, false
 	fault := ""
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -43,7 +43,8 @@ Ctrl-C, SIGTERM or ` + "`mooring lab down`" + ` removes everything it made (proc
 the state dir), also when its output has gone away (e.g. ` + "`make demo | tee log`" + ` interrupted).`,
 		Example: `  sudo bin/mooring lab up
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
-  sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation`,
+  sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
+  sudo bin/mooring lab up --metallb         # MetalLB serves; Mooring only adopts (to try mooring migrate metallb run)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
@@ -63,6 +64,11 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 			}
 			if cfg.CRDDir == "" {
 				cfg.CRDDir = lab.FindCRDDir(self)
+			}
+			if metallb {
+				if cfg.MetalLB = lab.FindMetalLB(); cfg.MetalLB == "" {
+					return fmt.Errorf("--metallb: MetalLB is not built: run `make metallb` (or set %s to the folder it prints)", lab.EnvMetalLB)
+				}
 			}
 			var flt lab.Fault
 			if fault != "" {
@@ -86,6 +92,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
 	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
+	f.BoolVar(&metallb, "metallb", false, "also run the real MetalLB (built by make metallb): its controller and a speaker per node serve the demo Service from its IPAddressPool; with Mooring, Mooring's controller runs --adopt-only and no Mooring pool or policy is created")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }
