@@ -33,7 +33,12 @@ if ! done_; then
   # kept in the repository, and the lab runs MetalLB in L2 mode only.
   work=$(mktemp -d)
   trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
-  frr=$(go list -m -f '{{.Dir}}' github.com/metallb/frr-k8s)
+  # go mod download prints the module's folder (downloading it first on a
+  # fresh machine, where go list -m would print nothing).
+  dir_of() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
+  frrver=$(sed -n 's|^replace github.com/metallb/frr-k8s => github.com/metallb/frr-k8s \(v[^ ]*\)$|\1|p' go.mod)
+  frr=$(dir_of "github.com/metallb/frr-k8s@$frrver")
+  [ -d "$frr" ] || { echo "metallb: cannot find github.com/metallb/frr-k8s@$frrver" >&2; exit 1; }
   cp -r "$frr" "$work/frr-k8s" && chmod -R u+w "$work/frr-k8s"
   types="$work/frr-k8s/api/v1beta1/frrconfiguration_types.go"
   grep -q 'PrefixesWithCommunity \[\]CommunityPrefixes' "$types"
@@ -51,7 +56,7 @@ GO
   cp go.sum "$work/go.sum"
   CGO_ENABLED=0 go build -modfile="$work/go.mod" -trimpath -ldflags "-s -w" -o "$out.tmp/controller" go.universe.tf/metallb/controller
   CGO_ENABLED=0 go build -modfile="$work/go.mod" -trimpath -ldflags "-s -w" -o "$out.tmp/speaker" go.universe.tf/metallb/speaker
-  src=$(go list -m -f '{{.Dir}}' go.universe.tf/metallb)
+  src=$(dir_of "go.universe.tf/metallb@$ver")
   cp "$src"/config/crd/bases/*.yaml "$out.tmp/crds/"
   chmod -R u+w "$out.tmp/crds"
   echo "$ver" >"$out.tmp/VERSION"

@@ -118,14 +118,21 @@ func Plan(f Facts) []Step {
 		MetalLBAnnounces: true,
 		Rollback:         []string{fmt.Sprintf("kubectl delete -f %s", f.ImportFile)},
 	}}
-	var scale, unscale []string
+	// The speakers stop announcing together first: deleting the
+	// L2Advertisements makes every speaker withdraw at once. Stopping the
+	// speakers one by one instead would let the remaining ones take over
+	// the leavers' addresses (memberlist) and pull clients back to MetalLB's
+	// nodes with gratuitous ARPs — each such move resets the connections in
+	// flight.
+	scale := []string{fmt.Sprintf("kubectl -n %s delete l2advertisements.metallb.io --all   # saved to %s/metallb-l2advertisements.yaml; then wait until MetalLB's ServiceL2Statuses are gone", ns, f.SaveDir)}
+	unscale := []string{fmt.Sprintf("kubectl apply -f %s/metallb-l2advertisements.yaml", f.SaveDir)}
 	for _, s := range f.Speakers {
 		scale = append(scale, fmt.Sprintf(`kubectl -n %s patch daemonset %s --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{%q:"true"}}}}}'`, ns, s, SpeakerOffLabel))
 		unscale = append(unscale, fmt.Sprintf(`kubectl -n %s patch daemonset %s --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/%s"}]'`, ns, s, strings.ReplaceAll(SpeakerOffLabel, "/", "~1")))
 	}
 	steps = append(steps, Step{
 		Name:          "scale MetalLB's speakers to zero",
-		Why:           "Mooring's agents now answer for every address; the speakers' gratuitous ARPs would otherwise keep pulling traffic to their nodes",
+		Why:           "Mooring's agents now answer for every address; the speakers' gratuitous ARPs would otherwise keep pulling traffic to their nodes. They withdraw together (no L2Advertisement) before they stop, so none takes over another's address on the way out",
 		Actions:       scale,
 		Checks:        append([]CheckID{CheckAdoptOnly, CheckSpeakersGone, CheckMooringAnnounces, CheckResponders}, always...),
 		MaxResponders: 1,

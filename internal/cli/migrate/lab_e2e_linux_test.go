@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -111,7 +112,7 @@ func TestMigrateInLab(t *testing.T) {
 	st, err := migrate.Prepare(ctx, o, cs, dc, io.Discard)
 	must(t, err)
 	var out strings.Builder
-	st.Runner.Out, st.Runner.Responders = &out, responders
+	st.Runner.Out, st.Runner.Responders = stampWriter{&out}, responders
 	lctx, lcancel := context.WithCancel(ctx)
 	load := &labtest.Load{Host: clientHost, URLs: labtest.URLs(addrs), Interval: 125 * time.Millisecond, Timeout: 3 * time.Second}
 	load.Start(lctx)
@@ -178,3 +179,14 @@ func TestMigrateInLab(t *testing.T) {
 }
 
 func errOf[T any](_ T, err error) error { return err }
+
+// stampWriter prefixes what the runner prints with the time, to line the
+// steps up with the load's failures.
+type stampWriter struct{ w io.Writer }
+
+func (s stampWriter) Write(b []byte) (int, error) {
+	if _, err := fmt.Fprintf(s.w, "%s %s", time.Now().Format("15:04:05.000"), b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

@@ -148,6 +148,9 @@ func (r *Runner) act(ctx context.Context, i int) error {
 			fmt.Fprintf(r.Out, "  applied %s %s\n", o.GetKind(), o.GetName())
 		}
 	case 2:
+		if err := r.withdrawSpeakers(ctx); err != nil {
+			return err
+		}
 		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{%q:"true"}}}}}`, migrate.SpeakerOffLabel)
 		for _, s := range r.Facts.Speakers {
 			if _, err := r.CS.AppsV1().DaemonSets(r.Facts.MetalLBNamespace).Patch(ctx, s, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -159,6 +162,70 @@ func (r *Runner) act(ctx context.Context, i int) error {
 		return r.removeMetalLB(ctx)
 	}
 	return nil
+}
+
+// withdrawSpeakers saves and deletes MetalLB's L2Advertisements, so that
+// every speaker withdraws its announcements at once, and waits until
+// MetalLB's ServiceL2Statuses (one per announced Service) are gone.
+func (r *Runner) withdrawSpeakers(ctx context.Context) error {
+	var saved []byte
+	var advs []Object
+	for _, o := range r.MetalLB {
+		if o.GVR.Resource == "l2advertisements" {
+			advs = append(advs, o)
+			b, err := yaml.Marshal(cleanForSave(o.Obj))
+			if err != nil {
+				return err
+			}
+			saved = append(append(saved, "---\n"...), b...)
+		}
+	}
+	if len(advs) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(r.Facts.SaveDir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(r.Facts.SaveDir, "metallb-l2advertisements.yaml")
+	if err := os.WriteFile(path, saved, 0o644); err != nil {
+		return fmt.Errorf("saving MetalLB's L2Advertisements: %w", err)
+	}
+	for _, o := range advs {
+		if err := ignoreNotFound(r.DC.Resource(o.GVR).Namespace(o.Obj.GetNamespace()).Delete(ctx, o.Obj.GetName(), metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("deleting L2Advertisement %s: %w", o.Obj.GetName(), err)
+		}
+	}
+	fmt.Fprintf(r.Out, "  deleted %d MetalLB L2Advertisements (saved to %s): the speakers withdraw together\n", len(advs), path)
+	deadline := time.Now().Add(r.CheckTimeout)
+	for {
+		l, err := r.DC.Resource(metallbL2Status).Namespace(r.Facts.MetalLBNamespace).List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && len(l.Items) == 0) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("MetalLB's speakers still announce %d Services %v after their L2Advertisements were deleted", len(l.Items), r.CheckTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// cleanForSave drops what the apiserver sets, so the saved object applies.
+func cleanForSave(o *unstructured.Unstructured) map[string]any {
+	c := o.DeepCopy()
+	unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(c.Object, "metadata", "uid")
+	unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
+	unstructured.RemoveNestedField(c.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(c.Object, "metadata", "generation")
+	unstructured.RemoveNestedField(c.Object, "status")
+	return c.Object
 }
 
 func resourceOf(kind string) string {
@@ -179,12 +246,7 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 	}
 	var saved []byte
 	for _, o := range r.MetalLB {
-		c := o.Obj.DeepCopy()
-		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
-		unstructured.RemoveNestedField(c.Object, "metadata", "uid")
-		unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
-		unstructured.RemoveNestedField(c.Object, "status")
-		b, err := yaml.Marshal(c.Object)
+		b, err := yaml.Marshal(cleanForSave(o.Obj))
 		if err != nil {
 			return err
 		}
