@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // Severity orders findings; any Problem makes `mooring doctor` exit 1.
@@ -95,6 +96,7 @@ type Event struct {
 	Service         string // namespace/name
 	Node            string // the reporting agent's node
 	Age             string // human readable, for the message
+	Time            time.Time
 }
 
 // KubeProxy is kube-proxy's configuration (kube-system/kube-proxy).

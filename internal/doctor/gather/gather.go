@@ -298,7 +298,7 @@ func events(ctx context.Context, cs kubernetes.Interface, now time.Time) ([]doct
 				when = e.EventTime.Time
 			}
 			out = append(out, doctor.Event{Reason: e.Reason, Message: e.Message, Node: node,
-				Service: e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name, Age: now.Sub(when).Round(time.Second).String()})
+				Service: e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name, Age: now.Sub(when).Round(time.Second).String(), Time: when})
 		}
 	}
 	return out, nil
