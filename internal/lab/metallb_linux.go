@@ -145,7 +145,7 @@ func (c *Cluster) syncMetalLB(ctx context.Context, secretDir string, lastStart m
 		if _, ok := wants[name]; ok {
 			continue
 		}
-		c.stopComponent(name)
+		c.stopMetalLB(name)
 		pod := metallbControllerPod
 		if n := speakerNodeOf(name); n != "" {
 			pod = metallbSpeakerPod(n)
@@ -265,9 +265,9 @@ func (c *Cluster) metallbRunning() []string {
 // running reports whether the named MetalLB component has a live process.
 func (c *Cluster) running(name string) bool { return slices.Contains(c.metallbRunning(), name) }
 
-// stopComponent stops every live process of the named component the way a
+// stopMetalLB stops every live process of the named component the way a
 // kubelet stops a deleted pod: SIGTERM, then SIGKILL after 5 s.
-func (c *Cluster) stopComponent(name string) {
+func (c *Cluster) stopMetalLB(name string) {
 	c.mu.Lock()
 	var ps []*proc
 	for _, p := range c.procs {
