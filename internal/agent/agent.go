@@ -100,7 +100,10 @@ type Agent struct {
 	// (networkPrefixes), read with the interfaces; replaced, never
 	// modified, so a published decision may share it.
 	prefixes map[int][]string
-	pending  []announce.Change // not yet published
+	// appliedCfg is the policies' generations the state was last given;
+	// nil until they were first read.
+	appliedCfg *mooringv1.AppliedConfig
+	pending    []announce.Change // not yet published
 	// published is when the decision was last published; publishEvery
 	// bounds how often new addresses alone publish it.
 	published    time.Time
@@ -293,7 +296,7 @@ func (a *Agent) publish() {
 	a.pending = nil
 	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes})
+	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes, applied: a.appliedCfg})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
 }
@@ -325,6 +328,7 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 			return changes, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
 		}
 		changes = append(changes, a.state.SetPolicies(convertPolicies(pols.Items))...)
+		a.appliedCfg = appliedConfig(pols.Items)
 	}
 	if d.links {
 		if ifaces, err := a.deps.Links.Interfaces(); err != nil {
