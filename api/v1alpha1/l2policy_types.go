@@ -39,7 +39,31 @@ type L2AnnouncementPolicySpec struct {
 	//
 	// +optional
 	ExternalIPs bool `json:"externalIPs,omitempty"`
+
+	// Ranking orders the nodes that may announce an address, so it picks
+	// the owner and the order of stand-ins. Mooring (the default) is
+	// Mooring's rendezvous hash. MetalLB orders them exactly as MetalLB's
+	// layer-2 speaker does (the smallest sha256 of "node#address" first):
+	// during a migration off MetalLB every address stays on the node
+	// MetalLB chose, so no connection is reset. `mooring import metallb`
+	// sets it. Changing it moves addresses.
+	//
+	// +optional
+	// +kubebuilder:default=Mooring
+	Ranking L2Ranking `json:"ranking,omitempty"`
 }
+
+// L2Ranking names how candidate nodes are ordered for an address.
+//
+// +kubebuilder:validation:Enum=Mooring;MetalLB
+type L2Ranking string
+
+const (
+	// L2RankingMooring is Mooring's rendezvous hash.
+	L2RankingMooring L2Ranking = "Mooring"
+	// L2RankingMetalLB is MetalLB's layer-2 speaker's order.
+	L2RankingMetalLB L2Ranking = "MetalLB"
+)
 
 // L2AnnouncementPolicyStatus is what the agents observed about the policy.
 type L2AnnouncementPolicyStatus struct {

@@ -79,7 +79,17 @@ func convertPolicy(p *mooringv1.L2AnnouncementPolicy) announce.Policy {
 		// default existed means the same.
 		LoadBalancerIPs: p.Spec.LoadBalancerIPs == nil || *p.Spec.LoadBalancerIPs,
 		ExternalIPs:     p.Spec.ExternalIPs,
+		Ranking:         convertRanking(p.Spec.Ranking),
 	}
+}
+
+// convertRanking maps the API's ranking to the core's; an unknown value
+// (admission rejects them) reaches the core, which reports it.
+func convertRanking(r mooringv1.L2Ranking) announce.Ranking {
+	if r == "" || r == mooringv1.L2RankingMooring {
+		return announce.RankingMooring
+	}
+	return announce.Ranking(r)
 }
 
 func convertSelector(s *metav1.LabelSelector) *announce.Selector {

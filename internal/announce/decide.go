@@ -61,6 +61,8 @@ type addrState struct {
 	eligible nodeSet
 	// localPols are the policies under which the local node would announce.
 	localPols map[*policy]bool
+	// ranking is rankingOf every policy announcing the address.
+	ranking Ranking
 }
 
 // Decide computes the local node's announcement table and the owner of
@@ -83,7 +85,7 @@ func Decide(in Input) Result {
 		st.eligible.each(func(i int) {
 			// Ties (practically impossible) go to the smaller name: each
 			// visits indices in name order and keeps the first maximum.
-			if sc := scoreFrom(u.prefix[i], a); best < 0 || sc > bestScore {
+			if sc := u.score(st.ranking, i, a); best < 0 || sc > bestScore {
 				best, bestScore = i, sc
 			}
 		})
@@ -130,6 +132,10 @@ func compile(in []Policy) ([]*policy, []Problem) {
 		}
 		if err := p.NodeSelector.Validate(); err != nil {
 			bad("spec.nodeSelector", err)
+			ok = false
+		}
+		if p.Ranking != RankingMooring && p.Ranking != RankingMetalLB {
+			bad("spec.ranking", fmt.Errorf("unknown ranking %q: use Mooring or MetalLB", p.Ranking))
 			ok = false
 		}
 		cp := &policy{Policy: p}
@@ -205,6 +211,9 @@ func collect(in Input, pols []*policy, u *universe) map[netip.Addr]*addrState {
 				st.eligible.and(el)
 			}
 			st.services = append(st.services, s.Key)
+			if rankingOf(ps) == RankingMetalLB {
+				st.ranking = RankingMetalLB
+			}
 			if el.has(local) {
 				for _, p := range ps {
 					if p.nodes.has(local) {

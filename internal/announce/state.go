@@ -72,6 +72,7 @@ type addrEntry struct {
 	base     nodeSet      // intersection of the Services' eligibility
 	owner    int          // index into u, -1 when none
 	score    uint64       // the owner's score
+	ranking  Ranking      // rankingOf the policies of every claim
 	eligible int
 	local    []Entry
 	problem  *Problem
@@ -141,7 +142,7 @@ func (s *State) SetMembers(members []string) []Change {
 		e.eligible = e.base.andCount(s.live)
 		if e.owner >= 0 && !left.has(e.owner) {
 			for j := range e.base.andEach(joined) {
-				if sc := scoreFrom(s.u.prefix[j], a); sc > e.score || (sc == e.score && j < e.owner) {
+				if sc := s.u.score(e.ranking, j, a); sc > e.score || (sc == e.score && j < e.owner) {
 					e.owner, e.score = j, sc
 				}
 			}
@@ -387,9 +388,12 @@ func hasKey[M ~map[K]V, K comparable, V any](m M, k K) bool { _, ok := m[k]; ret
 
 // decideAddr recomputes one address from the Services holding it.
 func (s *State) decideAddr(a netip.Addr, e *addrEntry) {
-	e.base = nil
+	e.base, e.ranking = nil, RankingMooring
 	for _, k := range e.services {
 		c, _ := s.services[k].claimOn(a)
+		if rankingOf(c.pols) == RankingMetalLB {
+			e.ranking = RankingMetalLB
+		}
 		el := c.el
 		if e.base == nil {
 			e.base = slices.Clone(el)
@@ -407,7 +411,7 @@ func (s *State) decideAddr(a netip.Addr, e *addrEntry) {
 func (s *State) rank(a netip.Addr, e *addrEntry) {
 	e.owner, e.score = -1, 0
 	for i := range e.base.andEach(s.live) {
-		if sc := scoreFrom(s.u.prefix[i], a); e.owner < 0 || sc > e.score {
+		if sc := s.u.score(e.ranking, i, a); e.owner < 0 || sc > e.score {
 			e.owner, e.score = i, sc
 		}
 	}

@@ -28,6 +28,8 @@ type Policy struct {
 	// ExternalIPs announces spec.externalIPs.
 	LoadBalancerIPs bool
 	ExternalIPs     bool
+	// Ranking orders each address's candidate nodes (rank_metallb.go).
+	Ranking Ranking
 }
 
 // Service is what the decision needs from a Service and its EndpointSlices.

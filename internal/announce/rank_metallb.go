@@ -1,0 +1,69 @@
+package announce
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"net/netip"
+)
+
+// Ranking names how a policy orders the candidate nodes of an address.
+type Ranking string
+
+const (
+	// RankingMooring is Mooring's rendezvous hash (Score): the default.
+	RankingMooring Ranking = ""
+	// RankingMetalLB orders candidates exactly as MetalLB's layer-2 speaker
+	// does (go.universe.tf/metallb speaker/layer2_controller.go,
+	// sortL2Candidates, v0.13–v0.16): the smallest sha256(node + "#" + ip)
+	// first. A migration off MetalLB with this ranking keeps every address on
+	// the node MetalLB chose, so no connection in flight is reset.
+	RankingMetalLB Ranking = "MetalLB"
+)
+
+// metallbVersion is appended to the ranking version an agent publishes
+// while any policy uses RankingMetalLB: an agent that does not know the
+// ranking would pick other owners, and must show up as another version.
+const metallbVersion = "+metallb-l2-sha256-v1"
+
+// RankingVersionFor is the ranking version an agent publishes for the
+// policies it applies: RankingVersion when none uses RankingMetalLB.
+func RankingVersionFor(pols []Policy) string {
+	for _, p := range pols {
+		if p.Ranking == RankingMetalLB {
+			return hashVersion + metallbVersion
+		}
+	}
+	return hashVersion
+}
+
+// MetalLBScore is node's weight for addr under RankingMetalLB: the first 64
+// bits of sha256(node + "#" + addr), complemented so that, as with Score,
+// the highest weight wins (MetalLB takes the smallest digest). The string
+// is what MetalLB hashes: Go's text form of the address (net.IP.String and
+// netip.Addr.String agree for IPv4 and canonical IPv6). MetalLB compares
+// whole digests; a tie in the first 64 bits has probability 2⁻⁶⁴ per pair,
+// and ties go to the smaller name. Cost: one sha256 of len(node)+40 bytes.
+func MetalLBScore(node string, addr netip.Addr) uint64 {
+	d := sha256.Sum256([]byte(node + "#" + addr.Unmap().WithZone("").String()))
+	return ^binary.BigEndian.Uint64(d[:8])
+}
+
+// score is node i's weight for a under ranking r.
+func (u *universe) score(r Ranking, i int, a netip.Addr) uint64 {
+	if r == RankingMetalLB {
+		return MetalLBScore(u.names[i], a)
+	}
+	return scoreFrom(u.prefix[i], a)
+}
+
+// rankingOf is the ranking of an address announced under pols: MetalLB's
+// when any of them asks for it (policies imported from MetalLB do; a mix
+// only happens while one Service is announced by two policies at once).
+func rankingOf(pols []*policy) Ranking {
+	for _, p := range pols {
+		if p.Ranking == RankingMetalLB {
+			return RankingMetalLB
+		}
+	}
+	return RankingMooring
+}
