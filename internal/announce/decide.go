@@ -61,8 +61,11 @@ type addrState struct {
 	eligible nodeSet
 	// localPols are the policies under which the local node would announce.
 	localPols map[*policy]bool
-	// ranking is rankingOf every policy announcing the address.
+	// ranking is rankingOf every policy announcing the address; key is
+	// the metallbKey of the first Service (by key) that holds it.
 	ranking Ranking
+	key     netip.Addr
+	keyOf   ServiceKey
 }
 
 // Decide computes the local node's announcement table and the owner of
@@ -85,7 +88,7 @@ func Decide(in Input) Result {
 		st.eligible.each(func(i int) {
 			// Ties (practically impossible) go to the smaller name: each
 			// visits indices in name order and keeps the first maximum.
-			if sc := u.score(st.ranking, i, a); best < 0 || sc > bestScore {
+			if sc := u.score(st.ranking, i, a, st.key); best < 0 || sc > bestScore {
 				best, bestScore = i, sc
 			}
 		})
@@ -205,10 +208,13 @@ func collect(in Input, pols []*policy, u *universe) map[netip.Addr]*addrState {
 			}
 			st := states[a]
 			if st == nil {
-				st = &addrState{eligible: el, localPols: make(map[*policy]bool)}
+				st = &addrState{eligible: el, localPols: make(map[*policy]bool), key: metallbKey(s, a), keyOf: s.Key}
 				states[a] = st
 			} else {
 				st.eligible.and(el)
+				if compareKeys(s.Key, st.keyOf) < 0 {
+					st.key, st.keyOf = metallbKey(s, a), s.Key
+				}
 			}
 			st.services = append(st.services, s.Key)
 			if rankingOf(ps) == RankingMetalLB {

@@ -78,6 +78,7 @@ func genInput(c chooser) Input {
 		in.Policies = append(in.Policies, Policy{
 			Name: fmt.Sprintf("p%d", i), ServiceSelector: genSelector(c), NodeSelector: genSelector(c),
 			Interfaces: subset(c, ifaceExprs), LoadBalancerIPs: c.intn(4) != 0, ExternalIPs: c.intn(2) == 0,
+			Ranking: pick(c, []Ranking{RankingMooring, RankingMetalLB}),
 		})
 	}
 	for i := range c.intn(9) {
@@ -113,7 +114,11 @@ func shuffled(r *rand.Rand, in Input) Input {
 		if len(s.ReadyNodes) > 0 {
 			s.ReadyNodes = append(s.ReadyNodes, s.ReadyNodes[0])
 		}
-		sh(len(s.IngressIPs), func(a, b int) { s.IngressIPs[a], s.IngressIPs[b] = s.IngressIPs[b], s.IngressIPs[a] })
+		// Under RankingMetalLB the first ingress address is the key
+		// (metallbKey): status order is the same for every agent.
+		if !slices.ContainsFunc(in.Policies, func(p Policy) bool { return p.Ranking == RankingMetalLB }) {
+			sh(len(s.IngressIPs), func(a, b int) { s.IngressIPs[a], s.IngressIPs[b] = s.IngressIPs[b], s.IngressIPs[a] })
+		}
 		sh(len(s.ExternalIPs), func(a, b int) { s.ExternalIPs[a], s.ExternalIPs[b] = s.ExternalIPs[b], s.ExternalIPs[a] })
 		sh(len(s.ReadyNodes), func(a, b int) { s.ReadyNodes[a], s.ReadyNodes[b] = s.ReadyNodes[b], s.ReadyNodes[a] })
 	}

@@ -48,12 +48,30 @@ func MetalLBScore(node string, addr netip.Addr) uint64 {
 	return ^binary.BigEndian.Uint64(d[:8])
 }
 
-// score is node i's weight for a under ranking r.
-func (u *universe) score(r Ranking, i int, a netip.Addr) uint64 {
+// score is node i's weight for a under ranking r; key is what MetalLB
+// hashes for a (metallbKey).
+func (u *universe) score(r Ranking, i int, a, key netip.Addr) uint64 {
 	if r == RankingMetalLB {
-		return MetalLBScore(u.names[i], a)
+		return MetalLBScore(u.names[i], key)
 	}
 	return scoreFrom(u.prefix[i], a)
+}
+
+// metallbKey is the address MetalLB hashes when it announces a for s: the
+// Service's FIRST status.loadBalancer.ingress address, in status order, for
+// every address of the Service (a dual-stack Service is announced from one
+// node). An address s does not hold as ingress (an externalIP, which
+// MetalLB never announces) is its own key.
+func metallbKey(s *Service, a netip.Addr) netip.Addr {
+	if len(s.IngressIPs) == 0 || !s.IngressIPs[0].IsValid() {
+		return a
+	}
+	for _, x := range s.IngressIPs {
+		if x.Unmap().WithZone("") == a {
+			return s.IngressIPs[0].Unmap().WithZone("")
+		}
+	}
+	return a
 }
 
 // rankingOf is the ranking of an address announced under pols: MetalLB's

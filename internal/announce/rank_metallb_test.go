@@ -53,6 +53,33 @@ func TestMetalLBRankingOrder(t *testing.T) {
 	}
 }
 
+// A dual-stack Service is announced from one node by MetalLB: the one its
+// FIRST ingress address ranks first, for both addresses (10.213.0.100 ranks
+// node-3 first; fd00:213::64 alone would go to node-2).
+func TestMetalLBRankingDualStack(t *testing.T) {
+	v4, v6 := ip("10.213.0.100"), ip("fd00:213::64")
+	in := lab("node-1")
+	in.Policies[0].Ranking = RankingMetalLB
+	in.Services = []Service{{Key: key("v6-alone"), IngressIPs: []netip.Addr{v6}}}
+	if got, _ := Decide(in).OwnerOf(v6); got != "node-2" {
+		t.Fatalf("fd00:213::64 alone: owner %q, want node-2", got)
+	}
+	in.Services = []Service{{Key: key("dual"), IngressIPs: []netip.Addr{v4, v6}}}
+	s := NewState("node-1")
+	s.SetNodes(in.Nodes)
+	s.SetPolicies(in.Policies)
+	s.SetMembers(in.Members)
+	s.SetService(in.Services[0])
+	for _, a := range []netip.Addr{v4, v6} {
+		if got, _ := Decide(in).OwnerOf(a); got != "node-3" {
+			t.Errorf("dual-stack %s: Decide owner %q, want node-3", a, got)
+		}
+		if got, _ := s.Owner(a); got != "node-3" {
+			t.Errorf("dual-stack %s: State owner %q, want node-3", a, got)
+		}
+	}
+}
+
 func TestRankingChoice(t *testing.T) {
 	a := ip("10.213.0.100")
 	in := lab("node-1")

@@ -72,7 +72,7 @@ type addrEntry struct {
 	base     nodeSet      // intersection of the Services' eligibility
 	owner    int          // index into u, -1 when none
 	score    uint64       // the owner's score
-	ranking  Ranking      // rankingOf the policies of every claim
+	metallb  bool         // rankingOf the policies of every claim is MetalLB
 	eligible int
 	local    []Entry
 	problem  *Problem
@@ -141,8 +141,9 @@ func (s *State) SetMembers(members []string) []Change {
 		before := e.owner
 		e.eligible = e.base.andCount(s.live)
 		if e.owner >= 0 && !left.has(e.owner) {
+			key := s.metallbKey(a, e)
 			for j := range e.base.andEach(joined) {
-				if sc := s.u.score(e.ranking, j, a); sc > e.score || (sc == e.score && j < e.owner) {
+				if sc := s.u.score(e.ranking(), j, a, key); sc > e.score || (sc == e.score && j < e.owner) {
 					e.owner, e.score = j, sc
 				}
 			}
@@ -388,12 +389,10 @@ func hasKey[M ~map[K]V, K comparable, V any](m M, k K) bool { _, ok := m[k]; ret
 
 // decideAddr recomputes one address from the Services holding it.
 func (s *State) decideAddr(a netip.Addr, e *addrEntry) {
-	e.base, e.ranking = nil, RankingMooring
+	e.base, e.metallb = nil, false
 	for _, k := range e.services {
 		c, _ := s.services[k].claimOn(a)
-		if rankingOf(c.pols) == RankingMetalLB {
-			e.ranking = RankingMetalLB
-		}
+		e.metallb = e.metallb || rankingOf(c.pols) == RankingMetalLB
 		el := c.el
 		if e.base == nil {
 			e.base = slices.Clone(el)
@@ -410,11 +409,32 @@ func (s *State) decideAddr(a netip.Addr, e *addrEntry) {
 // smaller name (indices are in name order).
 func (s *State) rank(a netip.Addr, e *addrEntry) {
 	e.owner, e.score = -1, 0
+	key := s.metallbKey(a, e)
 	for i := range e.base.andEach(s.live) {
-		if sc := s.u.score(e.ranking, i, a); e.owner < 0 || sc > e.score {
+		if sc := s.u.score(e.ranking(), i, a, key); e.owner < 0 || sc > e.score {
 			e.owner, e.score = i, sc
 		}
 	}
+}
+
+func (e *addrEntry) ranking() Ranking {
+	if e.metallb {
+		return RankingMetalLB
+	}
+	return RankingMooring
+}
+
+// metallbKey is what MetalLB hashes for a: the metallbKey of the first
+// Service (by key) holding it, as Decide takes it. Computed on demand, so
+// the state holds no more per address.
+func (s *State) metallbKey(a netip.Addr, e *addrEntry) netip.Addr {
+	if !e.metallb || len(e.services) == 0 {
+		return a
+	}
+	if se := s.services[e.services[0]]; se != nil {
+		return metallbKey(&se.svc, a)
+	}
+	return a
 }
 
 // finish derives the local entries and the problem of one address from its

@@ -36,7 +36,8 @@ type Policy struct {
 type Service struct {
 	Key    ServiceKey
 	Labels map[string]string
-	// IngressIPs are status.loadBalancer.ingress IPs; ExternalIPs are
+	// IngressIPs are status.loadBalancer.ingress IPs, in status order (the
+	// first is what RankingMetalLB hashes for all of them); ExternalIPs are
 	// spec.externalIPs. Invalid, unspecified, loopback, multicast and
 	// link-local addresses are ignored.
 	IngressIPs  []netip.Addr
@@ -61,7 +62,8 @@ type Interface struct {
 }
 
 // Input is everything one decision needs. Order inside every slice is
-// irrelevant: the same sets give the same Result.
+// irrelevant, but for a Service's IngressIPs under RankingMetalLB: the
+// same sets give the same Result.
 type Input struct {
 	Policies []Policy
 	Services []Service

@@ -219,3 +219,33 @@ func FuzzMetalLBAddress(f *testing.F) {
 		lbipamPool(t, p)
 	})
 }
+
+// Every policy imported from MetalLB, of any generation, ranks nodes as
+// MetalLB's speakers do (so the hand-over moves no address) and the report
+// says so; a Cilium import keeps Mooring's ranking.
+func TestMetalLBImportKeepsMetalLBsNode(t *testing.T) {
+	for _, f := range []string{"testdata/metallb/ipaddresspools.yaml", "testdata/metallb/legacy-configmap.yaml"} {
+		res := importFile(t, MetalLB, f)
+		if len(res.Policies) == 0 {
+			t.Fatalf("%s: no policies", f)
+		}
+		for _, p := range res.Policies {
+			if p.Spec.Ranking != "MetalLB" {
+				t.Errorf("%s: policy %s has ranking %q, want MetalLB", f, p.Metadata.Name, p.Spec.Ranking)
+			}
+		}
+		found := false
+		for _, e := range res.Report.Entries {
+			found = found || (e.Outcome == Mapped && strings.Contains(e.Target, "spec.ranking") && strings.Contains(e.Detail, "keeps the node MetalLB chose"))
+		}
+		if !found {
+			t.Errorf("%s: ranking not reported as mapped: %+v", f, res.Report.Entries)
+		}
+	}
+	cil := importFile(t, Cilium, "testdata/cilium/l2policy.yaml")
+	for _, p := range cil.Policies {
+		if p.Spec.Ranking != "" {
+			t.Errorf("cilium policy %s has ranking %q", p.Metadata.Name, p.Spec.Ranking)
+		}
+	}
+}

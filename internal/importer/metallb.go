@@ -312,7 +312,13 @@ func (m *metallbImporter) announcements() {
 	if len(covered) > 0 {
 		pol := newPolicy(m.claimName(m.pools[0].rec, "metallb-layer2"), "metallb layer2 pools")
 		pol.Spec.LoadBalancerIPs = ptr(true)
+		pol.Spec.Ranking = rankingMetalLB
 		m.res.Policies = append(m.res.Policies, pol)
+		for _, p := range m.pools {
+			if p.layer2 {
+				p.rec.mapped("", "L2AnnouncementPolicy "+pol.Metadata.Name+" spec.ranking", rankingDetail)
+			}
+		}
 	}
 	for _, a := range m.advs {
 		for _, p := range m.advPools(a) {
@@ -381,6 +387,7 @@ func (m *metallbImporter) advertisement(a mlbAdvIn) {
 			pol.Spec.ServiceSelector = nonEmpty(ss)
 			pol.Spec.NodeSelector = nonEmpty(ns)
 			pol.Spec.Interfaces = slices.Clone(ifaces)
+			pol.Spec.Ranking = rankingMetalLB
 			m.res.Policies = append(m.res.Policies, pol)
 			names = append(names, pol.Metadata.Name)
 		}
@@ -389,6 +396,7 @@ func (m *metallbImporter) advertisement(a mlbAdvIn) {
 	if len(names) > 1 {
 		rec.changed("spec", target, "MetalLB ORs the %d serviceSelectors and %d nodeSelectors of one advertisement; Mooring unites the nodes of every policy that matches a Service, so one policy per (serviceSelector, nodeSelector) pair keeps the meaning", len(s.ServiceSelectors), len(s.NodeSelectors))
 	}
+	rec.mapped("", target+" spec.ranking", rankingDetail)
 	for i := range s.ServiceSelectors {
 		rec.mapped(fmt.Sprintf("spec.serviceSelectors[%d]", i), target+" spec.serviceSelector", "")
 	}
@@ -412,9 +420,16 @@ func (m *metallbImporter) advertisement(a mlbAdvIn) {
 		}
 	}
 	if len(s.PreferredNodeSelectors) > 0 {
-		rec.notMapped("spec.preferredNodeSelectors", "Mooring spreads addresses over eligible nodes by rendezvous hashing and has no node preference: the announcing node may differ; restrict spec.nodeSelector if a node must never announce")
+		rec.notMapped("spec.preferredNodeSelectors", "Mooring has no node preference: ranking MetalLB reproduces the speakers' hash order but not preferred nodes, so the announcing node may differ (and move once during the migration); restrict spec.nodeSelector if a node must never announce")
 	}
 }
+
+// Imported policies rank nodes as MetalLB's speakers do, so the hand-over
+// moves no address (announce.RankingMetalLB).
+const (
+	rankingMetalLB = "MetalLB"
+	rankingDetail  = "MetalLB: keeps the node MetalLB chose (its speakers' order, the smallest sha256 of node#address), so handing an address over moves it nowhere and resets no connection; set Mooring later to spread by Mooring's own hash (that moves addresses)"
+)
 
 // nonEmpty returns nil for a selector that matches everything.
 func nonEmpty(s metav1.LabelSelector) *metav1.LabelSelector {

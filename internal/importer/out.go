@@ -57,6 +57,7 @@ type L2PolicySpec struct {
 	Interfaces      []string              `json:"interfaces,omitempty"`
 	LoadBalancerIPs *bool                 `json:"loadBalancerIPs,omitempty"`
 	ExternalIPs     bool                  `json:"externalIPs,omitempty"`
+	Ranking         string                `json:"ranking,omitempty"`
 }
 
 // L2Policy is an L2AnnouncementPolicy.
