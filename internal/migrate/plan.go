@@ -60,6 +60,9 @@ type Facts struct {
 	Webhooks         []string // ValidatingWebhookConfigurations of MetalLB
 	MetalLBObjects   []string // "Kind namespace/name" to delete at the end
 	Pools, Policies  []string // Mooring objects the import produced
+	// KeepsMetalLBNodes: every imported policy has ranking: MetalLB, so
+	// each address's Mooring owner is the node whose speaker announces it.
+	KeepsMetalLBNodes bool
 	Services         []string // namespace/name=addr,addr of every LoadBalancer Service
 	// Interface is where responders are counted; "" skips that check.
 	Interface string
@@ -109,12 +112,12 @@ func Plan(f Facts) []Step {
 		Rollback:         []string{"nothing changed"},
 	}, {
 		Name: "apply Mooring pools and L2 policies while MetalLB still runs",
-		Why:  "the controller adopts each Service's held address (the imported pools hold exactly MetalLB's addresses) and the agents start answering ARP beside the speakers: two responders are harmless when any node can serve (externalTrafficPolicy: Cluster)",
+		Why:  "the controller adopts each Service's held address (the imported pools hold exactly MetalLB's addresses) and the agents start answering ARP beside the speakers: two responders are harmless when any node can serve (externalTrafficPolicy: Cluster)" + rankingWhy(f),
 		Actions: []string{
 			fmt.Sprintf("kubectl apply -f %s   # LoadBalancerIPPools %s; L2AnnouncementPolicies %s", f.ImportFile, strings.Join(f.Pools, ", "), strings.Join(f.Policies, ", ")),
 		},
 		Checks:           append([]CheckID{CheckAdoptOnly, CheckMooringAnnounces, CheckResponders}, always...),
-		MaxResponders:    2,
+		MaxResponders:    overlapResponders(f),
 		MetalLBAnnounces: true,
 		Rollback:         []string{fmt.Sprintf("kubectl delete -f %s", f.ImportFile)},
 	}}
@@ -166,6 +169,23 @@ func Plan(f Facts) []Step {
 		Rollback: []string{"restart the Mooring controller with --adopt-only"},
 	})
 	return steps
+}
+
+// overlapResponders is how many nodes may answer for an address while both
+// MetalLB and Mooring announce: one when Mooring keeps MetalLB's nodes.
+func overlapResponders(f Facts) int {
+	if f.KeepsMetalLBNodes {
+		return 1
+	}
+	return 2
+}
+
+// rankingWhy says whether the hand-over moves addresses.
+func rankingWhy(f Facts) string {
+	if f.KeepsMetalLBNodes {
+		return "; the imported policies have ranking: MetalLB, which keeps the node MetalLB chose: each agent takes over on the node whose speaker announces the address now, so no address moves and no connection in flight is reset"
+	}
+	return "; NOTE: not every imported policy has ranking: MetalLB, so an address whose Mooring owner is another node than MetalLB's moves once when the speakers stop, and TCP connections in flight through the old node are reset (conntrack is per node)"
 }
 
 // WriteText prints the plan for an operator.

@@ -51,7 +51,26 @@ func TestPlanOrderAndRollback(t *testing.T) {
 		t.Errorf("removal order:\n%s", rm)
 	}
 	var b strings.Builder
-	if err := WriteText(&b, steps, f); err != nil || !strings.Contains(b.String(), "rollback: kubectl delete -f mooring.yaml") {
+	if err := WriteText(&b, steps, f); err != nil || !strings.Contains(b.String(), "rollback: kubectl delete -f mooring.yaml") ||
+		!strings.Contains(b.String(), "not every imported policy has ranking: MetalLB") {
+		t.Errorf("text: %v\n%s", err, b.String())
+	}
+}
+
+// With every imported policy ranked as MetalLB does, the plan says the
+// hand-over moves nothing and allows one responder per address throughout.
+func TestPlanKeepsMetalLBNodes(t *testing.T) {
+	f := Facts{MetalLBNamespace: "metallb-system", Speakers: []string{"speaker"}, Pools: []string{"lan"}, Policies: []string{"l2"},
+		KeepsMetalLBNodes: true, ImportFile: "mooring.yaml", SaveDir: "saved"}
+	steps := Plan(f)
+	for _, s := range steps {
+		if slices.Contains(s.Checks, CheckResponders) && s.MaxResponders != 1 {
+			t.Errorf("step %q allows %d responders, want 1", s.Name, s.MaxResponders)
+		}
+	}
+	var b strings.Builder
+	if err := WriteText(&b, steps, f); err != nil || !strings.Contains(b.String(), "ranking: MetalLB, which keeps the node MetalLB chose") ||
+		!strings.Contains(b.String(), "at most 1 per address") || strings.Contains(b.String(), "at most 2") {
 		t.Errorf("text: %v\n%s", err, b.String())
 	}
 }

@@ -178,8 +178,10 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 	for _, p := range res.Pools {
 		f.Pools = append(f.Pools, p.Metadata.Name)
 	}
+	f.KeepsMetalLBNodes = len(res.Policies) > 0
 	for _, p := range res.Policies {
 		f.Policies = append(f.Policies, p.Metadata.Name)
+		f.KeepsMetalLBNodes = f.KeepsMetalLBNodes && p.Spec.Ranking == "MetalLB"
 	}
 	if err := os.WriteFile(o.ImportFile, doc, 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", o.ImportFile, err)
