@@ -164,11 +164,7 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		e.local, e.meta = a.localCapability(insp, self)
 	}
 	converted := convertPolicies(pols.Items)
-	// The ranking version names the policies' rankings too: an agent that
-	// ranks a MetalLB-ranked policy otherwise shows up as another version.
-	ranking := announce.RankingVersionFor(converted)
 	meta := e.meta
-	meta.Ranking = ranking
 	holding := a.holdDown(ctx, g, &meta)
 	if excluded[a.cfg.NodeName] {
 		meta.Reason = "the Node has the label " + corev1.LabelNodeExcludeBalancers
@@ -201,7 +197,7 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		default:
 			e.last[m.Name] = announce.Capability{Interfaces: m.Meta.Interfaces, Defaults: m.Meta.Defaults}
 		}
-		if m.MetaErr == nil && m.Meta.Ranking != ranking {
+		if m.MetaErr == nil && !announce.RankingAgrees(m.Meta.Ranking, converted) {
 			other = append(other, m.Name+"="+m.Meta.Ranking)
 		}
 	}
@@ -222,7 +218,7 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		}
 	}
 	e.caps = caps
-	a.reportEligibility(self, caps, converted, other, ranking)
+	a.reportEligibility(self, caps, converted, other)
 	return caps, nil
 }
 
@@ -335,7 +331,7 @@ func (a *Agent) nodeIPs(self *corev1.Node) []netip.Addr {
 
 // reportEligibility sets the metrics and, once per change, logs and
 // queues a Node Event naming the policies this node cannot serve.
-func (a *Agent) reportEligibility(self *corev1.Node, caps announce.Capabilities, policies []announce.Policy, other []string, ranking string) {
+func (a *Agent) reportEligibility(self *corev1.Node, caps announce.Capabilities, policies []announce.Policy, other []string) {
 	e := a.elig
 	local, ok := caps[a.cfg.NodeName]
 	eligible := ok && (local.Any || len(local.Interfaces) > 0)
@@ -345,7 +341,7 @@ func (a *Agent) reportEligibility(self *corev1.Node, caps announce.Capabilities,
 		e.otherRanking = s
 		if s != "" {
 			a.log.Warn("members rank with another hash version: owners may disagree until every agent runs one version",
-				"ours", ranking, "theirs", other)
+				"ours", announce.RankingVersion(), "theirs", other)
 		}
 	}
 	var labels map[string]string

@@ -6,10 +6,11 @@ import (
 	"slices"
 )
 
-// RankingVersion names the ranking (Score) this build computes. Agents
-// publish it over gossip so that a cluster running two rankings at once
-// (mid-upgrade, after a change of hashVersion) is reported.
-func RankingVersion() string { return hashVersion }
+// RankingVersion names the rankings this build computes: Score's hash
+// version, then the optional rankings (RankingMetalLB). Agents publish it
+// over gossip so that a cluster running two rankings at once (mid-upgrade,
+// after a change of hashVersion) is reported (RankingAgrees).
+func RankingVersion() string { return hashVersion + metallbVersion }
 
 // Capability is what one live member says it can serve, as its agent
 // publishes it over gossip: the interfaces it can answer ARP/NDP on.

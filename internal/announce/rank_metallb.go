@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"net/netip"
+	"slices"
+	"strings"
 )
 
 // Ranking names how a policy orders the candidate nodes of an address.
@@ -20,20 +22,28 @@ const (
 	RankingMetalLB Ranking = "MetalLB"
 )
 
-// metallbVersion is appended to the ranking version an agent publishes
-// while any policy uses RankingMetalLB: an agent that does not know the
-// ranking would pick other owners, and must show up as another version.
+// metallbVersion is appended to RankingVersion by builds that compute
+// RankingMetalLB: an agent without it picks other owners for a
+// MetalLB-ranked policy (it does not know the field).
 const metallbVersion = "+metallb-l2-sha256-v1"
 
-// RankingVersionFor is the ranking version an agent publishes for the
-// policies it applies: RankingVersion when none uses RankingMetalLB.
-func RankingVersionFor(pols []Policy) string {
+// RankingAgrees reports whether a member publishing the ranking version
+// theirs picks the same owners as this build under pols: the same hash
+// version, and MetalLB's ranking too when any policy uses it. Every agent of
+// one build publishes the same version whatever the policies, so applying
+// a policy never reads as a mixed cluster for a moment; a member of an
+// older build disagrees only while a policy needs what it lacks.
+func RankingAgrees(theirs string, pols []Policy) bool {
+	base, ext, _ := strings.Cut(theirs, "+")
+	if base != hashVersion {
+		return false
+	}
 	for _, p := range pols {
 		if p.Ranking == RankingMetalLB {
-			return hashVersion + metallbVersion
+			return slices.Contains(strings.Split(ext, "+"), strings.TrimPrefix(metallbVersion, "+"))
 		}
 	}
-	return hashVersion
+	return true
 }
 
 // MetalLBScore is node's weight for addr under RankingMetalLB: the first 64

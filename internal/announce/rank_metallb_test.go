@@ -94,11 +94,24 @@ func TestRankingChoice(t *testing.T) {
 	if got, _ := Decide(in).OwnerOf(a); got != "node-3" {
 		t.Errorf("mixed policies: owner %q, want node-3", got)
 	}
-	if v := RankingVersionFor(in.Policies); v != RankingVersion()+metallbVersion {
-		t.Errorf("RankingVersionFor with a MetalLB policy = %q", v)
-	}
-	if v := RankingVersionFor(in.Policies[1:]); v != RankingVersion() {
-		t.Errorf("RankingVersionFor without one = %q", v)
+	// Members of this build always agree; one of the build before MetalLB's
+	// ranking ("mooring-hrw-v1") only while no policy uses it.
+	for _, tc := range []struct {
+		theirs string
+		pols   []Policy
+		want   bool
+	}{
+		{RankingVersion(), in.Policies, true},
+		{RankingVersion(), in.Policies[1:], true},
+		{"mooring-hrw-v1", in.Policies, false},
+		{"mooring-hrw-v1", in.Policies[1:], true},
+		{"mooring-hrw-v1+metallb-l2-sha256-v1+later", in.Policies, true},
+		{"mooring-hrw-v2+metallb-l2-sha256-v1", in.Policies[1:], false},
+		{"", nil, false},
+	} {
+		if got := RankingAgrees(tc.theirs, tc.pols); got != tc.want {
+			t.Errorf("RankingAgrees(%q, %d policies) = %v, want %v", tc.theirs, len(tc.pols), got, tc.want)
+		}
 	}
 	in.Policies = []Policy{{Name: "bad", LoadBalancerIPs: true, Ranking: "Random"}}
 	res := Decide(in)

@@ -63,7 +63,7 @@ type Facts struct {
 	// KeepsMetalLBNodes: every imported policy has ranking: MetalLB, so
 	// each address's Mooring owner is the node whose speaker announces it.
 	KeepsMetalLBNodes bool
-	Services         []string // namespace/name=addr,addr of every LoadBalancer Service
+	Services          []string // namespace/name=addr,addr of every LoadBalancer Service
 	// Interface is where responders are counted; "" skips that check.
 	Interface string
 	// Probe is the operator's traffic URL; "" skips that check.
