@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -49,6 +48,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
+	// Services and EndpointSlices are kept compactly (mem_store.go).
+	compact, err := newCompactCache(restCfg)
+	if err != nil {
+		return err
+	}
 	writer, err := client.New(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
@@ -63,16 +67,19 @@ func Run(ctx context.Context, cfg Config) error {
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
 		log.With("sub", "responder"), reg)
 	a := New(cfg, Deps{
-		Reader: informers, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
+		Reader: compactReader{informers, compact.store}, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
 	})
+	compact.notify(a.dirty)
 	if err := watch(ctx, informers, a.dirty); err != nil {
 		return err
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return informers.Start(ctx) })
+	g.Go(func() error { return compact.Run(ctx) })
+	g.Go(func() error { releaseAfterStart(ctx, a, clock.RealClock{}, log); return nil }) // mem_release.go
 	g.Go(func() error { return mem.Run(ctx) })
 	g.Go(func() error { return resp.Run(ctx) })
 	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
@@ -81,7 +88,7 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error {
 		// The first decision must see complete caches: a partial Service
 		// list would withdraw addresses for a moment.
-		if !informers.WaitForCacheSync(ctx) {
+		if !(allSynced{informers, compact}).WaitForCacheSync(ctx) {
 			return nil // ctx ended
 		}
 		log.Info("caches synced", "node", cfg.NodeName)
@@ -90,20 +97,15 @@ func Run(ctx context.Context, cfg Config) error {
 	return g.Wait()
 }
 
-// watch registers the informers the decision reads: a Service or
-// EndpointSlice event marks that Service; Node and policy events mark the
-// (few) Nodes or policies for re-reading.
+// watch registers the informers the decision reads: Node and policy
+// events mark the (few) Nodes or policies for re-reading. Services and
+// EndpointSlices are watched by the compact cache (mem_watch.go).
 func watch(ctx context.Context, c cache.Cache, d *dirty) error {
-	if err := c.IndexField(ctx, &discoveryv1.EndpointSlice{}, indexSliceService, sliceService); err != nil {
-		return fmt.Errorf("indexing EndpointSlices by Service: %w", err)
-	}
 	for _, w := range []struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandler
 	}{
 		{&mooringv1.L2AnnouncementPolicy{}, d.flagHandler(func(c *changed) { c.policies = true })},
-		{&corev1.Service{}, d.serviceHandler()},
-		{&discoveryv1.EndpointSlice{}, d.sliceHandler()},
 		{&corev1.Node{}, d.flagHandler(func(c *changed) { c.nodes = true })},
 	} {
 		inf, err := c.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
