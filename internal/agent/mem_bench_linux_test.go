@@ -124,15 +124,18 @@ func (c *cluster) memRound(bin, label string, ready func()) {
 		ready()
 	}
 	synced := time.Since(start)
-	time.Sleep(20 * time.Second) // GC cycles and the scavenger
-	for _, h := range c.lab.Nodes() {
-		m, err := readProc(procs[h.Name].PID)
-		if err != nil {
-			c.t.Fatal(err)
+	for _, settle := range []time.Duration{20 * time.Second, 60 * time.Second} {
+		time.Sleep(settle - time.Since(start) + synced) // GC cycles, the scavenger, the periodic loops
+		for _, h := range c.lab.Nodes() {
+			m, err := readProc(procs[h.Name].PID)
+			if err != nil {
+				c.t.Fatal(err)
+			}
+			c.t.Logf("BENCH memory %s smaps: %s", h.Name, smapsSummary(procs[h.Name].PID))
+			heap, _ := c.scrape(h, "go_memstats_heap_inuse_bytes")
+			c.t.Logf("BENCH memory %s %s Services, %s, %v after ready: %v heap-inuse=%.1fMiB (ready after %v)", filepath.Base(bin), label, h.Name,
+				settle, m, heap/(1<<20), synced.Round(time.Millisecond))
 		}
-		c.t.Logf("BENCH memory %s smaps: %s", h.Name, smapsSummary(procs[h.Name].PID))
-		heap, _ := c.scrape(h, "go_memstats_heap_inuse_bytes")
-		c.t.Logf("BENCH memory %s %s Services, %s: %v heap-inuse=%.1fMiB (ready after %v)", filepath.Base(bin), label, h.Name, m, heap/(1<<20), synced.Round(time.Millisecond))
 	}
 	for _, p := range procs {
 		_ = p.Kill()

@@ -39,6 +39,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log = log
 	}
 	kube.BridgeLogs(log)
+	tuneGC() // mem_release.go
 	restCfg, err := kube.RESTConfig(cfg.Kubeconfig, cfg.QPS, cfg.Burst)
 	if err != nil {
 		return err
