@@ -29,7 +29,7 @@ import (
 // The agent's permissions for pod IPAM (role mooring-pod-ipam-agent).
 // +kubebuilder:rbac:groups="",resources=nodes;namespaces;pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes;podippools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=update
+// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=create;update
 
 // NodeConfig is the agent side of pod IPAM.
 type NodeConfig struct {
@@ -249,28 +249,67 @@ func (n *nodeSide) sync(ctx context.Context) error {
 		n.alloc.SetPools(map[string]ipamd.Pool{DefaultPool: poolFromPrefixes(node.Spec.PodCIDRs)})
 		return nil
 	}
-	var rec mooringv1.PodIPAMNode
-	if err := n.cache.Get(ctx, client.ObjectKey{Name: n.cfg.NodeName}, &rec); apierrors.IsNotFound(err) {
-		return nil // the controller creates it
-	} else if err != nil {
+	rec, missing, err := n.record(ctx)
+	if err != nil {
 		return err
 	}
-	pools, err := n.pools(ctx, &rec)
+	pools, err := n.pools(ctx, rec)
 	if err != nil {
 		return err
 	}
 	n.alloc.SetPools(pools)
-	if n.mode != ModeMultiPool {
-		return nil
-	}
 	want := rec.DeepCopy()
-	want.Spec.Requests, want.Spec.Release = n.plan(&rec)
+	if n.mode == ModeMultiPool {
+		want.Spec.Requests, want.Spec.Release = n.plan(rec)
+	}
+	if missing {
+		return n.register(ctx, want)
+	}
 	if equality.Semantic.DeepEqual(rec.Spec, want.Spec) {
 		return nil
 	}
 	if err := n.c.Update(ctx, want); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("write pod IPAM demand of %s: %w", n.cfg.NodeName, err)
 	}
+	return nil
+}
+
+// record returns this node's PodIPAMNode, or an empty one and missing when
+// it does not exist yet. A cache miss is checked with one read from the API
+// server, so a record this agent just created is not created again.
+func (n *nodeSide) record(ctx context.Context) (*mooringv1.PodIPAMNode, bool, error) {
+	key := client.ObjectKey{Name: n.cfg.NodeName}
+	var rec mooringv1.PodIPAMNode
+	err := n.cache.Get(ctx, key, &rec)
+	if apierrors.IsNotFound(err) {
+		err = n.c.Get(ctx, key, &rec)
+	}
+	if apierrors.IsNotFound(err) {
+		return &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: n.cfg.NodeName}}, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &rec, false, nil
+}
+
+// register creates this node's PodIPAMNode with its first demand, owned by
+// the Node (so it goes with it). The agent creates it, not the controller:
+// status is a subresource, so a controller creating the record would need a
+// create and a status write for the first blocks; this way the controller's
+// status write is its only write per block change.
+func (n *nodeSide) register(ctx context.Context, rec *mooringv1.PodIPAMNode) error {
+	var node corev1.Node
+	if err := n.cache.Get(ctx, client.ObjectKey{Name: n.cfg.NodeName}, &node); apierrors.IsNotFound(err) {
+		return nil // no Node (yet, or any more): nothing to cut blocks for
+	} else if err != nil {
+		return err
+	}
+	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+	if err := n.c.Create(ctx, rec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register node %s for pod IPAM (create its PodIPAMNode): %w", n.cfg.NodeName, err)
+	}
+	n.cfg.Log.Info("registered the node for pod IPAM", "node", n.cfg.NodeName, "mode", n.mode)
 	return nil
 }
 

@@ -95,7 +95,7 @@ func TestNodeSideMultiPool(t *testing.T) {
 	if err := c.Create(ctx, override); err != nil {
 		t.Fatal(err)
 	}
-	mkNode(t, c, "node-1")
+	mkBareNode(t, c, "node-1")
 	startPodIPAM(t, e, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8})
 	cl := startNode(t, e, "node-1", 500*time.Millisecond)
 
