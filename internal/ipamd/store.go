@@ -21,7 +21,8 @@ import (
 //
 // The directory holds a lock file that the store locks for its lifetime,
 // so a second ipamd on the same node fails with ErrLocked instead of
-// handing out the same addresses.
+// handing out the same addresses. A FileStore is not safe for concurrent
+// use: the Allocator serializes its calls.
 //
 // A process crash — the agent restart case — loses nothing: the write
 // completes before the answer, and the page cache survives the process.
