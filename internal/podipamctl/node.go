@@ -100,11 +100,13 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if cfg.PodRoutes == "direct" {
 		own = cache.ByObject{}
 	}
+	nodes := own
+	nodes.Transform = slimNode
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
-		&corev1.Node{}:           own,
+		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), Transform: slimAnnotated},
+		&corev1.Node{}:           nodes,
 		&mooringv1.PodIPAMNode{}: own,
-		&corev1.Namespace{}:      {},
+		&corev1.Namespace{}:      {Transform: slimAnnotated},
 		&mooringv1.PodIPPool{}:   {},
 	}
 	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
