@@ -138,10 +138,14 @@ func TestAgentMemory(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 		hwm := procStatusKiB(t, p.PID, "VmHWM")
+		heap, err := scrapeIn(h, metrics, "go_memstats_heap_inuse_bytes")
+		if err != nil {
+			t.Fatal(err)
+		}
 		slices.Sort(rss)
-		t.Logf("BENCH agent, pod IPAM %s, %d Services, %d pods on the node: VmRSS median %.1f MiB, max %.1f MiB over 30 s (after 30 s of start-up); VmHWM %.1f MiB",
+		t.Logf("BENCH agent, pod IPAM %s, %d Services, %d pods on the node: VmRSS median %.1f MiB, max %.1f MiB over 30 s (after 30 s of start-up); VmHWM %.1f MiB; Go heap in use at the end %.1f MiB",
 			map[bool]string{true: fmt.Sprintf("on (%d allocations)", pods), false: "off"}[podIPAM], nsvc, pods,
-			float64(rss[len(rss)/2])/1024, float64(rss[len(rss)-1])/1024, float64(hwm)/1024)
+			float64(rss[len(rss)/2])/1024, float64(rss[len(rss)-1])/1024, float64(hwm)/1024, heap/(1<<20))
 	}
 	t.Logf("load average before the runs: %s", loadavg())
 	run(true)
