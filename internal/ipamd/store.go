@@ -169,6 +169,25 @@ func (s *FileStore) readLegacy() ([]Allocation, error) {
 	return doc.Allocations, nil
 }
 
+// ReadStore returns the allocations recorded in dir without taking its
+// lock: for tools and tests that look at a running agent's store. A change
+// being written at that moment may be missing; a store that was never
+// opened is empty.
+func ReadStore(dir string) ([]Allocation, error) {
+	s := &FileStore{dir: dir, live: map[Key]Allocation{}}
+	b, err := os.ReadFile(s.path(journalFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return s.readLegacy()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.replay(b); err != nil {
+		return nil, err
+	}
+	return s.Load()
+}
+
 // Load returns every allocation the journal holds.
 func (s *FileStore) Load() ([]Allocation, error) {
 	out := make([]Allocation, 0, len(s.live))

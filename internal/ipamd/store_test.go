@@ -125,6 +125,9 @@ func TestFileStoreDropsTornLastLine(t *testing.T) {
 	if err := st.Put(testAlloc(9)); err != nil {
 		t.Fatal(err)
 	}
+	if all, err := ReadStore(dir); err != nil || len(all) != 4 {
+		t.Fatalf("ReadStore while the store is open: %d allocations, %v", len(all), err)
+	}
 	st.Close()
 	got := loadKeys(t, dir)
 	if len(got) != 4 || got[Key{"c9", "eth0"}].Pod != "p9" {
