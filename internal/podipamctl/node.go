@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/ipamd"
@@ -82,7 +83,17 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	direct, err := client.New(cfg.REST, client.Options{Scheme: kube.Scheme()})
+	// One HTTP client and one REST mapper for the direct client and the
+	// cache (each would otherwise build its own: memory on every node).
+	hc, err := rest.HTTPClientFor(cfg.REST)
+	if err != nil {
+		return err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg.REST, hc)
+	if err != nil {
+		return err
+	}
+	direct, err := client.New(cfg.REST, client.Options{Scheme: kube.Scheme(), HTTPClient: hc, Mapper: mapper})
 	if err != nil {
 		return err
 	}
@@ -109,7 +120,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		&corev1.Namespace{}:      {Transform: slimAnnotated},
 		&mooringv1.PodIPPool{}:   {},
 	}
-	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
+	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), HTTPClient: hc, Mapper: mapper, ByObject: byObject})
 	if err != nil {
 		return err
 	}
