@@ -91,6 +91,8 @@ type Agent struct {
 	toStatus          *mailbox[decision]
 	toSafety, toProbe *mailbox[announce.Result]
 	events            *eventQueue
+	toSnapshot        *mailbox[announce.Result] // snapshot.go
+	snapMet           snapshotMetrics
 
 	// Owned by the decision loop.
 	state   *announce.State // created by the first decision
@@ -132,6 +134,8 @@ func New(cfg Config, deps Deps) *Agent {
 		events:       &eventQueue{},
 		toSafety:     newMailbox[announce.Result](),
 		toProbe:      newMailbox[announce.Result](),
+		toSnapshot:   newMailbox[announce.Result](),
+		snapMet:      newSnapshotMetrics(deps.Registerer),
 	}
 }
 
@@ -155,6 +159,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
+	g.Go(func() error { return a.snapshotLoop(ctx) })
 	g.Go(func() error { return a.decideLoop(ctx) })
 	return g.Wait()
 }
@@ -296,6 +301,7 @@ func (a *Agent) publish() {
 	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
+	a.toSnapshot.put(res)
 }
 
 // ownCapability is this node's capability in the decision, nil if none.

@@ -28,9 +28,26 @@ func runPodIPAM(ctx context.Context, cfg *Config, rest *rest.Config) error {
 	if p.Socket == "" {
 		return nil
 	}
-	return podipamctl.RunNode(ctx, podipamctl.NodeConfig{
+	nc := podipamctl.NodeConfig{
 		REST: rest, NodeName: cfg.NodeName, Namespace: p.Namespace, StateDir: p.StateDir, Socket: p.Socket,
 		PreAllocate: p.PreAllocate, Grace: p.Grace, Interval: time.Second, PodRoutes: p.Routes,
 		Log: cfg.Log.With("sub", "podipam"),
-	})
+	}
+	if err := nc.Validate(); err != nil {
+		return err
+	}
+	// Pod IPAM needs the API server to start; an agent started while it is
+	// unreachable keeps announcing (from its snapshot) and retries.
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		err := podipamctl.RunNode(ctx, nc)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		nc.Log.Warn("pod IPAM could not start; retrying", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
 }

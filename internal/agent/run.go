@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: transforms()})
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: transforms(), Mapper: cacheMapper(scheme)})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
@@ -62,8 +62,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
 		log.With("sub", "responder"), reg)
+	src := newSwitchReader(informers) // snapshot_reader.go
 	a := New(cfg, Deps{
-		Reader: informers, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
+		Reader: src, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
 	})
@@ -78,15 +79,9 @@ func Run(ctx context.Context, cfg Config) error {
 	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
 	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })
-	g.Go(func() error {
-		// The first decision must see complete caches: a partial Service
-		// list would withdraw addresses for a moment.
-		if !informers.WaitForCacheSync(ctx) {
-			return nil // ctx ended
-		}
-		log.Info("caches synced", "node", cfg.NodeName)
-		return a.Run(ctx)
-	})
+	// The first decision must see complete caches (a partial Service list
+	// would withdraw addresses for a moment), or a whole snapshot.
+	g.Go(func() error { return a.startFrom(ctx, informers, src) }) // snapshot.go
 	return g.Wait()
 }
 
@@ -133,7 +128,7 @@ func watchLinks(ctx context.Context, l Links, trigger func(), log *slog.Logger) 
 	}
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() (string, error), log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -141,11 +136,15 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		what, err := ready()
+		if err != nil {
+			if what != "" {
+				what = "\n(" + what + ")"
+			}
+			http.Error(w, err.Error()+what, http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok: " + what + "\n"))
 	})
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)
