@@ -22,13 +22,13 @@ import (
 // which two nodes answered.
 
 type auditResult struct {
-	samples int      // per address
+	samples int      // address samples (one per address every 100 ms)
 	double  []string // "<time> <addr>: <nodes>" for every sample with two or more responders
 	none    int      // samples nobody answered (a hand-off gap; clients keep their cached entry)
 }
 
 func (r auditResult) String() string {
-	return fmt.Sprintf("%d samples, %d with two responders, %d with none", r.samples, len(r.double), r.none)
+	return fmt.Sprintf("%d address samples, %d with two responders, %d with none", r.samples, len(r.double), r.none)
 }
 
 // startAudit samples addrs until the returned function is called, which
@@ -83,7 +83,6 @@ func (c *cluster) startAudit(addrs ...netip.Addr) func() auditResult {
 		<-done
 		mu.Lock()
 		defer mu.Unlock()
-		res.samples /= max(1, len(addrs))
 		return res
 	}
 }
