@@ -160,6 +160,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
 	g.Go(func() error { return a.snapshotLoop(ctx) })
+	g.Go(func() error { return a.releaseLoop(ctx) }) // partition.go
 	g.Go(func() error { return a.decideLoop(ctx) })
 	return g.Wait()
 }

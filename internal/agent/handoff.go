@@ -1,6 +1,8 @@
 package agent
 
-import "context"
+import (
+	"context"
+)
 
 // Planned hand-offs. A node that gets the
 // node.kubernetes.io/exclude-from-external-load-balancers label (a drain's
@@ -30,4 +32,16 @@ func (a *Agent) excludedReturn(ctx context.Context, excluded bool) {
 		a.log.Info("this Node is no longer excluded: holding back before taking addresses", "for", a.cfg.HoldDown)
 		a.triggerAfter(ctx, a.cfg.HoldDown)
 	}
+}
+
+// afterClosed is a context that ends once ctx has ended and done is
+// closed: gossip leaves only after the responder has stopped answering.
+func afterClosed(ctx context.Context, done <-chan struct{}) context.Context {
+	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		<-ctx.Done()
+		<-done
+		cancel()
+	}()
+	return out
 }

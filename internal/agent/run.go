@@ -74,8 +74,13 @@ func Run(ctx context.Context, cfg Config) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return informers.Start(ctx) })
-	g.Go(func() error { return mem.Run(ctx) })
-	g.Go(func() error { return resp.Run(ctx) })
+	// On SIGTERM (a rolling update, a drain) the responder closes first and
+	// only then does gossip leave, so peers take over at once from a node
+	// that no longer answers: never two responders, nothing sent after the
+	// leave (handoff.go).
+	answering := make(chan struct{})
+	g.Go(func() error { defer close(answering); return resp.Run(ctx) })
+	g.Go(func() error { return mem.Run(afterClosed(ctx, answering)) })
 	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
 	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })

@@ -1,0 +1,109 @@
+//go:build linux
+
+package agent_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// respondersAll probes every address at once (one probe each, in
+// parallel) and returns the responders by address; an address whose probe
+// failed is missing.
+func (c *cluster) respondersAll(addrs []netip.Addr, wait time.Duration) map[netip.Addr][]string {
+	var mu sync.Mutex
+	out := map[netip.Addr][]string{}
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Go(func() {
+			macs, err := netlab.Probe(c.ctx, c.lab.Client(), a, wait)
+			if err != nil {
+				return
+			}
+			var names []string
+			for _, m := range macs {
+				names = append(names, c.nodeByMAC(m.String()))
+			}
+			slices.Sort(names)
+			mu.Lock()
+			out[a] = names
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// waitPartitionSettled waits until every address is answered by its owner
+// among side alone, probing all of them together every ~200 ms, and
+// returns the time from cut to the first round that saw it.
+func (c *cluster) waitPartitionSettled(vips []netip.Addr, side []string, cut time.Time, within time.Duration) time.Duration {
+	c.t.Helper()
+	var last map[netip.Addr][]string
+	for time.Since(cut) < within {
+		round := time.Now()
+		last = c.respondersAll(vips, 150*time.Millisecond)
+		ok := true
+		for _, a := range vips {
+			if !slices.Equal(last[a], []string{owner(a, side...)}) {
+				ok = false
+			}
+		}
+		if ok {
+			return round.Sub(cut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.t.Fatalf("no single responder from %v per address within %v of the cut: %v", side, within, last)
+	return 0
+}
+
+// The partition with the API server unreachable too (issue 9, item 4): no
+// L2Announcer can say that node-1 defers, so the majority waits the agent
+// loss timeout (4 s) before it takes node-1's addresses; node-1, a strict
+// minority, defers as soon as it has lost the others. Between the two
+// node-1's addresses have no responder, never two; afterwards one per
+// address, and all recovers when gossip flows again.
+func TestE2EGossipPartitionWithoutAPIServer(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
+	var vips []netip.Addr
+	for i := range 6 {
+		a := netip.AddrFrom4([4]byte{10, 213, 0, byte(160 + i)})
+		vips = append(vips, a)
+		c.service(fmt.Sprintf("part-%d", i), nil, false, a.String())
+	}
+	c.startAgents()
+	for _, a := range vips {
+		c.waitResponders(a, []string{owner(a, three...)}, 20*time.Second)
+	}
+	c.stopAPIServer()
+	n1 := c.lab.Host("node-1")
+	stopAudit := c.startAudit(vips...)
+	c.nft(n1, partitionRules)
+	cut := time.Now()
+	settled := c.waitPartitionSettled(vips, []string{"node-2", "node-3"}, cut, 12*time.Second)
+	time.Sleep(2 * time.Second)
+	res := stopAudit()
+	t.Logf("PARTITION WITHOUT API SERVER: one responder per address %v after the cut; audit: %s", settled.Round(100*time.Millisecond), res)
+	if len(res.double) > 0 {
+		t.Fatalf("two responders during the partition: %v", res.double)
+	}
+	c.nft(n1, "delete table inet mooring_e2e_partition")
+	for _, a := range vips {
+		c.waitResponders(a, []string{owner(a, three...)}, 15*time.Second)
+	}
+}
+
+const partitionRules = `table inet mooring_e2e_partition {
+  chain in { type filter hook input priority 0; udp dport 7946 drop; tcp dport 7946 drop; udp sport 7946 drop; tcp sport 7946 drop; }
+  chain out { type filter hook output priority 0; udp dport 7946 drop; tcp dport 7946 drop; udp sport 7946 drop; tcp sport 7946 drop; }
+}`
+
