@@ -106,4 +106,3 @@ const partitionRules = `table inet mooring_e2e_partition {
   chain in { type filter hook input priority 0; udp dport 7946 drop; tcp dport 7946 drop; udp sport 7946 drop; tcp sport 7946 drop; }
   chain out { type filter hook output priority 0; udp dport 7946 drop; tcp dport 7946 drop; udp sport 7946 drop; tcp sport 7946 drop; }
 }`
-
