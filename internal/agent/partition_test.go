@@ -1,8 +1,18 @@
 package agent
 
 import (
+	"context"
 	"slices"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/kube"
 )
 
 func TestQuorumMembers(t *testing.T) {
@@ -32,5 +42,51 @@ func TestQuorumMembers(t *testing.T) {
 		if !slices.Equal(got, tc.want) || majority != tc.majority {
 			t.Errorf("live %v held %v unreachable %v: %v majority=%v, want %v %v", tc.live, tc.held, tc.unreachable, got, majority, tc.want, tc.majority)
 		}
+	}
+}
+
+// heldMembers is a Members with held nodes (membership.Held/Release).
+type heldMembers struct {
+	fakeMembers
+	mu       sync.Mutex
+	held     []string
+	released []string
+}
+
+func (h *heldMembers) Held() []string  { h.mu.Lock(); defer h.mu.Unlock(); return slices.Clone(h.held) }
+func (h *heldMembers) Deferring() bool { return false }
+func (h *heldMembers) Release(n string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.Contains(h.held, n) {
+		return false
+	}
+	h.held = slices.DeleteFunc(h.held, func(x string) bool { return x == n })
+	h.released = append(h.released, n)
+	return true
+}
+
+// The majority releases a held node at once when its L2Announcer says it
+// defers (members without itself), and keeps one that only stalls (its
+// L2Announcer still lists itself) or has none.
+func TestReleaseLoopReleasesOnlyDeferringNodes(t *testing.T) {
+	announcer := func(name string, members ...string) *mooringv1.L2Announcer {
+		return &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: mooringv1.L2AnnouncerStatus{Members: members}}
+	}
+	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).WithStatusSubresource(&mooringv1.L2Announcer{}).
+		WithObjects(announcer("node-1", "node-2", "node-3"), announcer("node-2", "node-1", "node-2", "node-4")).Build()
+	mem := &heldMembers{fakeMembers: fakeMembers{changes: make(chan struct{}, 1)}, held: []string{"node-1", "node-2", "node-5"}}
+	cfg := DefaultConfig()
+	cfg.NodeName = "node-4"
+	a := New(cfg, Deps{Client: c, Members: mem, Registerer: prometheus.NewRegistry()})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.releaseLoop(ctx) }()
+	waitUntil(t, func() bool { mem.mu.Lock(); defer mem.mu.Unlock(); return len(mem.released) > 0 }, "a release")
+	time.Sleep(3 * releaseEvery)
+	cancel()
+	<-done
+	if want := []string{"node-1"}; !slices.Equal(mem.released, want) {
+		t.Fatalf("released %v, want %v (node-2 lists itself: stalled, not deferring; node-5 has no L2Announcer)", mem.released, want)
 	}
 }
