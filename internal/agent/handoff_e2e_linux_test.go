@@ -19,77 +19,132 @@ import (
 // per family connects every 100 ms and an ARP/NDP audit samples the
 // responders every 100 ms: no failed connection, never two responders.
 func TestE2EHandOffRollingRestartAndDrain(t *testing.T) {
+	h := newHandOffCluster(t)
+	if r := h.rollingRestart(); r.failed > 0 || len(r.audit.double) > 0 {
+		t.Fatalf("rolling restart: %s; two responders in %v", r, r.audit.double)
+	}
+	r := h.drainAndReturn()
+	if r.failed > 0 || len(r.audit.double) > 0 {
+		t.Fatalf("drain and return: %s; two responders in %v", r, r.audit.double)
+	}
+	if r.back < 3*time.Second {
+		t.Fatalf("the node took its addresses back %v after the label went: the 3 s hold-down was not respected", r.back)
+	}
+}
+
+// The benchmark form: -agent.bench.runs rolling restarts, then as many
+// drains and returns, in one cluster.
+func TestBenchHandOff(t *testing.T) {
+	requireBench(t)
+	h := newHandOffCluster(t)
+	for i := range *benchRuns {
+		t.Logf("run %d: %s", i+1, h.rollingRestart())
+	}
+	for i := range *benchRuns {
+		t.Logf("run %d: %s", i+1, h.drainAndReturn())
+	}
+}
+
+type handOffCluster struct {
+	failoverCluster
+	t *testing.T
+}
+
+type handOffResult struct {
+	what         string
+	failed, sent int
+	audit        auditResult
+	took, back   time.Duration
+}
+
+func (r handOffResult) String() string {
+	s := fmt.Sprintf("%s: %d of %d requests failed in %v; ARP/NDP audit: %s", r.what, r.failed, r.sent, r.took.Round(100*time.Millisecond), r.audit)
+	if r.back > 0 {
+		s += fmt.Sprintf("; back home %v after the label went", r.back.Round(100*time.Millisecond))
+	}
+	return s
+}
+
+func newHandOffCluster(t *testing.T) handOffCluster {
 	f := newFailoverCluster(t, 100*time.Millisecond)
-	c, v4, v6, rank, clients := f.cluster, f.v4, f.v6, f.rank, f.clients
 	t.Cleanup(func() {
 		if t.Failed() {
-			c.dumpLogs()
+			f.dumpLogs()
 		}
 	})
-	servedBy := func(node string, within time.Duration) {
-		t.Helper()
-		for _, tl := range clients {
-			tl.waitServedBy(t, node, within)
-		}
+	h := handOffCluster{failoverCluster: f, t: t}
+	h.servedBy(f.rank[0], 10*time.Second)
+	return h
+}
+
+func (h handOffCluster) servedBy(node string, within time.Duration) {
+	h.t.Helper()
+	for _, tl := range h.clients {
+		tl.waitServedBy(h.t, node, within)
 	}
-	servedBy(rank[0], 10*time.Second)
-	failures := func(since time.Time) (n, all int) {
-		for _, tl := range clients {
-			for _, a := range tl.snapshot() {
-				if a.at.After(since) {
-					all++
-					if !a.ok {
-						n++
-					}
+}
+
+// failures counts the client attempts started since start, and the failed
+// ones.
+func (h handOffCluster) failures(since time.Time) (failed, all int) {
+	for _, tl := range h.clients {
+		for _, a := range tl.snapshot() {
+			if a.at.After(since) {
+				all++
+				if !a.ok {
+					failed++
 				}
 			}
 		}
-		return n, all
 	}
+	return failed, all
+}
 
-	// Rolling restart.
-	stopAudit := c.startAudit(v4, v6)
-	start := time.Now()
-	for _, n := range three {
-		h := c.lab.Host(n)
-		c.terminate(h)
-		c.startAgent(h)
-		c.waitReadyz(h, 30*time.Second)
-	}
-	// Every address back home, after the last node's hold-down.
-	waitFor(t, 20*time.Second, rank[0]+" owns both addresses again", func() (bool, string) {
-		v, err := c.scrape(c.lab.Host(rank[0]), "mooring_agent_addresses_owned")
+// owns waits until node owns both addresses (by its own metric: probing
+// would add ARP requests to the audit's).
+func (h handOffCluster) owns(node string, within time.Duration) {
+	h.t.Helper()
+	waitFor(h.t, within, node+" owns both addresses", func() (bool, string) {
+		v, err := h.scrape(h.lab.Host(node), "mooring_agent_addresses_owned")
 		return err == nil && v == 2, err2s(err, v)
 	})
-	servedBy(rank[0], 10*time.Second)
-	res := stopAudit()
-	failed, all := failures(start)
-	t.Logf("ROLLING RESTART: %d of %d requests failed (%v); ARP/NDP audit: %s", failed, all, time.Since(start).Round(time.Second), res)
-	if failed > 0 || len(res.double) > 0 {
-		t.Fatalf("rolling restart: %d failed requests, two responders in %v", failed, res.double)
-	}
+}
 
-	// Drain and return of the owner.
-	stopAudit = c.startAudit(v4, v6)
-	start = time.Now()
-	c.excludeLabel(rank[0], true)
-	servedBy(rank[1], 10*time.Second)
+func (h handOffCluster) rollingRestart() handOffResult {
+	h.t.Helper()
+	stop := h.startAudit(h.v4, h.v6)
+	start := time.Now()
+	for _, n := range three {
+		host := h.lab.Host(n)
+		h.terminate(host)
+		h.startAgent(host)
+		h.waitReadyz(host, 30*time.Second)
+	}
+	// Every address back home, after the last node's hold-down.
+	h.owns(h.rank[0], 20*time.Second)
+	h.servedBy(h.rank[0], 10*time.Second)
+	r := handOffResult{what: "rolling restart", audit: stop(), took: time.Since(start)}
+	r.failed, r.sent = h.failures(start)
+	h.t.Logf("ROLLING RESTART: %s", r)
+	return r
+}
+
+func (h handOffCluster) drainAndReturn() handOffResult {
+	h.t.Helper()
+	stop := h.startAudit(h.v4, h.v6)
+	start := time.Now()
+	h.excludeLabel(h.rank[0], true)
+	h.owns(h.rank[1], 10*time.Second)
+	h.servedBy(h.rank[1], 10*time.Second)
 	back := time.Now()
-	c.excludeLabel(rank[0], false)
-	for _, tl := range clients {
-		tl.waitServedBy(t, rank[0], 20*time.Second)
-	}
-	returned := time.Since(back)
-	res = stopAudit()
-	failed, all = failures(start)
-	t.Logf("DRAIN + RETURN: %d of %d requests failed; back home after %v (hold-down 3 s); ARP/NDP audit: %s",
-		failed, all, returned.Round(100*time.Millisecond), res)
-	if failed > 0 || len(res.double) > 0 {
-		t.Fatalf("drain and return: %d failed requests, two responders in %v", failed, res.double)
-	}
-	if returned < 3*time.Second {
-		t.Fatalf("the node took its addresses back %v after the label went: the 3 s hold-down was not respected", returned)
-	}
+	h.excludeLabel(h.rank[0], false)
+	h.servedBy(h.rank[0], 20*time.Second)
+	r := handOffResult{what: "drain + return", back: time.Since(back)}
+	h.owns(h.rank[0], 5*time.Second)
+	r.audit, r.took = stop(), time.Since(start)
+	r.failed, r.sent = h.failures(start)
+	h.t.Logf("DRAIN + RETURN: %s", r)
+	return r
 }
 
 // excludeLabel sets or removes node.kubernetes.io/exclude-from-external-load-balancers.

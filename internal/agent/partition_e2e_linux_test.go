@@ -72,11 +72,45 @@ func (c *cluster) waitPartitionSettled(vips []netip.Addr, side []string, cut tim
 // node-1's addresses have no responder, never two; afterwards one per
 // address, and all recovers when gossip flows again.
 func TestE2EGossipPartitionWithoutAPIServer(t *testing.T) {
+	c, vips := partitionCluster(t, 160)
+	c.stopAPIServer()
+	settled, res := c.partitionRun(vips, 12*time.Second)
+	t.Logf("PARTITION WITHOUT API SERVER: one responder per address %v after the cut; audit: %s", settled.Round(100*time.Millisecond), res)
+	if len(res.double) > 0 {
+		t.Fatalf("two responders during the partition: %v", res.double)
+	}
+}
+
+// The benchmark form: -agent.bench.runs partitions with the API server,
+// then as many without it, in one cluster.
+func TestBenchPartition(t *testing.T) {
+	requireBench(t)
+	c, vips := partitionCluster(t, 170)
+	var with, without []time.Duration
+	for i := range *benchRuns {
+		settled, res := c.partitionRun(vips, 12*time.Second)
+		with = append(with, settled)
+		t.Logf("with API server, run %d: one responder per address after %v; audit: %s", i+1, settled.Round(100*time.Millisecond), res)
+	}
+	c.stopAPIServer()
+	for i := range *benchRuns {
+		settled, res := c.partitionRun(vips, 12*time.Second)
+		without = append(without, settled)
+		t.Logf("without API server, run %d: one responder per address after %v; audit: %s", i+1, settled.Round(100*time.Millisecond), res)
+	}
+	m, w := stats(with)
+	m2, w2 := stats(without)
+	t.Logf("PARTITION: with the API server median %v worst %v; without median %v worst %v (n = %d each)",
+		m.Round(100*time.Millisecond), w.Round(100*time.Millisecond), m2.Round(100*time.Millisecond), w2.Round(100*time.Millisecond), *benchRuns)
+}
+
+// partitionCluster runs three agents and six addresses from 10.213.0.<first>.
+func partitionCluster(t *testing.T, first byte) (*cluster, []netip.Addr) {
 	c := newCluster(t, 3, nil)
 	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
 	var vips []netip.Addr
 	for i := range 6 {
-		a := netip.AddrFrom4([4]byte{10, 213, 0, byte(160 + i)})
+		a := netip.AddrFrom4([4]byte{10, 213, 0, first + byte(i)})
 		vips = append(vips, a)
 		c.service(fmt.Sprintf("part-%d", i), nil, false, a.String())
 	}
@@ -84,22 +118,27 @@ func TestE2EGossipPartitionWithoutAPIServer(t *testing.T) {
 	for _, a := range vips {
 		c.waitResponders(a, []string{owner(a, three...)}, 20*time.Second)
 	}
-	c.stopAPIServer()
+	return c, vips
+}
+
+// partitionRun cuts gossip between node-1 and the others, waits for one
+// responder per address among node-2 and node-3 (auditing for two
+// responders meanwhile and for 2 s more), heals the cut and waits for the
+// original owners.
+func (c *cluster) partitionRun(vips []netip.Addr, within time.Duration) (time.Duration, auditResult) {
+	c.t.Helper()
 	n1 := c.lab.Host("node-1")
-	stopAudit := c.startAudit(vips...)
+	stop := c.startAudit(vips...)
 	c.nft(n1, partitionRules)
 	cut := time.Now()
-	settled := c.waitPartitionSettled(vips, []string{"node-2", "node-3"}, cut, 12*time.Second)
+	settled := c.waitPartitionSettled(vips, []string{"node-2", "node-3"}, cut, within)
 	time.Sleep(2 * time.Second)
-	res := stopAudit()
-	t.Logf("PARTITION WITHOUT API SERVER: one responder per address %v after the cut; audit: %s", settled.Round(100*time.Millisecond), res)
-	if len(res.double) > 0 {
-		t.Fatalf("two responders during the partition: %v", res.double)
-	}
+	res := stop()
 	c.nft(n1, "delete table inet mooring_e2e_partition")
 	for _, a := range vips {
 		c.waitResponders(a, []string{owner(a, three...)}, 15*time.Second)
 	}
+	return settled, res
 }
 
 const partitionRules = `table inet mooring_e2e_partition {
