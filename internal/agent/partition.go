@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/membership"
@@ -37,9 +39,9 @@ import (
 //     may only be stalled (SIGSTOP, starvation), and a 2 s stall must move
 //     nothing. But a deferring node says so through the API server (its
 //     L2Announcer lists the members it defers to, without itself), which a
-//     stalled one cannot: while nodes are held, the majority reads their
-//     L2Announcers every releaseEvery and releases the deferring ones at
-//     once (releaseLoop). So with the API server reachable, one node
+//     stalled one cannot: while nodes are held, the majority looks at their
+//     L2Announcers (watched: no request per look) every releaseEvery and
+//     releases the deferring ones at once (releaseLoop). So with the API server reachable, one node
 //     answers each address about a second after the cut.
 //   - With the API server unreachable nothing can tell the two apart: the
 //     majority waits AgentLossTimeout (4 s), then takes the lost nodes'
@@ -114,7 +116,7 @@ type releaser interface {
 // the fast path: AgentLossTimeout decides then.
 func (a *Agent) releaseLoop(ctx context.Context) error {
 	rel, ok := a.deps.Members.(releaser)
-	if !ok || a.deps.Client == nil {
+	if !ok || a.deps.Reader == nil {
 		return nil
 	}
 	tick := a.deps.Clock.NewTicker(releaseEvery)
@@ -137,14 +139,27 @@ func (a *Agent) releaseLoop(ctx context.Context) error {
 	}
 }
 
-// defersByAPI reports whether node's L2Announcer lists members without
-// node itself: its agent runs and defers to them.
+// defersByAPI reports whether node's L2Announcer (from the informer cache:
+// a watch, no request per check) lists members without node itself: its
+// agent runs and defers to them.
 func (a *Agent) defersByAPI(ctx context.Context, node string) bool {
-	ctx, cancel := context.WithTimeout(ctx, releaseEvery*4)
-	defer cancel()
 	var an mooringv1.L2Announcer
-	if err := a.deps.Client.Get(ctx, types.NamespacedName{Name: node}, &an); err != nil {
+	if err := a.deps.Reader.Get(ctx, types.NamespacedName{Name: node}, &an); err != nil {
 		return false
 	}
 	return len(an.Status.Members) > 0 && !slices.Contains(an.Status.Members, node)
+}
+
+// withAnnouncers adds the L2Announcers to the cached kinds, slimmed to the
+// member list releaseLoop reads (one small object per node).
+func withAnnouncers(by map[client.Object]cache.ByObject) map[client.Object]cache.ByObject {
+	by[&mooringv1.L2Announcer{}] = cache.ByObject{Transform: func(obj any) (any, error) {
+		an, ok := obj.(*mooringv1.L2Announcer)
+		if !ok {
+			return tombstoneOr(obj)
+		}
+		return &mooringv1.L2Announcer{TypeMeta: an.TypeMeta, ObjectMeta: slimMeta(&an.ObjectMeta),
+			Status: mooringv1.L2AnnouncerStatus{Members: an.Status.Members}}, nil
+	}}
+	return by
 }

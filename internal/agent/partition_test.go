@@ -78,7 +78,7 @@ func TestReleaseLoopReleasesOnlyDeferringNodes(t *testing.T) {
 	mem := &heldMembers{fakeMembers: fakeMembers{changes: make(chan struct{}, 1)}, held: []string{"node-1", "node-2", "node-5"}}
 	cfg := DefaultConfig()
 	cfg.NodeName = "node-4"
-	a := New(cfg, Deps{Client: c, Members: mem, Registerer: prometheus.NewRegistry()})
+	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Registerer: prometheus.NewRegistry()})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- a.releaseLoop(ctx) }()

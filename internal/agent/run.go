@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: transforms(), Mapper: cacheMapper(scheme)})
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: withAnnouncers(transforms()), Mapper: cacheMapper(scheme)})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
@@ -105,6 +105,7 @@ func watch(ctx context.Context, c cache.Cache, d *dirty) error {
 		{&corev1.Service{}, d.serviceHandler()},
 		{&discoveryv1.EndpointSlice{}, d.sliceHandler()},
 		{&corev1.Node{}, d.flagHandler(func(c *changed) { c.nodes = true })},
+		{&mooringv1.L2Announcer{}, toolscache.ResourceEventHandlerFuncs{}}, // read by releaseLoop (partition.go)
 	} {
 		inf, err := c.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
 		if err != nil {
