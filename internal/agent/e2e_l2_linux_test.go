@@ -234,7 +234,7 @@ func TestBenchStall(t *testing.T) {
 // and the others with nftables while L2 keeps working. Within a bounded
 // time every address has exactly one responder (node-1, the minority,
 // defers), the annotation stops being written, and everything recovers
-// once gossip flows again.
+// once gossip flows again; then the same with the API server stopped.
 func TestE2EGossipPartitionOneResponder(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	c.policy("all", mooringv1.L2AnnouncementPolicySpec{})
@@ -292,6 +292,18 @@ func TestE2EGossipPartitionOneResponder(t *testing.T) {
 		v, err := c.scrape(n1, "mooring_agent_partition_deferring")
 		return err == nil && v == 0, err2s(err, v)
 	})
+
+	// With the API server unreachable too no L2Announcer can say that
+	// node-1 defers, so the majority waits the agent loss timeout (4 s)
+	// before it takes node-1's addresses; node-1, a strict minority,
+	// defers as soon as it has lost the others. Between the two node-1's
+	// addresses have no responder, never two (partition.go).
+	c.stopAPIServer()
+	settled, res := c.partitionRun(vips, 12*time.Second)
+	t.Logf("PARTITION WITHOUT API SERVER: one responder per address %v after the cut; audit: %s", settled.Round(100*time.Millisecond), res)
+	if len(res.double) > 0 {
+		t.Fatalf("two responders during the partition without API server: %v", res.double)
+	}
 }
 
 // nft runs nft with script inside h's namespace.

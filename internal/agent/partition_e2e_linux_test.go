@@ -65,22 +65,6 @@ func (c *cluster) waitPartitionSettled(vips []netip.Addr, side []string, cut tim
 	return 0
 }
 
-// The partition with the API server unreachable too (issue 9, item 4): no
-// L2Announcer can say that node-1 defers, so the majority waits the agent
-// loss timeout (4 s) before it takes node-1's addresses; node-1, a strict
-// minority, defers as soon as it has lost the others. Between the two
-// node-1's addresses have no responder, never two; afterwards one per
-// address, and all recovers when gossip flows again.
-func TestE2EGossipPartitionWithoutAPIServer(t *testing.T) {
-	c, vips := partitionCluster(t, 160)
-	c.stopAPIServer()
-	settled, res := c.partitionRun(vips, 12*time.Second)
-	t.Logf("PARTITION WITHOUT API SERVER: one responder per address %v after the cut; audit: %s", settled.Round(100*time.Millisecond), res)
-	if len(res.double) > 0 {
-		t.Fatalf("two responders during the partition: %v", res.double)
-	}
-}
-
 // The benchmark form: -agent.bench.runs partitions with the API server,
 // then as many without it, in one cluster.
 func TestBenchPartition(t *testing.T) {
