@@ -167,6 +167,7 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 	meta := e.meta
 	a.excludedReturn(ctx, excluded[a.cfg.NodeName]) // handoff.go
 	holding := a.holdDown(ctx, g, &meta)
+	a.ready.holding.Store(holding) // health.go
 	if excluded[a.cfg.NodeName] {
 		meta.Ready = false
 		meta.Reason = "the Node has the label " + corev1.LabelNodeExcludeBalancers

@@ -85,14 +85,15 @@ func (h handOffCluster) servedBy(node string, within time.Duration) {
 }
 
 // failures counts the client attempts started since start, and the failed
-// ones.
+// ones (each logged with its time and error).
 func (h handOffCluster) failures(since time.Time) (failed, all int) {
-	for _, tl := range h.clients {
+	for i, tl := range h.clients {
 		for _, a := range tl.snapshot() {
 			if a.at.After(since) {
 				all++
 				if !a.ok {
 					failed++
+					h.t.Logf("failed request (family %d) at +%v: %s", i, a.at.Sub(since).Round(time.Millisecond), a.node)
 				}
 			}
 		}
@@ -116,9 +117,12 @@ func (h handOffCluster) rollingRestart() handOffResult {
 	start := time.Now()
 	for _, n := range three {
 		host := h.lab.Host(n)
+		h.t.Logf("+%v terminating %s", time.Since(start).Round(time.Millisecond), n)
 		h.terminate(host)
 		h.startAgent(host)
+		h.t.Logf("+%v started %s", time.Since(start).Round(time.Millisecond), n)
 		h.waitReadyz(host, 30*time.Second)
+		h.t.Logf("+%v %s ready", time.Since(start).Round(time.Millisecond), n)
 	}
 	// Every address back home, after the last node's hold-down.
 	h.owns(h.rank[0], 20*time.Second)

@@ -29,6 +29,9 @@ type readiness struct {
 	// waiting says why the agent does not decide yet beyond the caches
 	// (no usable snapshot), nil if nothing more.
 	waiting atomic.Pointer[string]
+	// holding: a returning agent's hold-down or take delay is not over,
+	// so it is no candidate yet (eligibility.go holdDown).
+	holding atomic.Bool
 }
 
 // readyz is /readyz: the Node exists (Ready) and the agent serves. Once it
@@ -70,6 +73,12 @@ func (a *Agent) Serving() error {
 	}
 	if n := a.ready.peers.Load(); n > 0 && len(a.deps.Members.Members()) < 2 {
 		errs = append(errs, fmt.Errorf("gossip reaches none of the %d other nodes (port %d blocked, or a wrong key?)", n, a.cfg.GossipPort))
+	}
+	if a.ready.holding.Load() {
+		// Not ready until it has taken its addresses back: a rolling
+		// update then stops the next agent only once this one serves, so
+		// every address always has a candidate.
+		errs = append(errs, fmt.Errorf("holding down after a restart or a drain (--hold-down %s): peers serve this node's addresses until it takes them back", a.cfg.HoldDown))
 	}
 	if d, ok := a.deps.Members.(interface{ Deferring() bool }); ok && d.Deferring() {
 		errs = append(errs, errors.New("deferring: gossip is cut from most nodes while their kernels answer (a partition); this side is not the majority and announces nothing"))
