@@ -3,13 +3,18 @@ package agent
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -257,5 +262,18 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting: %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Pod IPAM retries only while the API server is unreachable; any other
+// error (a mode change) still ends the agent.
+func TestPodIPAMRetriesOnlyWhenUnreachable(t *testing.T) {
+	refused := fmt.Errorf("read the pod IPAM mode: failed to get server groups: %w",
+		&url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}})
+	if !unreachable(refused) {
+		t.Errorf("%v: want unreachable", refused)
+	}
+	if other := errors.New("pod IPAM mode changed from cluster-pool to multi-pool: restarting the agent to follow it"); unreachable(other) {
+		t.Errorf("%v: want not unreachable", other)
 	}
 }
