@@ -112,7 +112,7 @@ func kcmComponent(c *Config, p paths) component {
 		Path: filepath.Join(c.KubeBin, "kube-controller-manager"),
 		Args: append([]string{
 			"--kubeconfig=" + p.ClusterKubecfg,
-			"--controllers=" + kcmControllers(c),
+			"--controllers=" + kcmControllers(c) + chartControllers(c),
 			"--leader-elect=false",
 			"--use-service-account-credentials=false",
 			"--secure-port=0",
@@ -162,6 +162,7 @@ func kubeletComponent(c *Config, p paths, n nodeSpec) component {
 	} else {
 		args = append(args, "--pod-cidrs="+joinPrefixes(n.PodCIDRs))
 	}
+	args = append(args, chartKubeletArgs(c, p)...)
 	return component{Name: "kubelet/" + n.Name, Host: n.Name, Path: c.Self, Args: args, Env: c.SelfEnv}
 }
 
@@ -189,7 +190,7 @@ func kubeProxyComponent(c *Config, p paths, n nodeSpec) component {
 
 // controllerComponent runs `mooring controller` next to the apiserver.
 func controllerComponent(c *Config, p paths) component {
-	return component{
+	comp := component{
 		Name: "mooring-controller", Host: controlPlaneHost,
 		Path: c.Self,
 		Args: append([]string{
@@ -198,6 +199,11 @@ func controllerComponent(c *Config, p paths) component {
 		}, podIPAMControllerArgs(c)...),
 		Env: c.SelfEnv,
 	}
+	if c.MetalLB != "" {
+		// MetalLB still serves the Services: Mooring only adopts.
+		comp.Args = append(comp.Args, "--adopt-only")
+	}
+	return comp
 }
 
 // agentComponent runs `mooring agent` in a node namespace.
