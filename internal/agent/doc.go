@@ -36,4 +36,10 @@
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create
+//
+// The recorded pod IPAM mode (one ConfigMap in the controller's namespace):
+// every agent reads it, also with pod IPAM off, so that an agent started
+// before the mode is recorded begins serving pod addresses when it is.
+//
+// +kubebuilder:rbac:groups="",namespace=mooring-system,resources=configmaps,resourceNames=mooring-pod-ipam-mode,verbs=get;list;watch
 package agent

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -97,11 +99,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
-	mode, err := RecordedMode(ctx, direct, cfg.Namespace)
-	if apierrors.IsForbidden(errors.Unwrap(err)) {
-		cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-pod-ipam role to enable it", "err", err)
-		return nil
-	}
+	mode, err := awaitMode(ctx, cfg, direct, hc)
 	if err != nil || mode == ModeOff {
 		return err
 	}
@@ -506,4 +504,60 @@ func (n *nodeSide) syncRoutes(ctx context.Context) error {
 	}
 	n.routes = sig
 	return nil
+}
+
+// awaitMode returns the recorded pod IPAM mode once it is not off. An agent
+// may start before the controller recorded the mode (a fresh install, or
+// pod IPAM switched on later): it then watches the one ConfigMap and starts
+// serving when a mode appears, instead of staying off until a restart. It
+// returns ModeOff when ctx ends, or when the agent may not read the record
+// (an install without the role: pod IPAM stays off, said once).
+func awaitMode(ctx context.Context, cfg NodeConfig, direct client.Reader, hc *http.Client) (Mode, error) {
+	cs, err := kubernetes.NewForConfigAndClient(cfg.REST, hc)
+	if err != nil {
+		return "", err
+	}
+	said := false
+	for wait := time.Second; ; {
+		mode, err := RecordedMode(ctx, direct, cfg.Namespace)
+		switch {
+		case apierrors.IsForbidden(errors.Unwrap(err)):
+			cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-pod-ipam role to enable it", "err", err)
+			return ModeOff, nil
+		case err != nil:
+			return "", err
+		case mode != ModeOff:
+			return mode, nil
+		case !said:
+			cfg.Log.Info("pod IPAM off: no mode recorded (the controller records it at its first start with --pod-ipam-mode); waiting for one", "configmap", cfg.Namespace+"/"+ModeConfigMap)
+			said = true
+		}
+		w, err := cs.CoreV1().ConfigMaps(cfg.Namespace).Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", ModeConfigMap).String()})
+		if err == nil {
+			// Any event (or the watch ending) means: read the record again;
+			// a watch that ends at once is paced like a failed one.
+			start := time.Now()
+			select {
+			case <-ctx.Done():
+			case <-w.ResultChan():
+			}
+			w.Stop()
+			if time.Since(start) < time.Second {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 30*time.Second)
+		}
+		if ctx.Err() != nil {
+			return ModeOff, nil
+		}
+	}
 }
