@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -42,6 +43,9 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	down   context.CancelFunc
 	objErr <-chan error // the result of installMooring; nil once received
+
+	// chart waits for the rendered chart (--install=chart).
+	chart func() ([]*unstructured.Unstructured, error)
 }
 
 // proc is a process the lab started and watches.
@@ -126,15 +130,18 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 // state file: everything before the first process.
 func (c *Cluster) build(ctx context.Context) error {
 	var err error
-	c.net, err = netlab.New(ctx, netlab.Config{
-		Nodes: c.cfg.Nodes,
-		// Nodes route their pods' traffic.
-		NodeSysctls: map[string]string{
-			"net.ipv4.ip_forward":              "1",
-			"net.ipv6.conf.all.forwarding":     "1",
-			"net.ipv6.conf.default.forwarding": "1",
-		},
-	})
+	// Nodes route their pods' traffic.
+	sysctls := map[string]string{
+		"net.ipv4.ip_forward":              "1",
+		"net.ipv6.conf.all.forwarding":     "1",
+		"net.ipv6.conf.default.forwarding": "1",
+	}
+	if c.cfg.usesPodIPAM() {
+		// The CNI bridge's gateway addresses answer at once, without
+		// a second of duplicate address detection.
+		sysctls["net.ipv6.conf.default.accept_dad"] = "0"
+	}
+	c.net, err = netlab.New(ctx, netlab.Config{Nodes: c.cfg.Nodes, NodeSysctls: sysctls})
 	if err != nil {
 		return err
 	}
@@ -142,9 +149,17 @@ func (c *Cluster) build(ctx context.Context) error {
 		return err
 	}
 	for i, h := range c.net.Nodes() {
-		p4, p6 := nodePodCIDRs(i + 1)
-		c.nodes = append(c.nodes, nodeSpec{Name: h.Name, Addrs: []netip.Addr{h.Addr4, h.Addr6},
-			PodCIDRs: []netip.Prefix{p4, p6}, Labels: demoNodeLabels(i + 1)})
+		n := nodeSpec{Name: h.Name, Addrs: []netip.Addr{h.Addr4, h.Addr6}, Labels: demoNodeLabels(i + 1)}
+		if !c.cfg.usesPodIPAM() { // else the blocks are the mode's to give
+			p4, p6 := nodePodCIDRs(i + 1)
+			n.PodCIDRs = []netip.Prefix{p4, p6}
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	if c.cfg.usesPodIPAM() {
+		if err := c.writeCNI(); err != nil {
+			return err
+		}
 	}
 	sans := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback(), c.cp.Addr4, c.cp.Addr6,
 		nthHost(ServiceCIDR4, 1), nthHost(ServiceCIDR6, 1)}
@@ -213,6 +228,12 @@ func (c *Cluster) publishState() error {
 // bringUp starts the processes in dependency order and waits until the demo
 // Service answers.
 func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
+	if c.cfg.Install == InstallChart {
+		c.chart = c.renderChart(ctx)
+		if err := c.routeControlPlane(); err != nil {
+			return nil, err
+		}
+	}
 	for _, comp := range []component{etcdComponent(&c.cfg, c.paths), apiserverComponent(&c.cfg, c.paths, c.pki, c.cp.Addr4)} {
 		if err := c.startComponent(comp); err != nil {
 			return nil, err
@@ -227,11 +248,16 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	objErr := make(chan error, 1)
 	c.objErr = objErr
 	c.wg.Go(func() { objErr <- c.installMooring(ctx, crdsUp) })
+	var mlbErr chan error
+	if c.cfg.MetalLB != "" {
+		mlbErr = make(chan error, 1)
+		c.wg.Go(func() { mlbErr <- c.installMetalLB(ctx) })
+	}
 	if err := c.waitAPIServer(ctx); err != nil {
 		return nil, err
 	}
 	c.progress("apiserver ready")
-	if c.cfg.Mooring {
+	if c.cfg.mooringProcesses() {
 		// The controller and the agents watch Mooring's resources from the
 		// start, so they wait for the CRDs (usually in before /readyz). The
 		// controller starts first: it has the longest way to go (leader
@@ -245,6 +271,11 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			c.objErr = nil // all done already
 		case <-ctx.Done():
 			return nil, fmt.Errorf("lab: waiting for Mooring's CRDs: %w", ctx.Err())
+		}
+		if c.cfg.usesPodIPAM() {
+			if err := c.prepareMooringNamespace(ctx); err != nil {
+				return nil, err
+			}
 		}
 		if err := c.startComponent(controllerComponent(&c.cfg, c.paths)); err != nil {
 			return nil, err
@@ -260,18 +291,36 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		}
 	}
 	for _, n := range c.nodes {
-		comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
-		if c.cfg.Mooring {
-			comps = append(comps, agentComponent(&c.cfg, c.paths, n))
-		}
-		for _, comp := range comps {
+		for _, comp := range []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)} {
 			if err := c.startComponent(comp); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring); err != nil {
+	if c.cfg.mooringProcesses() {
+		if c.cfg.usesPodIPAM() {
+			if err := c.waitModeRecorded(ctx); err != nil {
+				return nil, err
+			}
+		}
+		for _, n := range c.nodes {
+			if err := c.startComponent(agentComponent(&c.cfg, c.paths, n)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring && c.cfg.MetalLB == ""); err != nil {
 		return nil, err
+	}
+	if mlbErr != nil {
+		select {
+		case err := <-mlbErr:
+			if err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lab: installing MetalLB: %w", ctx.Err())
+		}
 	}
 	c.progress("all processes started")
 	return c.waitReady(ctx)
@@ -306,7 +355,25 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	if !c.cfg.Mooring {
 		return nil
 	}
-	if err := createMooringObjects(ctx, c.dyn); err != nil {
+	// The chart goes in beside the demo objects (each costs the apiserver
+	// a first write of its kinds).
+	chartErr := make(chan error, 1)
+	if c.cfg.Install == InstallChart {
+		go func() { chartErr <- c.installChart(ctx) }()
+	} else {
+		chartErr <- nil
+	}
+	if c.cfg.PodIPAM == PodIPAMMultiPool {
+		if err := createPodIPPool(ctx, c.dyn, DefaultPodIPPool()); err != nil {
+			return err
+		}
+	}
+	if c.cfg.MetalLB != "" {
+		// MetalLB serves; `mooring migrate metallb run` applies Mooring's
+		// pools and policies.
+		return <-chartErr
+	}
+	if err := errors.Join(createMooringObjects(ctx, c.dyn), <-chartErr); err != nil {
 		return err
 	}
 	c.progress("demo pool and L2 policy created")

@@ -26,6 +26,12 @@ const (
 	DefaultTimeout = 90 * time.Second
 	// EnvStateDir overrides DefaultStateDir.
 	EnvStateDir = "MOORING_LAB_DIR"
+	// EnvHelm names the folder holding helm (`make helm`'s last line), used
+	// by --install=chart.
+	EnvHelm = "MOORING_HELM"
+	// InstallChart is Config.Install for Mooring installed from its Helm
+	// chart (see installChart).
+	InstallChart = "chart"
 	// EnvKubeBin names the folder with etcd, kube-apiserver,
 	// kube-controller-manager and kube-proxy (set by `make demo`/`make test`).
 	EnvKubeBin = "MOORING_KUBEBIN"
@@ -80,11 +86,31 @@ type Config struct {
 	// Mooring runs the Mooring controller and one agent per node; without it
 	// the Service gets no address and the lab stops at ClusterIP.
 	Mooring bool
+	// Install says how Mooring gets into the lab: "" runs the controller
+	// and agents as lab processes; InstallChart renders ChartDir with Helm
+	// (the binary at Helm), applies it server-side, and the kubelet
+	// stand-ins run the chart's pods with Self.
+	Install  string
+	Helm     string
+	ChartDir string
+	// MetalLB, when set, is the folder hack/metallb/build.sh printed: the
+	// lab runs MetalLB's controller and speakers (metallb.go), MetalLB
+	// serves the demo Service, and with Mooring too the Mooring controller
+	// runs with --adopt-only and no Mooring pool or policy is created (what
+	// a cluster looks like before `mooring migrate metallb run`).
+	MetalLB string
 	// NodeMonitorGracePeriod is kube-controller-manager's
 	// --node-monitor-grace-period.
 	NodeMonitorGracePeriod time.Duration
 	// Timeout bounds the time until the lab is ready.
 	Timeout time.Duration
+	// PodIPAM is the pod IPAM mode (see podipam.go): "" or "off" keeps the
+	// stand-in's static pod addresses; kubernetes, cluster-pool or
+	// multi-pool wire pods through libcni with mooring-ipam. PodNetwork is
+	// the main CNI plugin, bridge (default) or ptp; CNIPlugins the folder
+	// of the reference plugins, IPAMPlugin the mooring-ipam executable.
+	PodIPAM, PodNetwork    string
+	CNIPlugins, IPAMPlugin string
 	// KeepLogs, when set, is a folder to copy the components' logs into on
 	// the way out; everything else is removed.
 	KeepLogs string
@@ -108,15 +134,23 @@ func (c *Config) Validate() error {
 	case c.Timeout <= 0:
 		return errors.New("lab: --timeout must be positive")
 	}
+	if err := c.validateInstall(); err != nil {
+		return err
+	}
 	for _, b := range kubeBinaries {
 		if _, err := os.Stat(filepath.Join(c.KubeBin, b)); err != nil {
 			return fmt.Errorf("lab: %s not found in %q: run `make kubebin` and pass its last line as --kubebin (or set %s)", b, c.KubeBin, EnvKubeBin)
 		}
 	}
+	if c.MetalLB != "" {
+		if err := validateMetalLB(c.MetalLB); err != nil {
+			return err
+		}
+	}
 	if m, _ := filepath.Glob(filepath.Join(c.CRDDir, "*.yaml")); len(m) == 0 {
 		return fmt.Errorf("lab: no CRD manifests in %q: pass --crds <repo>/config/crd", c.CRDDir)
 	}
-	return nil
+	return c.validatePodIPAM()
 }
 
 // kubeBinaries are the programs the lab runs from KubeBin.
