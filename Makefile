@@ -12,7 +12,8 @@ all: build
 build:
 	$(GO) build -ldflags "-X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring ./cmd/mooring
 	ln -f bin/mooring bin/kubectl-mooring # the kubectl plugin: the same binary, named for kubectl
-	$(GO) build -trimpath -ldflags "-s -w -X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring-ipam ./cmd/mooring-ipam
+	# static (no cgo): no dynamic loader at every exec, ~1 ms less per CNI call
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/mooringlb/mooring/internal/buildinfo.Version=$(VERSION)" -o bin/mooring-ipam ./cmd/mooring-ipam
 
 # deps installs what the tests use from Debian's packages (as root; no-op when present).
 deps:

@@ -91,6 +91,8 @@ type Agent struct {
 	toStatus          *mailbox[decision]
 	toSafety, toProbe *mailbox[announce.Result]
 	events            *eventQueue
+	toSnapshot        *mailbox[announce.Result] // snapshot.go
+	snapMet           snapshotMetrics
 
 	// Owned by the decision loop.
 	state   *announce.State // created by the first decision
@@ -135,6 +137,8 @@ func New(cfg Config, deps Deps) *Agent {
 		events:       &eventQueue{},
 		toSafety:     newMailbox[announce.Result](),
 		toProbe:      newMailbox[announce.Result](),
+		toSnapshot:   newMailbox[announce.Result](),
+		snapMet:      newSnapshotMetrics(deps.Registerer),
 	}
 }
 
@@ -158,6 +162,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
+	g.Go(func() error { return a.snapshotLoop(ctx) })
+	g.Go(func() error { return a.releaseLoop(ctx) }) // partition.go
 	g.Go(func() error { return a.decideLoop(ctx) })
 	return g.Wait()
 }
@@ -299,6 +305,7 @@ func (a *Agent) publish() {
 	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes, applied: a.appliedCfg})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
+	a.toSnapshot.put(res)
 }
 
 // ownCapability is this node's capability in the decision, nil if none.

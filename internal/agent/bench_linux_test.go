@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -353,9 +355,14 @@ func agentOnly(m map[string]float64) map[string]float64 {
 }
 
 // Churn (issue 13 item 5): with -agent.bench.services Services present,
-// new ones are created at 30/s for 60 s while a client connects to a VIP
-// every 10 ms; halfway through, the VIP's owner dies. Logged: each
-// surviving agent's CPU share over the churn, and the takeover time.
+// new ones are created at -agent.bench.rate a second (a create and a status
+// update each, from a pool of clients so a slow request does not slow the
+// pace) while a client connects to a VIP every 10 ms; meanwhile the VIP's
+// owner is killed -agent.bench.takeovers times (and brought back after each
+// takeover). Logged: the creation rate reached and the requests' latency,
+// each agent's and the API server's and etcd's CPU from /proc over the
+// churn alone (-agent.bench.churnfor) and over the takeover series (each
+// takeover moves a third of the addresses twice), and the takeovers.
 func TestBenchChurn(t *testing.T) {
 	requireBench(t)
 	f := newFailoverCluster(t, 10*time.Millisecond)
@@ -365,50 +372,186 @@ func TestBenchChurn(t *testing.T) {
 	for _, tl := range clients {
 		tl.waitServedBy(t, rank[0], 20*time.Second)
 	}
-	cpu := func(n string) float64 {
-		v, err := c.scrape(c.lab.Host(n), "process_cpu_seconds_total")
+	procs := map[string]int{"kube-apiserver": 0, "etcd": 0}
+	for name := range procs {
+		procs[name] = childPID(t, name)
+	}
+	cpuOf := func(pid int) float64 {
+		m, err := readProc(pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v
+		return m.cpu
 	}
-	const rate, window = 30, 60 * time.Second
-	before := map[string]float64{}
-	for _, n := range rank[1:] {
-		before[n] = cpu(n)
+	// Phase 1: churn alone, every agent's and the API server's CPU.
+	snap := func() map[string]float64 {
+		out := map[string]float64{}
+		for _, n := range rank {
+			out[n] = cpuOf(c.agents[n].PID)
+		}
+		for name, pid := range procs {
+			out[name] = cpuOf(pid)
+		}
+		return out
 	}
+	// Phase 0: the same time with no churn, for the agents' own
+	// periodic work (this harness runs them with --probe-interval and
+	// --safety-interval 1 s and debug logs).
+	before := snap()
+	idleFrom := time.Now()
+	time.Sleep(*benchChurnFor)
+	after := snap()
+	idle := time.Since(idleFrom)
+	for _, n := range append(slices.Clone(rank), "kube-apiserver", "etcd") {
+		t.Logf("BENCH churn baseline (%v, no churn): %s used %.1f %% of a core", idle.Round(time.Second), n, 100*(after[n]-before[n])/idle.Seconds())
+	}
+
+	before = snap()
 	start := time.Now()
-	done := make(chan int)
-	go func() {
-		tick := time.NewTicker(time.Second / rate)
-		defer tick.Stop()
-		a, created := netip.MustParseAddr("10.101.0.0"), 0
-		for time.Since(start) < window {
-			<-tick.C
-			a = a.Next()
-			if err := c.createLB(fmt.Sprintf("churn-%05d", created), a); err != nil {
-				t.Error(err)
-				break
+	stop := make(chan struct{})
+	churned := make(chan churnResult)
+	go func() { churned <- c.churn(*benchRate, stop) }()
+	time.Sleep(*benchChurnFor)
+	after = snap()
+	quiet := time.Since(start)
+	for _, n := range append(slices.Clone(rank), "kube-apiserver", "etcd") {
+		t.Logf("BENCH churn alone (%v, no takeover): %s used %.1f %% of a core", quiet.Round(time.Second), n, 100*(after[n]-before[n])/quiet.Seconds())
+	}
+
+	// Phase 2: the takeover series while the churn goes on.
+	before = snap()
+	phase2 := time.Now()
+	outages := [2][]time.Duration{}
+	for run := range *benchTakeovers {
+		time.Sleep(2 * time.Second) // churn before each kill
+		victim := c.lab.Host(rank[0])
+		kill := c.killNode(victim)
+		for i, tl := range clients {
+			out, node, ok := tl.outageAfter(kill, 15*time.Second)
+			if !ok || node != rank[1] {
+				close(stop)
+				t.Fatalf("run %d: family %d: takeover by %q ok=%v", run, i, node, ok)
 			}
-			created++
+			outages[i] = append(outages[i], out)
 		}
-		done <- created
-	}()
-	time.Sleep(window / 2)
-	kill := c.killNode(c.lab.Host(rank[0]))
-	var outs []time.Duration
-	for i, tl := range clients {
-		out, node, ok := tl.outageAfter(kill, 15*time.Second)
-		if !ok || node != rank[1] {
-			t.Fatalf("family %d: takeover by %q ok=%v", i, node, ok)
+		t.Logf("takeover %d during the churn: IPv4 %v, IPv6 %v", run+1, outages[0][run].Round(time.Millisecond), outages[1][run].Round(time.Millisecond))
+		_ = c.agents[victim.Name].Wait()
+		if err := victim.SetLinkUp("eth0"); err != nil {
+			t.Fatal(err)
 		}
-		outs = append(outs, out.Round(time.Millisecond))
+		c.startAgent(victim)
+		for _, tl := range clients {
+			tl.waitServedBy(t, rank[0], 60*time.Second)
+		}
 	}
-	created := <-done
+	close(stop)
+	res := <-churned
 	elapsed := time.Since(start)
-	t.Logf("BENCH churn: %d Services present, %d created in %v (%.1f/s); takeover during the churn IPv4 %v, IPv6 %v",
-		*benchSvcs, created, elapsed.Round(time.Millisecond), float64(created)/elapsed.Seconds(), outs[0], outs[1])
-	for _, n := range rank[1:] {
-		t.Logf("BENCH churn: agent %s used %.1f %% of a core", n, 100*(cpu(n)-before[n])/elapsed.Seconds())
+	t.Logf("BENCH churn: %d Services present, %d created in %v (%.1f/s, asked %d/s), %d late ticks; create+status p50 %v p99 %v max %v",
+		*benchSvcs, res.created, elapsed.Round(time.Millisecond), float64(res.created)/elapsed.Seconds(), *benchRate, res.late, res.p50, res.p99, res.max)
+	took := time.Since(phase2)
+	for _, n := range rank[1:] { // the victim restarted: its counter began anew
+		t.Logf("BENCH churn with the takeovers (%v): surviving agent %s used %.1f %% of a core", took.Round(time.Second), n, 100*(cpuOf(c.agents[n].PID)-before[n])/took.Seconds())
 	}
+	for i, fam := range []string{"IPv4", "IPv6"} {
+		med, worst := stats(outages[i])
+		t.Logf("BENCH churn takeover %s: n=%d median=%v worst=%v all=%v", fam, len(outages[i]), med, worst, roundAll(outages[i]))
+	}
+}
+
+var (
+	benchRate      = flag.Int("agent.bench.rate", 30, "Service creations a second in TestBenchChurn")
+	benchTakeovers = flag.Int("agent.bench.takeovers", 10, "node losses during the churn in TestBenchChurn")
+	benchChurnFor  = flag.Duration("agent.bench.churnfor", time.Minute, "churn alone before the takeovers in TestBenchChurn")
+)
+
+type churnResult struct {
+	created, late int
+	p50, p99, max time.Duration
+}
+
+// churn creates LoadBalancer Services (create + status update) at rate a
+// second until stop is closed: a ticker hands out the work to 16 clients;
+// a tick no client was free for counts as late.
+func (c *cluster) churn(rate int, stop <-chan struct{}) churnResult {
+	work := make(chan int)
+	var (
+		mu   sync.Mutex
+		lats []time.Duration
+		wg   sync.WaitGroup
+	)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				a := netip.AddrFrom4([4]byte{10, 101, byte((i + 1) >> 8), byte(i + 1)})
+				t0 := time.Now()
+				if err := c.createLB(fmt.Sprintf("churn-%05d", i), a); err != nil {
+					c.t.Error(err)
+					continue
+				}
+				mu.Lock()
+				lats = append(lats, time.Since(t0))
+				mu.Unlock()
+			}
+		}()
+	}
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	defer tick.Stop()
+	res := churnResult{}
+	next := 0
+loop:
+	for {
+		select {
+		case <-stop:
+			break loop
+		case <-tick.C:
+		}
+		select {
+		case work <- next:
+			next++
+		default:
+			res.late++
+		}
+	}
+	close(work)
+	wg.Wait()
+	slices.Sort(lats)
+	res.created = len(lats)
+	if len(lats) > 0 {
+		res.p50, res.p99, res.max = lats[len(lats)/2].Round(time.Millisecond), lats[len(lats)*99/100].Round(time.Millisecond), lats[len(lats)-1].Round(time.Millisecond)
+	}
+	return res
+}
+
+// childPID returns the pid of this test process's child named comm (the
+// API server and etcd testenv started), failing t if there is none.
+func childPID(t *testing.T, comm string) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := os.Getpid()
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 || !bytes.HasSuffix(b[:i], []byte("("+comm)) {
+			continue
+		}
+		f := strings.Fields(string(b[i+2:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(self) {
+			return pid
+		}
+	}
+	t.Fatalf("no child process %s of this test", comm)
+	return 0
 }

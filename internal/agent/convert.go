@@ -61,7 +61,7 @@ func serviceKey(svc *corev1.Service) announce.ServiceKey {
 func convertService(svc *corev1.Service, ready []string) announce.Service {
 	return announce.Service{
 		Key:          serviceKey(svc),
-		Labels:       serviceLabels(svc),
+		Labels:       svc.Labels, // the virtual labels come from Key (announce.LabelServiceName)
 		IngressIPs:   ingressIPs(svc),
 		ExternalIPs:  parseAddrs(svc.Spec.ExternalIPs),
 		LocalTraffic: svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal,
@@ -102,18 +102,6 @@ func convertSelector(s *metav1.LabelSelector) *announce.Selector {
 			Key: r.Key, Operator: announce.Operator(r.Operator), Values: r.Values,
 		})
 	}
-	return out
-}
-
-// serviceLabels adds the virtual labels that a pool's serviceSelector can
-// also match (namespace and name), so one selector vocabulary serves both.
-func serviceLabels(svc *corev1.Service) map[string]string {
-	out := make(map[string]string, len(svc.Labels)+2)
-	for k, v := range svc.Labels {
-		out[k] = v
-	}
-	out[mooringv1.LabelServiceNamespace] = svc.Namespace
-	out[mooringv1.LabelServiceName] = svc.Name
 	return out
 }
 

@@ -62,7 +62,7 @@ func TestBuildInput(t *testing.T) {
 	if !reflect.DeepEqual(s.IngressIPs, []netip.Addr{netip.MustParseAddr("10.213.0.100"), netip.MustParseAddr("fd00:213::64")}) ||
 		!reflect.DeepEqual(s.ExternalIPs, []netip.Addr{netip.MustParseAddr("192.0.2.1")}) ||
 		!s.LocalTraffic || !reflect.DeepEqual(s.ReadyNodes, []string{"node-1", "node-3"}) ||
-		s.Labels[mooringv1.LabelServiceName] != "web" || s.Labels["app"] != "web" {
+		s.Key.Name != "web" || s.Labels["app"] != "web" {
 		t.Fatalf("web converted to %+v", s)
 	}
 	if len(in.Services[1].IngressIPs) != 0 || len(in.Services[2].IngressIPs) != 1 || len(in.Services[3].IngressIPs) != 0 {

@@ -3,7 +3,6 @@ package agent
 import (
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -73,39 +72,10 @@ func (d *changed) merge(o changed) {
 	d.all, d.nodes, d.policies, d.links = d.all || o.all, d.nodes || o.nodes, d.policies || o.policies, d.links || o.links
 }
 
-// handlers returns the informer handlers that mark d.
-func (d *dirty) serviceHandler() toolscache.ResourceEventHandlerFuncs {
-	mark := func(obj any) {
-		if o, ok := tombstone(obj).(*corev1.Service); ok {
-			d.service(types.NamespacedName{Namespace: o.Namespace, Name: o.Name})
-		}
-	}
-	return toolscache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, n any) { mark(n) }, DeleteFunc: mark}
-}
-
-func (d *dirty) sliceHandler() toolscache.ResourceEventHandlerFuncs {
-	mark := func(obj any) {
-		if o, ok := tombstone(obj).(*discoveryv1.EndpointSlice); ok {
-			for _, n := range sliceService(o) {
-				d.service(types.NamespacedName{Namespace: o.Namespace, Name: n})
-			}
-		}
-	}
-	return toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    mark,
-		UpdateFunc: func(o, n any) { mark(o); mark(n) }, // the label may change
-		DeleteFunc: mark,
-	}
-}
-
+// flagHandler returns an informer handler that marks d with flag. Service
+// and EndpointSlice events reach d through the compact store
+// (mem_store.go), which marks only what the decision reads.
 func (d *dirty) flagHandler(flag func(c *changed)) toolscache.ResourceEventHandlerFuncs {
 	mark := func(any) { d.mark(flag) }
 	return toolscache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, n any) { mark(n) }, DeleteFunc: mark}
-}
-
-func tombstone(obj any) any {
-	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
 }

@@ -29,11 +29,17 @@
 // ValidatingAdmissionPolicy (config/agent) lets only that node write.
 //
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers,verbs=get;create
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies/status,verbs=patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create
+//
+// The recorded pod IPAM mode (one ConfigMap in the controller's namespace):
+// every agent reads it, also with pod IPAM off, so that an agent started
+// before the mode is recorded begins serving pod addresses when it is.
+//
+// +kubebuilder:rbac:groups="",namespace=mooring-system,resources=configmaps,resourceNames=mooring-pod-ipam-mode,verbs=get;list;watch
 package agent

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
@@ -91,7 +92,8 @@ func heapInUse() uint64 {
 
 // BenchmarkCacheFootprint reports the heap the informer stores hold for
 // 10,000 Services and their EndpointSlices, with the previous transform
-// (managedFields stripped) and with the agent's transforms.
+// (managedFields stripped) and with the slim transforms, and the heap the
+// agent's compact store (mem_store.go) holds for the same objects.
 func BenchmarkCacheFootprint(b *testing.B) {
 	const n = 10000
 	for _, tc := range []struct {
@@ -129,6 +131,23 @@ func BenchmarkCacheFootprint(b *testing.B) {
 			}
 		})
 	}
+	b.Run("compact-store", func(b *testing.B) {
+		for b.Loop() {
+			before := heapInUse()
+			s := newCompactStore(func(types.NamespacedName) {}, func() {})
+			for i := range n {
+				if err := (serviceSink{s}).Add(realisticService(i)); err != nil {
+					b.Fatal(err)
+				}
+				if err := (sliceSink{s}).Add(realisticSlice(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			after := heapInUse()
+			b.ReportMetric(float64(after-before)/(1<<20), "MiB")
+			runtime.KeepAlive(s)
+		}
+	})
 }
 
 // The transforms keep every field the decision reads: converting a slim

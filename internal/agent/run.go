@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -40,14 +39,20 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Log = log
 	}
 	kube.BridgeLogs(log)
+	tuneGC() // mem_release.go
 	restCfg, err := kube.RESTConfig(cfg.Kubeconfig, cfg.QPS, cfg.Burst)
 	if err != nil {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: transforms()})
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: withAnnouncers(transforms()), Mapper: cacheMapper(scheme)})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
+	}
+	// Services and EndpointSlices are kept compactly (mem_store.go).
+	compact, err := newCompactCache(restCfg)
+	if err != nil {
+		return err
 	}
 	writer, err := client.New(restCfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -62,49 +67,48 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
 		log.With("sub", "responder"), reg)
+	src := newSwitchReader(compactReader{informers, compact.store}) // snapshot_reader.go, mem_store.go
 	a := New(cfg, Deps{
-		Reader: informers, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
+		Reader: src, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
 	})
+	compact.notify(a.dirty)
 	if err := watch(ctx, informers, a.dirty); err != nil {
 		return err
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return informers.Start(ctx) })
-	g.Go(func() error { return mem.Run(ctx) })
-	g.Go(func() error { return resp.Run(ctx) })
+	g.Go(func() error { return compact.Run(ctx) })
+	g.Go(func() error { releaseAfterStart(ctx, a, clock.RealClock{}, log); return nil }) // mem_release.go
+	// On SIGTERM (a rolling update, a drain) the responder closes first and
+	// only then does gossip leave, so peers take over at once from a node
+	// that no longer answers: never two responders, nothing sent after the
+	// leave (handoff.go).
+	answering := make(chan struct{})
+	g.Go(func() error { defer close(answering); return resp.Run(ctx) })
+	g.Go(func() error { return mem.Run(afterClosed(ctx, answering)) })
 	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
 	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })
-	g.Go(func() error {
-		// The first decision must see complete caches: a partial Service
-		// list would withdraw addresses for a moment.
-		if !informers.WaitForCacheSync(ctx) {
-			return nil // ctx ended
-		}
-		log.Info("caches synced", "node", cfg.NodeName)
-		return a.Run(ctx)
-	})
+	// The first decision must see complete caches (a partial Service list
+	// would withdraw addresses for a moment), or a whole snapshot.
+	g.Go(func() error { return a.startFrom(ctx, allSynced{informers, compact}, src) }) // snapshot.go
 	return g.Wait()
 }
 
-// watch registers the informers the decision reads: a Service or
-// EndpointSlice event marks that Service; Node and policy events mark the
-// (few) Nodes or policies for re-reading.
+// watch registers the informers the decision reads: Node and policy
+// events mark the (few) Nodes or policies for re-reading. Services and
+// EndpointSlices are watched by the compact cache (mem_watch.go).
 func watch(ctx context.Context, c cache.Cache, d *dirty) error {
-	if err := c.IndexField(ctx, &discoveryv1.EndpointSlice{}, indexSliceService, sliceService); err != nil {
-		return fmt.Errorf("indexing EndpointSlices by Service: %w", err)
-	}
 	for _, w := range []struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandler
 	}{
 		{&mooringv1.L2AnnouncementPolicy{}, d.flagHandler(func(c *changed) { c.policies = true })},
-		{&corev1.Service{}, d.serviceHandler()},
-		{&discoveryv1.EndpointSlice{}, d.sliceHandler()},
 		{&corev1.Node{}, d.flagHandler(func(c *changed) { c.nodes = true })},
+		{&mooringv1.L2Announcer{}, toolscache.ResourceEventHandlerFuncs{}}, // read by releaseLoop (partition.go)
 	} {
 		inf, err := c.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
 		if err != nil {
@@ -133,7 +137,7 @@ func watchLinks(ctx context.Context, l Links, trigger func(), log *slog.Logger) 
 	}
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() (string, error), log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -141,11 +145,15 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		what, err := ready()
+		if err != nil {
+			if what != "" {
+				what = "\n(" + what + ")"
+			}
+			http.Error(w, err.Error()+what, http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok: " + what + "\n"))
 	})
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)

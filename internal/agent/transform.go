@@ -19,6 +19,11 @@ import (
 // dominate the agent's memory. Each transform returns a new, small object
 // built from the fields convert.go, the peers and the Events use; a field
 // read anywhere else in the agent must be added here.
+//
+// The decision reads Services and EndpointSlices from the compact store
+// (mem_store.go), not from these caches; their transforms stay so that a
+// read through the informer cache, which would start an informer for the
+// type, still holds only slim objects.
 
 // transforms returns the per-type cache transforms.
 func transforms() map[client.Object]cache.ByObject {

@@ -244,7 +244,7 @@ func policiesByAddr(s *Service, pols []*policy) map[netip.Addr][]*policy {
 		}
 	}
 	for _, p := range pols {
-		if !p.ServiceSelector.Matches(s.Labels) {
+		if !p.ServiceSelector.matchesService(s) {
 			continue
 		}
 		if p.LoadBalancerIPs {

@@ -107,24 +107,42 @@ func (r Requirement) validate() error {
 // Matches reports whether labels satisfy every requirement. It assumes a
 // validated selector; a nil selector matches everything.
 func (s *Selector) Matches(labels map[string]string) bool {
+	return s.matches(func(k string) (string, bool) { v, ok := labels[k]; return v, ok })
+}
+
+// matchesService matches a Service's labels and its virtual labels.
+func (s *Selector) matchesService(svc *Service) bool {
+	return s.matches(func(k string) (string, bool) {
+		switch k {
+		case LabelServiceNamespace:
+			return svc.Key.Namespace, true
+		case LabelServiceName:
+			return svc.Key.Name, true
+		}
+		v, ok := svc.Labels[k]
+		return v, ok
+	})
+}
+
+func (s *Selector) matches(label func(string) (string, bool)) bool {
 	if s == nil {
 		return true
 	}
 	for k, v := range s.MatchLabels {
-		if got, ok := labels[k]; !ok || got != v {
+		if got, ok := label(k); !ok || got != v {
 			return false
 		}
 	}
 	for _, r := range s.MatchExpressions {
-		if !r.matches(labels) {
+		if !r.matches(label) {
 			return false
 		}
 	}
 	return true
 }
 
-func (r Requirement) matches(labels map[string]string) bool {
-	v, ok := labels[r.Key]
+func (r Requirement) matches(label func(string) (string, bool)) bool {
+	v, ok := label(r.Key)
 	switch r.Operator {
 	case OpIn:
 		return ok && contains(r.Values, v)

@@ -97,7 +97,6 @@ func NewState(local string) *State {
 // ReadyNodes). Cost: O(P + A·N/64) for P policies, A addresses of the
 // Service (and of the Services sharing them) and N known nodes.
 func (s *State) SetService(svc Service) []Change {
-	svc = cloneService(svc)
 	old := s.services[svc.Key]
 	e := s.claim(svc)
 	s.services[svc.Key] = e
@@ -547,12 +546,6 @@ func sortEntries(es []Entry) []Entry {
 		return x.Addr.Compare(y.Addr)
 	})
 	return slices.Compact(es)
-}
-
-func cloneService(s Service) Service {
-	s.Labels = maps.Clone(s.Labels)
-	s.IngressIPs, s.ExternalIPs, s.ReadyNodes = slices.Clone(s.IngressIPs), slices.Clone(s.ExternalIPs), slices.Clone(s.ReadyNodes)
-	return s
 }
 
 func compareStrings(a, b string) int {

@@ -32,9 +32,24 @@ type Policy struct {
 	Ranking Ranking
 }
 
+// The virtual labels a policy's serviceSelector also matches: the
+// Service's namespace and name (the same keys as the API's
+// mooring.dev/service-namespace and mooring.dev/service-name; a test in
+// internal/agent keeps them equal). They win over real labels of the same
+// key.
+const (
+	LabelServiceNamespace = "mooring.dev/service-namespace"
+	LabelServiceName      = "mooring.dev/service-name"
+)
+
 // Service is what the decision needs from a Service and its EndpointSlices.
+// State.SetService keeps it without copying (at 10,000 Services copies
+// were a third of the state): its maps and slices must not be modified
+// once handed over.
 type Service struct {
-	Key    ServiceKey
+	Key ServiceKey
+	// Labels are the Service's own labels (the virtual ones come from
+	// Key).
 	Labels map[string]string
 	// IngressIPs are status.loadBalancer.ingress IPs, in status order (the
 	// first is what RankingMetalLB hashes for all of them); ExternalIPs are

@@ -68,6 +68,7 @@ func pluginDir(t testing.TB) string {
 			}
 		}
 		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(binDir, "mooring-ipam"), "../../cmd/mooring-ipam")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as `make build` builds it
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("build mooring-ipam: %v\n%s", err, out)
 		}

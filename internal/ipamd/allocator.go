@@ -10,10 +10,12 @@ import (
 	"github.com/mooringlb/mooring/internal/podipam"
 )
 
-// Store persists allocations. Save replaces everything atomically.
+// Store persists allocations, one change at a time: the cost of a Put or
+// Delete must not grow with what the store holds (every ADD pays it).
 type Store interface {
 	Load() ([]Allocation, error)
-	Save([]Allocation) error
+	Put(Allocation) error
+	Delete(...Key) error
 }
 
 // PoolOf names the pool of a pod; nil means every pod uses the default pool.
@@ -74,7 +76,8 @@ func (a *Allocator) holds(p netip.Prefix) bool {
 
 // Add allocates one address of each of the pod's pool's families, or
 // returns the existing allocation of the same container and interface
-// (ADD is idempotent). Cost: O(b + a) for b block addresses scanned.
+// (ADD is idempotent). Cost: at most one map lookup per address of the
+// pool's blocks (lowest free first; 253 for a /24), plus one journal append.
 func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error) {
 	if req.ContainerID == "" || req.IfName == "" {
 		return Allocation{}, fmt.Errorf("%w: container ID and interface name are required", ErrBadRequest)
@@ -111,9 +114,9 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 		a.used[ip.Address.Addr()] = req.Key // reserved now; undone below on failure
 	}
 	a.allocs[req.Key] = al
-	if err := a.save(); err != nil {
+	if err := a.store.Put(al); err != nil {
 		a.forget(al)
-		return Allocation{}, err
+		return Allocation{}, fmt.Errorf("ipamd: save allocation: %w", err)
 	}
 	return al, nil
 }
@@ -162,12 +165,12 @@ func (a *Allocator) Del(k Key) error {
 		return nil
 	}
 	a.forget(al)
-	if err := a.save(); err != nil {
+	if err := a.store.Delete(k); err != nil {
 		a.allocs[k] = al
 		for _, ip := range al.IPs {
 			a.used[ip.Address.Addr()] = k
 		}
-		return err
+		return fmt.Errorf("ipamd: save release: %w", err)
 	}
 	return nil
 }
@@ -210,17 +213,19 @@ func (a *Allocator) GC(valid []Key) ([]Allocation, error) {
 	if len(gone) == 0 {
 		return nil, nil
 	}
+	keys := make([]Key, 0, len(gone))
 	for _, al := range gone {
 		a.forget(al)
+		keys = append(keys, al.Key)
 	}
-	if err := a.save(); err != nil {
+	if err := a.store.Delete(keys...); err != nil {
 		for _, al := range gone {
 			a.allocs[al.Key] = al
 			for _, ip := range al.IPs {
 				a.used[ip.Address.Addr()] = al.Key
 			}
 		}
-		return nil, err
+		return nil, fmt.Errorf("ipamd: save release: %w", err)
 	}
 	return gone, nil
 }
@@ -275,13 +280,6 @@ func (a *Allocator) sorted() []Allocation {
 		return 0
 	})
 	return out
-}
-
-func (a *Allocator) save() error {
-	if err := a.store.Save(a.sorted()); err != nil {
-		return fmt.Errorf("ipamd: save allocations: %w", err)
-	}
-	return nil
 }
 
 // Usage is the input of podipam.Demand for one pool and family.

@@ -1,7 +1,8 @@
 // Package ipamd is the node agent's pod address allocator: it hands out
 // addresses from the blocks the controller gave the node, records every
-// allocation in a file-locked store on local disk so that an agent restart
-// loses and duplicates nothing, and serves the mooring-ipam CNI plugin over
+// allocation in a file-locked, append-only journal on local disk (one line
+// per change, compacted now and then) so that an agent restart loses and
+// duplicates nothing, and serves the mooring-ipam CNI plugin over
 // a unix socket (no API call per pod).
 //
 // The allocator reads every stored allocation before it serves (restart

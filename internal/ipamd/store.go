@@ -1,6 +1,7 @@
 package ipamd
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,26 +10,50 @@ import (
 	"path/filepath"
 )
 
-// FileStore keeps allocations in one JSON file under Dir, replaced
-// atomically (write, then rename) on every change. The directory holds a
-// lock file that the store locks for its lifetime, so a second ipamd on the
-// same node fails with ErrLocked instead of handing out the same addresses.
+// FileStore keeps allocations in an append-only journal under Dir: one
+// JSON line per change, appended with a single write(2), so an ADD or DEL
+// costs the same whatever the node holds (the store before rewrote the
+// whole file and renamed it on every change: O(n) and a directory update
+// per call). When the journal holds four times more lines than live
+// allocations (and at least compactMin), it is rewritten with one line
+// per live allocation and renamed over the old one: O(n) once per ~3n
+// changes, O(1) amortized.
 //
-// A process crash — the agent restart case — loses nothing: the rename
-// happens before the answer. The file is not fsynced: after a power loss
-// the node reboots, every pod sandbox is gone and the runtime's GC frees
-// what the file still lists.
+// The directory holds a lock file that the store locks for its lifetime,
+// so a second ipamd on the same node fails with ErrLocked instead of
+// handing out the same addresses. A FileStore is not safe for concurrent
+// use: the Allocator serializes its calls.
+//
+// A process crash — the agent restart case — loses nothing: the write
+// completes before the answer, and the page cache survives the process.
+// A change cut short by the crash (never answered) may leave a torn last
+// line, which the next Load drops. The journal is not fsynced: after a
+// power loss the node reboots, every pod sandbox is gone, and the
+// runtime's CNI GC frees whatever the journal still lists; an address a
+// lost line had handed out belongs to a sandbox that no longer exists.
 type FileStore struct {
 	dir    string
 	unlock func() error
+	f      *os.File // the journal, open for appending
+	size   int64    // bytes of whole lines in the journal
+	lines  int
+	live   map[Key]Allocation
 }
 
 const (
-	storeFile = "allocations.json"
-	lockFile  = "lock"
+	journalFile = "allocations.journal"
+	legacyFile  = "allocations.json" // the whole-file format before the journal
+	lockFile    = "lock"
+	compactMin  = 1024
 )
 
-// OpenFileStore creates dir if needed and locks it.
+// record is one journal line: Put sets an allocation, Del removes keys.
+type record struct {
+	Put *Allocation `json:"put,omitempty"`
+	Del []Key       `json:"del,omitempty"`
+}
+
+// OpenFileStore creates dir if needed, locks it and reads the journal.
 func OpenFileStore(dir string) (*FileStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("ipamd: create store folder: %w", err)
@@ -37,42 +62,205 @@ func OpenFileStore(dir string) (*FileStore, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FileStore{dir: dir, unlock: unlock}, nil
+	s := &FileStore{dir: dir, unlock: unlock, live: map[Key]Allocation{}}
+	if err := s.open(); err != nil {
+		unlock()
+		return nil, err
+	}
+	return s, nil
 }
 
-// Close releases the lock.
-func (s *FileStore) Close() error { return s.unlock() }
-
-type storeDoc struct {
-	Version     int          `json:"version"`
-	Allocations []Allocation `json:"allocations"`
+// Close closes the journal and releases the lock.
+func (s *FileStore) Close() error {
+	err := s.f.Close()
+	return errors.Join(err, s.unlock())
 }
 
-// Load reads every allocation; a missing file is an empty store.
-func (s *FileStore) Load() ([]Allocation, error) {
-	b, err := os.ReadFile(filepath.Join(s.dir, storeFile))
+func (s *FileStore) path(name string) string { return filepath.Join(s.dir, name) }
+
+// open replays the journal (or imports the legacy file), drops a torn
+// last line, and opens the journal for appending.
+func (s *FileStore) open() error {
+	b, err := os.ReadFile(s.path(journalFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		legacy, err := s.readLegacy()
+		if err != nil {
+			return err
+		}
+		for _, al := range legacy {
+			s.live[al.Key] = al
+		}
+		if err := s.compact(); err != nil {
+			return err
+		}
+		if legacy != nil {
+			return os.Remove(s.path(legacyFile))
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("ipamd: read %s: %w", s.path(journalFile), err)
+	}
+	good, err := s.replay(b)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.path(journalFile), os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("ipamd: open journal: %w", err)
+	}
+	if good < int64(len(b)) { // a torn last line: the change was never answered
+		if err := f.Truncate(good); err != nil {
+			f.Close()
+			return fmt.Errorf("ipamd: drop the torn last line of %s: %w", s.path(journalFile), err)
+		}
+	}
+	s.f, s.size = f, good
+	return nil
+}
+
+// replay applies every whole line and returns the length of the journal
+// up to the end of the last good line. Only the last line may be bad.
+func (s *FileStore) replay(b []byte) (int64, error) {
+	var off int64
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		var r record
+		if i < 0 || json.Unmarshal(b[:i], &r) != nil {
+			if i < 0 || len(bytes.TrimSpace(b[i+1:])) == 0 {
+				return off, nil // torn tail
+			}
+			return 0, fmt.Errorf("%s is corrupt at byte %d: move it away only after every pod on the node is gone", s.path(journalFile), off)
+		}
+		s.apply(r)
+		off += int64(i + 1)
+		b = b[i+1:]
+	}
+	return off, nil
+}
+
+func (s *FileStore) apply(r record) {
+	s.lines++
+	if r.Put != nil {
+		s.live[r.Put.Key] = *r.Put
+	}
+	for _, k := range r.Del {
+		delete(s.live, k)
+	}
+}
+
+func (s *FileStore) readLegacy() ([]Allocation, error) {
+	b, err := os.ReadFile(s.path(legacyFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var doc storeDoc
+	var doc struct {
+		Allocations []Allocation `json:"allocations"`
+	}
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return nil, fmt.Errorf("%s is corrupt (%w): move it away only after every pod on the node is gone", filepath.Join(s.dir, storeFile), err)
+		return nil, fmt.Errorf("%s is corrupt (%w): move it away only after every pod on the node is gone", s.path(legacyFile), err)
+	}
+	if doc.Allocations == nil {
+		doc.Allocations = []Allocation{}
 	}
 	return doc.Allocations, nil
 }
 
-// Save replaces the file.
-func (s *FileStore) Save(all []Allocation) error {
-	b, err := json.Marshal(storeDoc{Version: 1, Allocations: all})
+// ReadStore returns the allocations recorded in dir without taking its
+// lock: for tools and tests that look at a running agent's store. A change
+// being written at that moment may be missing; a store that was never
+// opened is empty.
+func ReadStore(dir string) ([]Allocation, error) {
+	s := &FileStore{dir: dir, live: map[Key]Allocation{}}
+	b, err := os.ReadFile(s.path(journalFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return s.readLegacy()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.replay(b); err != nil {
+		return nil, err
+	}
+	return s.Load()
+}
+
+// Load returns every allocation the journal holds.
+func (s *FileStore) Load() ([]Allocation, error) {
+	out := make([]Allocation, 0, len(s.live))
+	for _, al := range s.live {
+		out = append(out, al)
+	}
+	return out, nil
+}
+
+// Put records an allocation. Cost: one write(2), plus a compaction now and
+// then (see FileStore).
+func (s *FileStore) Put(al Allocation) error {
+	return s.append(record{Put: &al})
+}
+
+// Delete records that the allocations of keys are gone.
+func (s *FileStore) Delete(keys ...Key) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	return s.append(record{Del: keys})
+}
+
+func (s *FileStore) append(r record) error {
+	b, err := json.Marshal(r)
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(s.dir, storeFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
+	b = append(b, '\n')
+	if _, err := s.f.Write(b); err != nil {
+		// A short write (a full disk) must not leave half a line that the
+		// next line would be glued to.
+		_ = s.f.Truncate(s.size)
+		return fmt.Errorf("ipamd: append to %s: %w", s.path(journalFile), err)
 	}
-	return os.Rename(tmp, filepath.Join(s.dir, storeFile))
+	s.size += int64(len(b))
+	s.apply(r)
+	if s.lines >= compactMin && s.lines > 4*len(s.live) {
+		// The change is recorded; a failed compaction only leaves the
+		// journal longer, and the next change tries again.
+		_ = s.compact()
+	}
+	return nil
+}
+
+// compact writes one line per live allocation to a new journal and renames
+// it over the old one. A crash before the rename keeps the old journal,
+// which holds the same allocations. The new file is opened before the
+// rename, so appends never go to a file that is no longer the journal.
+func (s *FileStore) compact() error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, al := range s.live {
+		if err := enc.Encode(record{Put: &al}); err != nil {
+			return err
+		}
+	}
+	tmp := s.path(journalFile + ".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("ipamd: compact journal: %w", err)
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		f.Close()
+		return fmt.Errorf("ipamd: compact journal: %w", err)
+	}
+	if err := os.Rename(tmp, s.path(journalFile)); err != nil {
+		f.Close()
+		return fmt.Errorf("ipamd: compact journal: %w", err)
+	}
+	if s.f != nil {
+		s.f.Close()
+	}
+	s.f, s.size, s.lines = f, int64(buf.Len()), len(s.live)
+	return nil
 }

@@ -21,12 +21,6 @@ import (
 	"github.com/mooringlb/mooring/internal/lab/kubelet"
 )
 
-// podIPAMProbe is the one "forbidden" an agent of the chart's default
-// (LB-only, pod IPAM off, no pod IPAM role) logs by design: it asks for the
-// recorded pod IPAM mode and, refused, runs without pod IPAM
-// (internal/podipamctl).
-const podIPAMProbe = "pod IPAM off: this agent may not read the recorded mode"
-
 // TestLabChartInstall is issue 10's "the lab runs what a user installs":
 // `lab up --install=chart` renders charts/mooring, applies it, and the
 // nodes run its controller Deployment and agent DaemonSet with the lab's
@@ -213,7 +207,7 @@ func checkNoForbidden(t *testing.T, logs string) {
 			t.Errorf("%s is empty: the pod's process never ran", filepath.Base(f))
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if strings.Contains(strings.ToLower(l), "forbidden") && !strings.Contains(l, podIPAMProbe) {
+			if strings.Contains(strings.ToLower(l), "forbidden") {
 				t.Errorf("%s: %s", filepath.Base(f), l)
 			}
 		}

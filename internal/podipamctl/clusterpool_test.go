@@ -21,7 +21,8 @@ func clusterPoolConfig() podipamctl.Config {
 		ClusterPoolV6: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/56")}, MaskV6: 120}
 }
 
-// TestClusterPool: one block per node and family, unique; an empty
+// TestClusterPool: one block per registered node and family, unique (a
+// Node no agent registered gets none); an empty
 // node.spec.podCIDRs gets Mooring's blocks; a different one gets a Node
 // condition and an Event; a restarted controller keeps every block and
 // cuts new ones around them; a deleted Node's blocks are released.
@@ -32,6 +33,7 @@ func TestClusterPool(t *testing.T) {
 	mkNode(t, c, "node-1")
 	mkNode(t, c, "node-2")
 	mkNode(t, c, "node-3", "10.99.0.0/24") // kube-controller-manager cut another one
+	mkBareNode(t, c, "no-agent")           // never registered by an agent
 	stop := startPodIPAM(t, e, clusterPoolConfig())
 
 	got := map[string][]netip.Prefix{}
@@ -46,6 +48,9 @@ func TestClusterPool(t *testing.T) {
 		})
 	}
 	noOverlap(t, c)
+	if r := record(t, c, "no-agent"); r.Name != "" {
+		t.Fatalf("the controller created a record for a node no agent registered: %+v", r.Status)
+	}
 	for _, n := range []string{"node-1", "node-2"} {
 		eventually(t, 30*time.Second, n+" podCIDRs", func() error {
 			var node corev1.Node

@@ -31,7 +31,7 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch;patch
 // +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
-// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=list;watch;create;delete
+// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=list;watch;delete
 // +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes/status,verbs=update
 // +kubebuilder:rbac:groups=mooring.dev,resources=podippools,verbs=list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=podippools/status,verbs=patch
@@ -203,15 +203,11 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
+	// The node's agent creates the record (with its first demand); until
+	// it has, the node gets no block: no agent, no pods to address.
 	var rec mooringv1.PodIPAMNode
 	if err := r.c.Get(ctx, req.NamespacedName, &rec); apierrors.IsNotFound(err) {
-		rec = mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: node.Name, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}}}
-		if err := r.c.Create(ctx, &rec); err != nil && !apierrors.IsAlreadyExists(err) {
-			return reconcile.Result{}, fmt.Errorf("create PodIPAMNode %s: %w", node.Name, err)
-		} else if err != nil {
-			return reconcile.Result{Requeue: true}, nil
-		}
+		return reconcile.Result{}, nil
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -93,7 +93,20 @@ func startPodIPAMAs(t testing.TB, rc *rest.Config, cfg podipamctl.Config) func()
 	return stop
 }
 
+// mkNode creates a Node and, standing in for its agent, registers it for
+// pod IPAM (its PodIPAMNode, owned by the Node, empty demand).
 func mkNode(t testing.TB, c client.Client, name string, podCIDRs ...string) {
+	t.Helper()
+	n := mkBareNode(t, c, name, podCIDRs...)
+	rec := &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: name,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: n.UID}}}}
+	if err := c.Create(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mkBareNode creates a Node only: the test's agent (RunNode) registers it.
+func mkBareNode(t testing.TB, c client.Client, name string, podCIDRs ...string) *corev1.Node {
 	t.Helper()
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if len(podCIDRs) > 0 {
@@ -102,6 +115,7 @@ func mkNode(t testing.TB, c client.Client, name string, podCIDRs ...string) {
 	if err := c.Create(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
+	return n
 }
 
 func mkPool(t testing.TB, c client.Client, name string, v4 []string, m4 int32, v6 []string, m6 int32) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,9 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/ipamd"
@@ -29,7 +32,7 @@ import (
 // The agent's permissions for pod IPAM (role mooring-pod-ipam-agent).
 // +kubebuilder:rbac:groups="",resources=nodes;namespaces;pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes;podippools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=update
+// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=create;update
 
 // NodeConfig is the agent side of pod IPAM.
 type NodeConfig struct {
@@ -82,15 +85,21 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	direct, err := client.New(cfg.REST, client.Options{Scheme: kube.Scheme()})
+	// One HTTP client and one REST mapper for the direct client and the
+	// cache (each would otherwise build its own: memory on every node).
+	hc, err := rest.HTTPClientFor(cfg.REST)
 	if err != nil {
 		return err
 	}
-	mode, err := RecordedMode(ctx, direct, cfg.Namespace)
-	if apierrors.IsForbidden(errors.Unwrap(err)) {
-		cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-pod-ipam role to enable it", "err", err)
-		return nil
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg.REST, hc)
+	if err != nil {
+		return err
 	}
+	direct, err := client.New(cfg.REST, client.Options{Scheme: kube.Scheme(), HTTPClient: hc, Mapper: mapper})
+	if err != nil {
+		return err
+	}
+	mode, err := awaitMode(ctx, cfg, direct, hc)
 	if err != nil || mode == ModeOff {
 		return err
 	}
@@ -100,14 +109,16 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if cfg.PodRoutes == "direct" {
 		own = cache.ByObject{}
 	}
+	nodes := own
+	nodes.Transform = slimNode
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName)},
-		&corev1.Node{}:           own,
+		&corev1.Pod{}:            {Field: fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName), Transform: slimAnnotated},
+		&corev1.Node{}:           nodes,
 		&mooringv1.PodIPAMNode{}: own,
-		&corev1.Namespace{}:      {},
+		&corev1.Namespace{}:      {Transform: slimAnnotated},
 		&mooringv1.PodIPPool{}:   {},
 	}
-	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), ByObject: byObject})
+	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), HTTPClient: hc, Mapper: mapper, ByObject: byObject})
 	if err != nil {
 		return err
 	}
@@ -249,28 +260,67 @@ func (n *nodeSide) sync(ctx context.Context) error {
 		n.alloc.SetPools(map[string]ipamd.Pool{DefaultPool: poolFromPrefixes(node.Spec.PodCIDRs)})
 		return nil
 	}
-	var rec mooringv1.PodIPAMNode
-	if err := n.cache.Get(ctx, client.ObjectKey{Name: n.cfg.NodeName}, &rec); apierrors.IsNotFound(err) {
-		return nil // the controller creates it
-	} else if err != nil {
+	rec, missing, err := n.record(ctx)
+	if err != nil {
 		return err
 	}
-	pools, err := n.pools(ctx, &rec)
+	pools, err := n.pools(ctx, rec)
 	if err != nil {
 		return err
 	}
 	n.alloc.SetPools(pools)
-	if n.mode != ModeMultiPool {
-		return nil
-	}
 	want := rec.DeepCopy()
-	want.Spec.Requests, want.Spec.Release = n.plan(&rec)
+	if n.mode == ModeMultiPool {
+		want.Spec.Requests, want.Spec.Release = n.plan(rec)
+	}
+	if missing {
+		return n.register(ctx, want)
+	}
 	if equality.Semantic.DeepEqual(rec.Spec, want.Spec) {
 		return nil
 	}
 	if err := n.c.Update(ctx, want); err != nil && !apierrors.IsConflict(err) {
 		return fmt.Errorf("write pod IPAM demand of %s: %w", n.cfg.NodeName, err)
 	}
+	return nil
+}
+
+// record returns this node's PodIPAMNode, or an empty one and missing when
+// it does not exist yet. A cache miss is checked with one read from the API
+// server, so a record this agent just created is not created again.
+func (n *nodeSide) record(ctx context.Context) (*mooringv1.PodIPAMNode, bool, error) {
+	key := client.ObjectKey{Name: n.cfg.NodeName}
+	var rec mooringv1.PodIPAMNode
+	err := n.cache.Get(ctx, key, &rec)
+	if apierrors.IsNotFound(err) {
+		err = n.c.Get(ctx, key, &rec)
+	}
+	if apierrors.IsNotFound(err) {
+		return &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: n.cfg.NodeName}}, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return &rec, false, nil
+}
+
+// register creates this node's PodIPAMNode with its first demand, owned by
+// the Node (so it goes with it). The agent creates it, not the controller:
+// status is a subresource, so a controller creating the record would need a
+// create and a status write for the first blocks; this way the controller's
+// status write is its only write per block change.
+func (n *nodeSide) register(ctx context.Context, rec *mooringv1.PodIPAMNode) error {
+	var node corev1.Node
+	if err := n.cache.Get(ctx, client.ObjectKey{Name: n.cfg.NodeName}, &node); apierrors.IsNotFound(err) {
+		return nil // no Node (yet, or any more): nothing to cut blocks for
+	} else if err != nil {
+		return err
+	}
+	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+	if err := n.c.Create(ctx, rec); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("register node %s for pod IPAM (create its PodIPAMNode): %w", n.cfg.NodeName, err)
+	}
+	n.cfg.Log.Info("registered the node for pod IPAM", "node", n.cfg.NodeName, "mode", n.mode)
 	return nil
 }
 
@@ -454,4 +504,60 @@ func (n *nodeSide) syncRoutes(ctx context.Context) error {
 	}
 	n.routes = sig
 	return nil
+}
+
+// awaitMode returns the recorded pod IPAM mode once it is not off. An agent
+// may start before the controller recorded the mode (a fresh install, or
+// pod IPAM switched on later): it then watches the one ConfigMap and starts
+// serving when a mode appears, instead of staying off until a restart. It
+// returns ModeOff when ctx ends, or when the agent may not read the record
+// (an install without the role: pod IPAM stays off, said once).
+func awaitMode(ctx context.Context, cfg NodeConfig, direct client.Reader, hc *http.Client) (Mode, error) {
+	cs, err := kubernetes.NewForConfigAndClient(cfg.REST, hc)
+	if err != nil {
+		return "", err
+	}
+	said := false
+	for wait := time.Second; ; {
+		mode, err := RecordedMode(ctx, direct, cfg.Namespace)
+		switch {
+		case apierrors.IsForbidden(errors.Unwrap(err)):
+			cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-pod-ipam role to enable it", "err", err)
+			return ModeOff, nil
+		case err != nil:
+			return "", err
+		case mode != ModeOff:
+			return mode, nil
+		case !said:
+			cfg.Log.Info("pod IPAM off: no mode recorded (the controller records it at its first start with --pod-ipam-mode); waiting for one", "configmap", cfg.Namespace+"/"+ModeConfigMap)
+			said = true
+		}
+		w, err := cs.CoreV1().ConfigMaps(cfg.Namespace).Watch(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", ModeConfigMap).String()})
+		if err == nil {
+			// Any event (or the watch ending) means: read the record again;
+			// a watch that ends at once is paced like a failed one.
+			start := time.Now()
+			select {
+			case <-ctx.Done():
+			case <-w.ResultChan():
+			}
+			w.Stop()
+			if time.Since(start) < time.Second {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, 30*time.Second)
+		}
+		if ctx.Err() != nil {
+			return ModeOff, nil
+		}
+	}
 }

@@ -95,7 +95,7 @@ func TestNodeSideMultiPool(t *testing.T) {
 	if err := c.Create(ctx, override); err != nil {
 		t.Fatal(err)
 	}
-	mkNode(t, c, "node-1")
+	mkBareNode(t, c, "node-1")
 	startPodIPAM(t, e, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8})
 	cl := startNode(t, e, "node-1", 500*time.Millisecond)
 
@@ -213,4 +213,27 @@ func TestNodeSideKubernetesMode(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestNodeSideWaitsForTheMode: an agent started before the controller ever
+// recorded a mode (a fresh install where the DaemonSet wins the race) must
+// start serving pod addresses when the mode appears, not stay off until it
+// is restarted.
+func TestNodeSideWaitsForTheMode(t *testing.T) {
+	e := startEnv(t)
+	c := e.Client
+	mkPool(t, c, "default", []string{"10.244.0.0/16"}, 26, nil, 0)
+	mkBareNode(t, c, "node-1")
+	cl := startNode(t, e, "node-1", time.Minute)
+	if _, err := cl.Add(context.Background(), ipamd.AddRequest{Key: ipamd.Key{ContainerID: "early", IfName: "eth0"}, Namespace: "default", Pod: "early"}); err == nil {
+		t.Fatal("ADD succeeded before any pod IPAM mode was recorded")
+	}
+	time.Sleep(300 * time.Millisecond) // the agent is waiting on its watch by now
+	if err := podipamctl.LockMode(context.Background(), c, ns, podipamctl.ModeMultiPool, "test"); err != nil {
+		t.Fatal(err)
+	}
+	startPodIPAM(t, e, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8})
+	if al := add(t, cl, "web", "default", "web"); len(al.IPs) != 1 || !inBlocks(al.IPs[0].Address.Addr(), blocks(t, c, "node-1", "default")) {
+		t.Fatalf("allocation %+v", al)
+	}
 }

@@ -95,7 +95,7 @@ func TestRunsWithItsRole(t *testing.T) {
 		t.Fatalf("record the mode as the controller: %v", err)
 	}
 	mkPool(t, c, "default", []string{"10.244.0.0/16"}, 26, nil, 0)
-	mkNode(t, c, "node-1")
+	mkBareNode(t, c, "node-1")
 	logs := &lockedBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	startPodIPAMAs(t, ctrlCfg, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8, Log: log})

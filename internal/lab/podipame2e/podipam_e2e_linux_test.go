@@ -3,7 +3,6 @@ package podipame2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -22,6 +21,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/cli/status"
+	"github.com/mooringlb/mooring/internal/ipamd"
 	"github.com/mooringlb/mooring/internal/lab"
 	"github.com/mooringlb/mooring/internal/podipamctl"
 )
@@ -237,29 +237,20 @@ func checkModeRefused(t *testing.T, e *env) {
 func allocations(t *testing.T, e *env, glob string) map[string][]string {
 	t.Helper()
 	out := map[string][]string{}
-	files, _ := filepath.Glob(filepath.Join(filepath.Dir(e.r.Kubeconfig), "cni", glob, "ipam", "allocations.json"))
-	if len(files) == 0 {
+	dirs, _ := filepath.Glob(filepath.Join(filepath.Dir(e.r.Kubeconfig), "cni", glob, "ipam"))
+	if len(dirs) == 0 {
 		t.Fatalf("no allocation store for %s", glob)
 	}
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, d := range dirs {
+		all, err := ipamd.ReadStore(d)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", d, err)
 		}
-		var st struct {
-			Allocations []struct {
-				Namespace, Pod string
-				IPs            []struct{ Address string }
-			}
-		}
-		if err := json.Unmarshal(b, &st); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		for _, a := range st.Allocations {
+		for _, a := range all {
 			k := a.Namespace + "/" + a.Pod
 			out[k] = []string{}
 			for _, ip := range a.IPs {
-				out[k] = append(out[k], ip.Address)
+				out[k] = append(out[k], ip.Address.String())
 			}
 		}
 	}

@@ -1,0 +1,365 @@
+package lab_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/lab/labtest"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// envBenchServices turns TestBenchLabServices on: the number of Services.
+const envBenchServices = "MOORING_LAB_BENCH_SERVICES"
+
+// The issue 13 figures in the lab (3 nodes, Mooring's controller and
+// agents, kube-controller-manager, kube-proxy): N LoadBalancer Services
+// created by 16 clients at the API server's pace, every Service asking for
+// its address (mooring.dev/ips, from a /18 pool). Measured: for every
+// 50th Service, the time from its create call returning to its address
+// answering ARP at the client (probed every 20 ms), split at the moment
+// its status showed the address (read every 20 ms); the API server's
+// mutating requests during the run by resource (apiserver_request_total),
+// less the test's own creates; the agents' and controller's RSS and CPU
+// from /proc.
+//
+//	MOORING_LAB_BENCH_SERVICES=10000 go test ./internal/lab -run TestBenchLabServices -v -timeout 60m
+func TestBenchLabServices(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv(envBenchServices))
+	if n <= 0 {
+		t.Skip("benchmark: set " + envBenchServices + "=N")
+	}
+	_, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	restCfg, err := kube.RESTConfig(r.Kubeconfig, 500, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(restCfg)
+	cl, err := client.New(restCfg, client.Options{Scheme: kube.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A pool for the bench and a policy announcing from every node (the
+	// demo one announces from two).
+	for _, o := range []client.Object{
+		&mooringv1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+			Spec: mooringv1.LoadBalancerIPPoolSpec{Blocks: []mooringv1.IPBlock{{CIDR: "10.100.0.0/18"}}}},
+		&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+			Spec: mooringv1.L2AnnouncementPolicySpec{Interfaces: []string{"eth0"}}},
+	} {
+		if err := cl.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(3 * time.Second) // the agents publish the new eligibility
+	pids := labPIDs(t)
+	t.Logf("BENCH lab processes: %v", pids)
+	before := apiWrites(ctx, t, cs)
+	cost0 := costs(t, pids)
+
+	client := r.Cluster.Host(netlab.ClientName)
+	addrOf := func(i int) netip.Addr {
+		return netip.AddrFrom4([4]byte{10, 100, byte((i + 1) >> 8), byte(i + 1)})
+	}
+	var (
+		mu             sync.Mutex
+		lats, toStatus []time.Duration
+		lost           int
+		pw             sync.WaitGroup
+	)
+	// probe asks for a every 20 ms until it answers; alongside, the
+	// Service is read every 20 ms until its status holds the address (the
+	// controller's part of the delay).
+	probe := func(name string, a netip.Addr, created time.Time) {
+		defer pw.Done()
+		deadline := created.Add(60 * time.Second)
+		statusSeen := make(chan time.Duration, 1)
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		go func() {
+			for sctx.Err() == nil {
+				svc, err := cs.CoreV1().Services("default").Get(sctx, name, metav1.GetOptions{})
+				if err == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
+					statusSeen <- time.Since(created)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+		for time.Now().Before(deadline) {
+			macs, err := netlab.Probe(ctx, client, a, 20*time.Millisecond)
+			if err == nil && len(macs) > 0 {
+				answered := time.Since(created)
+				var st time.Duration
+				select {
+				case st = <-statusSeen:
+				case <-time.After(5 * time.Second):
+				}
+				mu.Lock()
+				lats, toStatus = append(lats, answered), append(toStatus, st)
+				mu.Unlock()
+				return
+			}
+		}
+		mu.Lock()
+		lost++
+		mu.Unlock()
+	}
+	start := time.Now()
+	work := make(chan int)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				a := addrOf(i)
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("bench-%05d", i),
+					Annotations: map[string]string{mooringv1.AnnotationPool: "bench", mooringv1.AnnotationIPs: a.String()}},
+					Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, AllocateLoadBalancerNodePorts: ptr.To(false),
+						Ports: []corev1.ServicePort{{Port: 80}}}}
+				if _, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					continue
+				}
+				if i%50 == 0 {
+					pw.Add(1)
+					go probe(svc.Name, a, time.Now())
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	created := time.Since(start)
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	pw.Wait()
+	time.Sleep(10 * time.Second) // stragglers: status writes, Events
+	w := diffWrites(before, apiWrites(ctx, t, cs))
+	w["POST services"] -= float64(n) // the test's own creates
+	cost1 := costs(t, pids)
+	// The controller's share (creation to status) and the agents' (status
+	// seen to ARP answer; both polled every 20 ms) per sample.
+	var agentPart []time.Duration
+	for i := range lats {
+		agentPart = append(agentPart, lats[i]-toStatus[i])
+	}
+	t.Logf("BENCH lab: %d Services created in %v (%.1f/s); %d sampled, %d never answered within 60 s",
+		n, created.Round(time.Second), float64(n)/created.Seconds(), len(lats), lost)
+	for _, d := range []struct {
+		what string
+		ds   []time.Duration
+	}{{"creation to ARP answer", lats}, {"creation to the address in status", toStatus}, {"address in status to ARP answer", agentPart}} {
+		t.Logf("BENCH lab: %s: %s", d.what, percentiles(d.ds))
+	}
+	var keys []string
+	total := 0.0
+	for k, v := range w {
+		if v != 0 {
+			keys = append(keys, k)
+		}
+		if !strings.HasSuffix(k, " leases") {
+			total += v
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		t.Logf("BENCH lab writes: %-40s %8.0f  (%.3f per Service)", k, w[k], w[k]/float64(n))
+	}
+	t.Logf("BENCH lab writes per Service, leases aside: %.3f", total/float64(n))
+	for name, pid := range pids {
+		t.Logf("BENCH lab %s: %v; %.1f CPU-s during the run (%.1f %% of a core)", name, cost1[name], cost1[name].cpu-cost0[name].cpu,
+			100*(cost1[name].cpu-cost0[name].cpu)/(created.Seconds()+10))
+		_ = pid
+	}
+}
+
+// procStat is one process's memory and CPU from /proc.
+type procStat struct {
+	rss, hwm uint64
+	cpu      float64
+}
+
+func (p procStat) String() string {
+	return fmt.Sprintf("VmRSS %.1f MiB (VmHWM %.1f MiB)", float64(p.rss)/(1<<20), float64(p.hwm)/(1<<20))
+}
+
+func costs(t *testing.T, pids map[string]int) map[string]procStat {
+	out := map[string]procStat{}
+	for name, pid := range pids {
+		var p procStat
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 2 {
+				continue
+			}
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			switch f[0] {
+			case "VmRSS:":
+				p.rss = kb << 10
+			case "VmHWM:":
+				p.hwm = kb << 10
+			}
+		}
+		b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		p.cpu = (ut + st) / 100
+		out[name] = p
+	}
+	return out
+}
+
+// labPIDs finds this test's lab processes: the Mooring agents and
+// controller (this binary, run as mooring) and the API server.
+func labPIDs(t *testing.T) map[string]int {
+	t.Helper()
+	self := strconv.Itoa(os.Getpid())
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if f := strings.Fields(string(b[i+2:])); len(f) < 2 || f[1] != self {
+			continue
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
+		switch {
+		case len(args) > 1 && args[1] == "controller":
+			out["controller"] = pid
+		case len(args) > 1 && args[1] == "agent":
+			out["agent "+flagValue(args, "--node-name")] = pid
+		case strings.HasSuffix(args[0], "kube-apiserver"):
+			out["kube-apiserver"] = pid
+		}
+	}
+	if len(out) < 5 {
+		t.Fatalf("lab processes found: %v (want 3 agents, the controller and the API server)", out)
+	}
+	return out
+}
+
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+	}
+	return "?"
+}
+
+// apiWrites reads the API server's mutating requests by verb and resource.
+func apiWrites(ctx context.Context, t *testing.T, cs kubernetes.Interface) map[string]float64 {
+	t.Helper()
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		verb, res := metricLabel(line, "verb"), metricLabel(line, "resource")
+		if sub := metricLabel(line, "subresource"); sub != "" {
+			res += "/" + sub
+		}
+		switch verb {
+		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
+		default:
+			continue
+		}
+		var v float64
+		fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
+		out[verb+" "+res] += v
+	}
+	return out
+}
+
+func metricLabel(line, name string) string {
+	i := strings.Index(line, name+`="`)
+	if i < 0 {
+		return ""
+	}
+	rest := line[i+len(name)+2:]
+	return rest[:strings.IndexByte(rest, '"')]
+}
+
+func diffWrites(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// percentiles summarises ds: p50, p90, p99, max and how many exceed 1 s.
+func percentiles(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "no samples"
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	at := func(p int) time.Duration { return s[min(len(s)-1, len(s)*p/100)].Round(time.Millisecond) }
+	over := 0
+	for _, d := range s {
+		if d > time.Second {
+			over++
+		}
+	}
+	return fmt.Sprintf("p50 %v p90 %v p99 %v max %v; %d of %d over 1 s", at(50), at(90), at(99), s[len(s)-1].Round(time.Millisecond), over, len(s))
+}
