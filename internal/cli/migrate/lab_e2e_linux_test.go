@@ -78,7 +78,7 @@ func TestMigrateInLab(t *testing.T) {
 	// seen records every responder the runner's checks observed, per
 	// address, to prove no address ever answered from another node.
 	var seenMu sync.Mutex
-	seen := map[netip.Addr]map[string]bool{}
+	seen := map[netip.Addr]map[string]time.Time{} // MAC -> first seen
 	responders := func(ctx context.Context, probe []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
 		got, err := labtest.Responders(ctx, clientHost, probe)
 		seenMu.Lock()
@@ -86,9 +86,11 @@ func TestMigrateInLab(t *testing.T) {
 		for _, a := range addrs {
 			for _, m := range got[a] {
 				if seen[a] == nil {
-					seen[a] = map[string]bool{}
+					seen[a] = map[string]time.Time{}
 				}
-				seen[a][m.String()] = true
+				if _, ok := seen[a][m.String()]; !ok {
+					seen[a][m.String()] = time.Now()
+				}
 			}
 		}
 		return got, err
@@ -167,9 +169,9 @@ func TestMigrateInLab(t *testing.T) {
 			t.Errorf("%s moved: answered by %s before the migration (MetalLB), by %s after", a, macs[a], final[a])
 		}
 		seenMu.Lock()
-		for m := range seen[a] {
+		for m, at := range seen[a] {
 			if m != macs[a] {
-				t.Errorf("%s answered by %s during the migration; MetalLB's node is %s", a, m, macs[a])
+				t.Errorf("%s answered by %s during the migration (first seen %s); MetalLB's node is %s", a, m, at.Format("15:04:05.000"), macs[a])
 			}
 		}
 		if len(seen[a]) == 0 {
