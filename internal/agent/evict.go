@@ -49,9 +49,9 @@ import (
 //     stand-in does the same, internal/lab/kubelet).
 //
 // Every agent of the majority also deletes, in its own node's conntrack
-// table, the entries that translate a LoadBalancer address to an endpoint
-// on the dead node (internal/conntrack), a few times over the seconds
-// kube-proxy needs to stop choosing those endpoints.
+// table, the unanswered entries that translate a LoadBalancer address to
+// an endpoint on the dead node (internal/conntrack), a few times over the
+// seconds kube-proxy needs to stop choosing those endpoints.
 //
 // The agent's ServiceAccount gains pods list and pods/status patch; the
 // ValidatingAdmissionPolicy config/agent/admissionpolicy-pods.yaml limits
@@ -401,7 +401,7 @@ func (e *evictor) clean(ctx context.Context, name string, l *lostNode) {
 // dead node: its pod ranges and its own addresses (hostNetwork endpoints).
 func (e *evictor) conntrackMatch(ctx context.Context, name string) (conntrack.Match, error) {
 	a := e.a
-	var m conntrack.Match
+	m := conntrack.Match{Unreplied: true} // safe on a false alarm (internal/conntrack)
 	var node corev1.Node
 	if err := a.deps.Reader.Get(ctx, types.NamespacedName{Name: name}, &node); err != nil {
 		return m, err

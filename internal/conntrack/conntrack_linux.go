@@ -31,7 +31,7 @@ func Delete(m Match) (int, error) {
 	n := 0
 	var errs []error
 	for _, f := range flows {
-		if !m.Selects(f.TupleOrig.IP.DestinationAddress, f.TupleReply.IP.SourceAddress) {
+		if !m.Selects(f.TupleOrig.IP.DestinationAddress, f.TupleReply.IP.SourceAddress, f.Status.SeenReply()) {
 			continue
 		}
 		switch err := c.Delete(f); {

@@ -91,8 +91,9 @@ func TestDeleteRealEntries(t *testing.T) {
 	var n int
 	err = h.Do(func() (err error) {
 		n, err = conntrack.Delete(conntrack.Match{
-			To:  []netip.Addr{netip.MustParseAddr(vip), netip.MustParseAddr(other)},
-			Via: []netip.Prefix{netip.PrefixFrom(dead, 32)},
+			To:        []netip.Addr{netip.MustParseAddr(vip), netip.MustParseAddr(other)},
+			Via:       []netip.Prefix{netip.PrefixFrom(dead, 32)},
+			Unreplied: true, // as the agent asks: these SYNs were never answered
 		})
 		return err
 	})

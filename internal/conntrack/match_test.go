@@ -25,12 +25,19 @@ func TestMatchSelects(t *testing.T) {
 		if tc.reply != "" {
 			reply = a(tc.reply)
 		}
-		if got := m.Selects(a(tc.dst), reply); got != tc.want {
+		if got := m.Selects(a(tc.dst), reply, false); got != tc.want {
 			t.Errorf("Selects(%s, %s) = %v, want %v", tc.dst, tc.reply, got, tc.want)
 		}
 	}
+	if !m.Selects(a("10.213.0.120"), a("10.244.2.7"), true) {
+		t.Error("a Match without Unreplied must select an entry that has seen a reply")
+	}
+	m.Unreplied = true
+	if m.Selects(a("10.213.0.120"), a("10.244.2.7"), true) || !m.Selects(a("10.213.0.120"), a("10.244.2.7"), false) {
+		t.Error("Unreplied must select only entries that have seen no reply")
+	}
 	any := Match{Via: m.Via}
-	if !any.Selects(a("10.96.0.10"), a("10.244.2.7")) {
+	if !any.Selects(a("10.96.0.10"), a("10.244.2.7"), false) {
 		t.Error("a Match without To must select a translation to Via from any address")
 	}
 	if !(Match{}).Empty() || m.Empty() {
