@@ -126,15 +126,18 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 // state file: everything before the first process.
 func (c *Cluster) build(ctx context.Context) error {
 	var err error
-	c.net, err = netlab.New(ctx, netlab.Config{
-		Nodes: c.cfg.Nodes,
-		// Nodes route their pods' traffic.
-		NodeSysctls: map[string]string{
-			"net.ipv4.ip_forward":              "1",
-			"net.ipv6.conf.all.forwarding":     "1",
-			"net.ipv6.conf.default.forwarding": "1",
-		},
-	})
+	// Nodes route their pods' traffic.
+	sysctls := map[string]string{
+		"net.ipv4.ip_forward":              "1",
+		"net.ipv6.conf.all.forwarding":     "1",
+		"net.ipv6.conf.default.forwarding": "1",
+	}
+	if c.cfg.usesPodIPAM() {
+		// The CNI bridge's gateway addresses answer at once, without
+		// a second of duplicate address detection.
+		sysctls["net.ipv6.conf.default.accept_dad"] = "0"
+	}
+	c.net, err = netlab.New(ctx, netlab.Config{Nodes: c.cfg.Nodes, NodeSysctls: sysctls})
 	if err != nil {
 		return err
 	}
@@ -142,9 +145,17 @@ func (c *Cluster) build(ctx context.Context) error {
 		return err
 	}
 	for i, h := range c.net.Nodes() {
-		p4, p6 := nodePodCIDRs(i + 1)
-		c.nodes = append(c.nodes, nodeSpec{Name: h.Name, Addrs: []netip.Addr{h.Addr4, h.Addr6},
-			PodCIDRs: []netip.Prefix{p4, p6}, Labels: demoNodeLabels(i + 1)})
+		n := nodeSpec{Name: h.Name, Addrs: []netip.Addr{h.Addr4, h.Addr6}, Labels: demoNodeLabels(i + 1)}
+		if !c.cfg.usesPodIPAM() { // else the blocks are the mode's to give
+			p4, p6 := nodePodCIDRs(i + 1)
+			n.PodCIDRs = []netip.Prefix{p4, p6}
+		}
+		c.nodes = append(c.nodes, n)
+	}
+	if c.cfg.usesPodIPAM() {
+		if err := c.writeCNI(); err != nil {
+			return err
+		}
 	}
 	sans := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback(), c.cp.Addr4, c.cp.Addr6,
 		nthHost(ServiceCIDR4, 1), nthHost(ServiceCIDR6, 1)}
@@ -246,6 +257,11 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("lab: waiting for Mooring's CRDs: %w", ctx.Err())
 		}
+		if c.cfg.usesPodIPAM() {
+			if err := c.prepareMooringNamespace(ctx); err != nil {
+				return nil, err
+			}
+		}
 		if err := c.startComponent(controllerComponent(&c.cfg, c.paths)); err != nil {
 			return nil, err
 		}
@@ -260,12 +276,20 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		}
 	}
 	for _, n := range c.nodes {
-		comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
-		if c.cfg.Mooring {
-			comps = append(comps, agentComponent(&c.cfg, c.paths, n))
-		}
-		for _, comp := range comps {
+		for _, comp := range []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)} {
 			if err := c.startComponent(comp); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if c.cfg.Mooring {
+		if c.cfg.usesPodIPAM() {
+			if err := c.waitModeRecorded(ctx); err != nil {
+				return nil, err
+			}
+		}
+		for _, n := range c.nodes {
+			if err := c.startComponent(agentComponent(&c.cfg, c.paths, n)); err != nil {
 				return nil, err
 			}
 		}
@@ -308,6 +332,11 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	}
 	if err := createMooringObjects(ctx, c.dyn); err != nil {
 		return err
+	}
+	if c.cfg.PodIPAM == PodIPAMMultiPool {
+		if err := createPodIPPool(ctx, c.dyn, DefaultPodIPPool()); err != nil {
+			return err
+		}
 	}
 	c.progress("demo pool and L2 policy created")
 	return nil

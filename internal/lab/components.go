@@ -110,9 +110,9 @@ func kcmComponent(c *Config, p paths) component {
 	return component{
 		Name: "kube-controller-manager", Host: controlPlaneHost,
 		Path: filepath.Join(c.KubeBin, "kube-controller-manager"),
-		Args: []string{
+		Args: append([]string{
 			"--kubeconfig=" + p.ClusterKubecfg,
-			"--controllers=endpointslice-controller,node-lifecycle-controller",
+			"--controllers=" + kcmControllers(c),
 			"--leader-elect=false",
 			"--use-service-account-credentials=false",
 			"--secure-port=0",
@@ -121,7 +121,7 @@ func kcmComponent(c *Config, p paths) component {
 			// Kubernetes checks every 5 s; 1 s keeps the phase-2 measurement
 			// from being quantised by the check period.
 			"--node-monitor-period=1s",
-		},
+		}, podIPAMKCMArgs(c)...),
 	}
 }
 
@@ -149,20 +149,20 @@ type nodeSpec struct {
 }
 
 func kubeletComponent(c *Config, p paths, n nodeSpec) component {
-	return component{
-		Name: "kubelet/" + n.Name, Host: n.Name,
-		Path: c.Self,
-		Args: []string{
-			"lab", "kubelet",
-			"--kubeconfig=" + p.ClusterKubecfg,
-			"--node-name=" + n.Name,
-			"--node-ips=" + joinAddrs(n.Addrs),
-			"--pod-cidrs=" + joinPrefixes(n.PodCIDRs),
-			"--log-dir=" + p.Logs,
-			"--node-labels=" + joinLabels(n.Labels),
-		},
-		Env: c.SelfEnv,
+	args := []string{
+		"lab", "kubelet",
+		"--kubeconfig=" + p.ClusterKubecfg,
+		"--node-name=" + n.Name,
+		"--node-ips=" + joinAddrs(n.Addrs),
+		"--log-dir=" + p.Logs,
+		"--node-labels=" + joinLabels(n.Labels),
 	}
+	if c.usesPodIPAM() {
+		args = append(args, podIPAMKubeletArgs(p, n.Name)...)
+	} else {
+		args = append(args, "--pod-cidrs="+joinPrefixes(n.PodCIDRs))
+	}
+	return component{Name: "kubelet/" + n.Name, Host: n.Name, Path: c.Self, Args: args, Env: c.SelfEnv}
 }
 
 func kubeProxyComponent(c *Config, p paths, n nodeSpec) component {
@@ -192,10 +192,10 @@ func controllerComponent(c *Config, p paths) component {
 	return component{
 		Name: "mooring-controller", Host: controlPlaneHost,
 		Path: c.Self,
-		Args: []string{
+		Args: append([]string{
 			"controller",
 			"--kubeconfig=" + p.ClusterKubecfg,
-		},
+		}, podIPAMControllerArgs(c)...),
 		Env: c.SelfEnv,
 	}
 }
@@ -205,7 +205,7 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 	return component{
 		Name: "mooring-agent/" + n.Name, Host: n.Name,
 		Path: c.Self,
-		Args: []string{
+		Args: append([]string{
 			"agent",
 			"--kubeconfig=" + p.ClusterKubecfg,
 			"--node-name=" + n.Name,
@@ -213,7 +213,7 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 			// Services when the agents confirm its death, not after the
 			// node-monitor grace period (internal/agent evict.go).
 			"--fast-endpoint-eviction",
-		},
+		}, podIPAMAgentArgs(c, p, n.Name)...),
 		Env: c.SelfEnv,
 	}
 }

@@ -85,6 +85,13 @@ type Config struct {
 	NodeMonitorGracePeriod time.Duration
 	// Timeout bounds the time until the lab is ready.
 	Timeout time.Duration
+	// PodIPAM is the pod IPAM mode (see podipam.go): "" or "off" keeps the
+	// stand-in's static pod addresses; kubernetes, cluster-pool or
+	// multi-pool wire pods through libcni with mooring-ipam. PodNetwork is
+	// the main CNI plugin, bridge (default) or ptp; CNIPlugins the folder
+	// of the reference plugins, IPAMPlugin the mooring-ipam executable.
+	PodIPAM, PodNetwork    string
+	CNIPlugins, IPAMPlugin string
 	// KeepLogs, when set, is a folder to copy the components' logs into on
 	// the way out; everything else is removed.
 	KeepLogs string
@@ -116,7 +123,7 @@ func (c *Config) Validate() error {
 	if m, _ := filepath.Glob(filepath.Join(c.CRDDir, "*.yaml")); len(m) == 0 {
 		return fmt.Errorf("lab: no CRD manifests in %q: pass --crds <repo>/config/crd", c.CRDDir)
 	}
-	return nil
+	return c.validatePodIPAM()
 }
 
 // kubeBinaries are the programs the lab runs from KubeBin.

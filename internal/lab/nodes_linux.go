@@ -22,7 +22,8 @@ func (c *Cluster) routePods() error {
 }
 
 // routeNode gives node n a route to every other node's pod CIDRs via that
-// node's eth0 address (the job a CNI's route agent does), and one for the
+// node's eth0 address (the job a CNI's route agent does; with pod IPAM the
+// nodes have no static pod CIDRs and the agents route), and one for the
 // Service CIDRs: a node sends to a ClusterIP only if it has a route for it,
 // because kube-proxy rewrites the destination after that lookup. Real nodes
 // use their default route; lab nodes have none. Idempotent.

@@ -20,6 +20,7 @@ import (
 // namespace (hidden: only the lab starts it).
 func newKubeletCommand(deps *cliutil.Deps) *cobra.Command {
 	var kubeconfig, nodeIPs, podCIDRs string
+	var cni kubelet.CNIConfig
 	var labels map[string]string
 	cfg := kubelet.Config{LeaseInterval: time.Second, StatusInterval: 10 * time.Second}
 	cmd := &cobra.Command{
@@ -47,6 +48,9 @@ func newKubeletCommand(deps *cliutil.Deps) *cobra.Command {
 				return err
 			}
 			cfg.Log, cfg.Labels = deps.Log, labels
+			if cni.ConfList != "" {
+				cfg.CNI = &cni
+			}
 			return kubelet.Run(cmd.Context(), cfg)
 		},
 	}
@@ -56,6 +60,9 @@ func newKubeletCommand(deps *cliutil.Deps) *cobra.Command {
 	f.StringVar(&nodeIPs, "node-ips", "", "the node's addresses, comma-separated, IPv4 first")
 	f.StringVar(&podCIDRs, "pod-cidrs", "", "the node's pod CIDRs, comma-separated, IPv4 first")
 	f.StringVar(&cfg.LogDir, "log-dir", "", "folder for the pods' logs")
+	f.StringVar(&cni.ConfList, "cni-conf", "", "the pod network's CNI .conflist: set up every pod through libcni instead of --pod-cidrs")
+	f.StringSliceVar(&cni.BinDirs, "cni-bin-dir", nil, "folders holding the CNI plugins, comma-separated")
+	f.StringVar(&cni.CacheDir, "cni-cache-dir", "", "folder for libcni's cached results (kept across kubelet restarts for GC)")
 	f.StringToStringVar(&labels, "node-labels", nil, "labels to add to the Node, k=v,k=v")
 	f.DurationVar(&cfg.LeaseInterval, "lease-interval", cfg.LeaseInterval, "node Lease renewal period")
 	f.DurationVar(&cfg.StatusInterval, "status-interval", cfg.StatusInterval, "node status update period")

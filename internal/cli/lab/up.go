@@ -43,7 +43,8 @@ Ctrl-C, SIGTERM or ` + "`mooring lab down`" + ` removes everything it made (proc
 the state dir), also when its output has gone away (e.g. ` + "`make demo | tee log`" + ` interrupted).`,
 		Example: `  sudo bin/mooring lab up
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
-  sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation`,
+  sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
+  sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
@@ -63,6 +64,17 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 			}
 			if cfg.CRDDir == "" {
 				cfg.CRDDir = lab.FindCRDDir(self)
+			}
+			if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
+				if fault != "" {
+					return cliutil.UsageError{Err: fmt.Errorf("--fault works with the lab's static pod addresses only: drop --pod-ipam=%s or --fault", cfg.PodIPAM)}
+				}
+				if cfg.CNIPlugins == "" {
+					cfg.CNIPlugins = lab.FindCNIPlugins()
+				}
+				if cfg.IPAMPlugin == "" {
+					cfg.IPAMPlugin = lab.FindIPAMPlugin(self)
+				}
 			}
 			var flt lab.Fault
 			if fault != "" {
@@ -86,6 +98,10 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
 	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
+	f.StringVar(&cfg.PodIPAM, "pod-ipam", lab.PodIPAMOff, "pod addresses: off (the lab's own static ones; needs no CNI plugins), or kubernetes, cluster-pool or multi-pool: every pod set up through libcni with the ptp (or bridge), loopback and mooring-ipam plugins, in that Mooring pod IPAM mode")
+	f.StringVar(&cfg.PodNetwork, "pod-network", lab.PodNetworkPTP, "with --pod-ipam: the main CNI plugin, ptp or bridge (the reference bridge plugin holds one IPv4 gateway per bridge: a node with a second block, e.g. in multi-pool, needs ptp)")
+	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")
+	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }

@@ -28,29 +28,38 @@ const messageWidth = 60
 // List is the document -o json and -o yaml print.
 type List struct {
 	Services []Row `json:"services"`
+	// PodIPAM is set when a pod IPAM mode is recorded in the cluster.
+	PodIPAM *PodIPAM `json:"podIPAM,omitempty"`
 }
 
 // Print writes rows in format; now dates the problems' ages.
 func Print(w io.Writer, format string, rows []Row, now time.Time) error {
+	return PrintAll(w, format, rows, nil, now)
+}
+
+// PrintAll writes rows and, when pi is set, pod IPAM in format.
+func PrintAll(w io.Writer, format string, rows []Row, pi *PodIPAM, now time.Time) error {
 	switch format {
 	case OutputJSON:
-		b, err := json.MarshalIndent(List{Services: nonNil(rows)}, "", "  ")
+		b, err := json.MarshalIndent(List{Services: nonNil(rows), PodIPAM: pi}, "", "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	case OutputYAML:
-		b, err := yaml.Marshal(List{Services: nonNil(rows)})
+		b, err := yaml.Marshal(List{Services: nonNil(rows), PodIPAM: pi})
 		if err != nil {
 			return err
 		}
 		_, err = w.Write(b)
 		return err
-	case OutputTable, "":
-		return printTable(w, rows, now, false)
-	case OutputWide:
-		return printTable(w, rows, now, true)
+	case OutputTable, "", OutputWide:
+		wide := format == OutputWide
+		if err := printTable(w, rows, now, wide); err != nil || pi == nil {
+			return err
+		}
+		return printPodIPAM(w, pi, wide)
 	}
 	return fmt.Errorf("-o %q: use table, wide, json or yaml", format)
 }

@@ -21,6 +21,7 @@ import (
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/agent"
 	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/kube"
 )
 
@@ -39,6 +40,9 @@ type Options struct {
 	// Announced reads who announces each address (FromAPI); nil leaves
 	// ANNOUNCED BY empty.
 	Announced func(context.Context) (Announced, error)
+	// PodIPAM reads pod IPAM (PodIPAMFromAPI); nil, or a nil result (mode
+	// off), prints no pod IPAM section.
+	PodIPAM func(context.Context) (*PodIPAM, error)
 }
 
 // FromAPI reads Announced through r: agent.Announcements recomputes the
@@ -75,7 +79,10 @@ announced now (the L2Announcers' status.problems, e.g. NoEligibleNode,
 NoMatchingInterface), then the Warning Events Mooring's agents recorded on the
 Service within --since (split brain, a stale local copy of the address). An
 Event says a problem was seen then;
-` + "`mooring audit arp`" + ` checks the segment now. See docs/status.md.`,
+` + "`mooring audit arp`" + ` checks the segment now. With pod IPAM on, a second
+table gives the recorded mode and, per node, its blocks (pool=CIDR), its
+node.spec.podCIDRs and pod IPAM problems (MooringPodCIDRMismatch, Exhausted).
+See docs/status.md.`,
 		Example: `  mooring status
   mooring status -n demo -o wide
   mooring status -o json | jq '.services[] | select(.problems)'`,
@@ -99,6 +106,7 @@ Event says a problem was seen then;
 				return err
 			}
 			o.Announced = FromAPI(c)
+			o.PodIPAM = PodIPAMFromAPI(c, controller.DefaultLeaseNamespace)
 			return Run(cmd.Context(), cs, o, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
@@ -136,5 +144,12 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 			fmt.Fprintf(errw, "warning: reading the announcements failed, so ANNOUNCED BY is empty and PROBLEMS has only Events: %v\n", err)
 		}
 	}
-	return Print(w, o.Output, Rows(svcs.Items, events, an, now.Add(-o.Since), now), now)
+	var pi *PodIPAM
+	if o.PodIPAM != nil {
+		if pi, err = o.PodIPAM(ctx); err != nil {
+			pi = nil
+			fmt.Fprintf(errw, "warning: reading pod IPAM failed, so it is not shown: %v\n", err)
+		}
+	}
+	return PrintAll(w, o.Output, Rows(svcs.Items, events, an, now.Add(-o.Since), now), pi, now)
 }

@@ -1,9 +1,11 @@
 // Package kubelet is the lab's kubelet stand-in: one process per node
 // namespace that registers the Node, keeps its Lease and Ready status fresh,
 // and runs the pods bound to it whose image is Image as `mooring lab echo`
-// processes, each in a network namespace of its own joined to the node by a
-// veth pair. Other pods bound to it (hostNetwork, other images) it leaves
-// alone.
+// processes, each in a network namespace of its own, wired either by the
+// stand-in itself (a veth pair and a static address of the node's pod CIDR)
+// or, given a CNI config, through libcni as a container runtime does
+// (cni_linux.go). Other pods bound to it (hostNetwork, other images) it
+// leaves alone.
 //
 // It plays only the parts of a kubelet that Mooring's experiments observe:
 // heartbeats (so node-lifecycle notices a dead node), pod IPs and readiness
@@ -41,8 +43,13 @@ type Config struct {
 	NodeName string
 	// NodeIPs are eth0's addresses, IPv4 first.
 	NodeIPs []netip.Addr
-	// PodCIDRs are this node's pod ranges, IPv4 first, one per family.
+	// PodCIDRs are this node's pod ranges, IPv4 first, one per family, for
+	// the stand-in's own wiring; the Node is registered with them. Unused
+	// with CNI, where the Node's pod CIDRs are someone else's to write.
 	PodCIDRs []netip.Prefix
+	// CNI, when set, sets up every pod's network through libcni, as a
+	// container runtime does (see cni_linux.go).
+	CNI *CNIConfig
 	// Labels are added to the Node's own (hostname, os, arch).
 	Labels map[string]string
 	// Self is the mooring executable that runs `lab echo` in each pod.
@@ -63,8 +70,8 @@ func (c *Config) Validate() error {
 		return errors.New("kubelet: --node-name is required")
 	case len(c.NodeIPs) == 0:
 		return errors.New("kubelet: --node-ips is required")
-	case len(c.PodCIDRs) == 0:
-		return errors.New("kubelet: --pod-cidrs is required")
+	case len(c.PodCIDRs) == 0 && c.CNI == nil:
+		return errors.New("kubelet: --pod-cidrs or --cni-conf is required")
 	case c.Self == "":
 		return errors.New("kubelet: no mooring executable to run pods with")
 	case c.LeaseInterval <= 0 || c.StatusInterval <= 0:
@@ -78,8 +85,16 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	// Offset 1 of each pod CIDR is the node's gateway address.
-	k := &kubelet{cfg: cfg, log: cfg.Log.With("node", cfg.NodeName), pods: map[string]*pod{}, ignored: map[string]bool{}, next: 1}
+	k := &kubelet{cfg: cfg, log: cfg.Log.With("node", cfg.NodeName), pods: map[string]*pod{}, ignored: map[string]bool{}}
+	if cfg.CNI != nil {
+		n, err := newCNINet(*cfg.CNI, k.log)
+		if err != nil {
+			return err
+		}
+		k.net = n
+	} else {
+		k.net = newStaticNet(cfg.PodCIDRs)
+	}
 	// The apiserver may answer /readyz before every write path works (its
 	// post-start hooks create kube-node-lease, for one): retry, bounded.
 	var err error
@@ -112,7 +127,7 @@ type kubelet struct {
 	mu      sync.Mutex
 	pods    map[string]*pod // by namespace/name
 	ignored map[string]bool // pods left alone (see runnable), logged once
-	next    int             // last pod address offset handed out
+	net     network
 
 	requeue func(key string) // set by runPods: re-sync a pod whose process exited
 }
@@ -127,13 +142,17 @@ func (k *kubelet) register(ctx context.Context) error {
 			corev1.LabelOSStable:   "linux",
 			corev1.LabelArchStable: runtime.GOARCH,
 		}},
-		Spec: corev1.NodeSpec{PodCIDR: k.cfg.PodCIDRs[0].String()},
+	}
+	// With CNI the Node's pod CIDRs are kube-controller-manager's or
+	// Mooring's to write, as with a kubelet without --pod-cidr.
+	if k.cfg.CNI == nil {
+		for _, p := range k.cfg.PodCIDRs {
+			node.Spec.PodCIDRs = append(node.Spec.PodCIDRs, p.String())
+		}
+		node.Spec.PodCIDR = node.Spec.PodCIDRs[0]
 	}
 	for k, v := range k.cfg.Labels {
 		node.Labels[k] = v
-	}
-	for _, p := range k.cfg.PodCIDRs {
-		node.Spec.PodCIDRs = append(node.Spec.PodCIDRs, p.String())
 	}
 	if _, err := nodes.Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("kubelet: registering node %s: %w", k.cfg.NodeName, err)

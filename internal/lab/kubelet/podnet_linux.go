@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -105,6 +106,38 @@ func startPodProcess(cfg Config, obj *corev1.Pod, p *pod) (*podProcess, error) {
 	}
 	return proc, nil
 }
+
+// staticNet is the lab's own pod wiring when no CNI config is given: a
+// veth per pod, the pod's addresses at offset n of the node's pod CIDRs,
+// routed links like the ptp CNI plugin's.
+type staticNet struct {
+	cidrs []netip.Prefix
+	mu    sync.Mutex
+	next  int // last address offset handed out; offset 1 is the gateway
+}
+
+func newStaticNet(cidrs []netip.Prefix) *staticNet { return &staticNet{cidrs: cidrs, next: 1} }
+
+// ready: the static wiring needs nothing but the node.
+func (*staticNet) ready(context.Context) error { return nil }
+
+func (s *staticNet) wire(_ context.Context, _ *corev1.Pod, p *pod) error {
+	s.mu.Lock()
+	s.next++
+	idx := s.next
+	s.mu.Unlock()
+	if idx > 250 {
+		return errors.New("kubelet: this node has run out of pod addresses")
+	}
+	p.veth = fmt.Sprintf("vpod%d", idx)
+	p.addrs = nil
+	for _, c := range s.cidrs {
+		p.addrs = append(p.addrs, nthAddr(c, idx))
+	}
+	return wirePod(s.cidrs, p)
+}
+
+func (*staticNet) unwire(_ context.Context, p *pod) { unwirePod(p) }
 
 // Every pod's gateway: the first address of the node's pod CIDR (IPv4) and
 // fe80::1 (IPv6), held by the node end of every pod's veth, as the ptp CNI

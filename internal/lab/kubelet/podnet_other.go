@@ -3,7 +3,9 @@
 package kubelet
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"sync/atomic"
 
@@ -22,5 +24,11 @@ func (*podProcess) exitErr() error { return errNoPodNet }
 func (*podProcess) kill()          {}
 
 func startPodProcess(Config, *corev1.Pod, *pod) (*podProcess, error) { return nil, errNoPodNet }
-func wirePod([]netip.Prefix, *pod) error                             { return errNoPodNet }
-func unwirePod(*pod)                                                 {}
+
+type staticNet struct{}
+
+func newStaticNet([]netip.Prefix) *staticNet                     { return &staticNet{} }
+func (*staticNet) ready(context.Context) error                   { return errNoPodNet }
+func (*staticNet) wire(context.Context, *corev1.Pod, *pod) error { return errNoPodNet }
+func (*staticNet) unwire(context.Context, *pod)                  {}
+func newCNINet(CNIConfig, *slog.Logger) (network, error)         { return nil, errNoPodNet }

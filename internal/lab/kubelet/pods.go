@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,17 +50,25 @@ func runnable(obj *corev1.Pod) (bool, string) {
 // pod is a running pod: its process, addresses and host-side link.
 type pod struct {
 	key     string
+	uid     string       // the CNI container ID: one sandbox per pod object
 	addrs   []netip.Addr // pod IPs, IPv4 first
 	port    int
-	veth    string
+	veth    string   // static wiring: the node end of the pod's veth
+	netns   *os.File // CNI wiring: the pod's namespace, held until DEL
 	started metav1.Time
 	proc    *podProcess
 	ready   bool
 	failed  string // set when the process exited on its own
 }
 
+// podWorkers is how many pods a node starts or stops at once: a test may
+// create 110 pods on one node, each costing a process start and, with CNI,
+// three plugin runs.
+const podWorkers = 4
+
 // runPods watches the pods bound to this node and converges each to
-// running-and-ready (or gone), one at a time: a lab node runs a handful.
+// running-and-ready (or gone), podWorkers at a time, once the pod network
+// is ready.
 func (k *kubelet) runPods(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(k.cfg.Client, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
@@ -66,7 +76,9 @@ func (k *kubelet) runPods(ctx context.Context) error {
 		}))
 	inf := factory.Core().V1().Pods()
 	lister := inf.Lister()
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	// A pod whose network cannot be set up yet (its pool's block is on its
+	// way) is retried within 2 s, not after minutes of back-off.
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, 2*time.Second))
 	k.requeue = func(key string) { queue.Add(key) }
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -90,19 +102,34 @@ func (k *kubelet) runPods(ctx context.Context) error {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	for {
-		key, quit := queue.Get()
-		if quit {
+	// Like a kubelet whose runtime reports NetworkReady=false: no pod
+	// starts before the network plugin is ready.
+	if err := k.net.ready(ctx); err != nil {
+		if ctx.Err() != nil {
 			return nil
 		}
-		if err := k.sync(ctx, lister, key); err != nil && ctx.Err() == nil {
-			k.log.Warn("syncing pod", "pod", key, "err", err)
-			queue.AddRateLimited(key)
-		} else {
-			queue.Forget(key)
-		}
-		queue.Done(key)
+		return err
 	}
+	var wg sync.WaitGroup
+	for range podWorkers {
+		wg.Go(func() {
+			for {
+				key, quit := queue.Get()
+				if quit {
+					return
+				}
+				if err := k.sync(ctx, lister, key); err != nil && ctx.Err() == nil {
+					k.log.Warn("syncing pod", "pod", key, "err", err)
+					queue.AddRateLimited(key)
+				} else {
+					queue.Forget(key)
+				}
+				queue.Done(key)
+			}
+		})
+	}
+	wg.Wait()
+	return nil
 }
 
 // sync makes one pod's reality match its object.
@@ -171,29 +198,20 @@ func (k *kubelet) leaveAlone(ctx context.Context, obj *corev1.Pod, why string) {
 // accepts connections.
 func (k *kubelet) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
 	key := obj.Namespace + "/" + obj.Name
-	k.mu.Lock()
-	k.next++
-	idx := k.next
-	k.mu.Unlock()
-	if idx > 250 {
-		return nil, fmt.Errorf("kubelet: node %s has run out of pod addresses", k.cfg.NodeName)
-	}
-	p := &pod{key: key, port: podPort(obj), veth: fmt.Sprintf("vpod%d", idx), started: metav1.Now()}
-	for _, c := range k.cfg.PodCIDRs {
-		p.addrs = append(p.addrs, nthAddr(c, idx))
-	}
+	p := &pod{key: key, uid: string(obj.UID), port: podPort(obj), started: metav1.Now()}
 	proc, err := startPodProcess(k.cfg, obj, p)
 	if err != nil {
 		return nil, err
 	}
 	p.proc = proc
-	if err := wirePod(k.cfg.PodCIDRs, p); err != nil {
+	if err := k.net.wire(ctx, obj, p); err != nil {
+		k.net.unwire(ctx, p)
 		proc.kill()
 		return nil, err
 	}
 	if err := waitListening(ctx, p); err != nil {
+		k.net.unwire(ctx, p)
 		proc.kill()
-		unwirePod(p)
 		return nil, err
 	}
 	p.ready = true
@@ -226,8 +244,10 @@ func (k *kubelet) stop(key string) {
 	if p == nil {
 		return
 	}
+	// As a runtime stops a sandbox: the network goes (CNI DEL, while the
+	// namespace still exists), then the process.
+	k.net.unwire(context.Background(), p)
 	p.proc.kill()
-	unwirePod(p)
 	k.log.Info("pod stopped", "pod", key)
 }
 

@@ -38,6 +38,9 @@ type Options struct {
 	Nodes    int        // 2 when 0
 	Mooring  bool       // run Mooring's controller and agents
 	LogLevel slog.Level // the lab's own log, to the test's output
+	// PodIPAM and PodNetwork are lab.Config's: pods set up through libcni
+	// with mooring-ipam (built from this tree for the test) in that mode.
+	PodIPAM, PodNetwork string
 }
 
 // Start runs a lab until the test ends and returns it once ready, with a
@@ -67,6 +70,10 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute,
 		Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: o.LogLevel})),
 	}
+	if o.PodIPAM != "" {
+		cfg.PodIPAM, cfg.PodNetwork = o.PodIPAM, o.PodNetwork
+		cfg.CNIPlugins, cfg.IPAMPlugin = cniPlugins(t), buildIPAMPlugin(t, crds)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	readyc := make(chan *lab.Ready, 1)
 	errc := make(chan error, 1)
@@ -84,4 +91,32 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 		t.Fatal("lab not ready after 3 minutes")
 	}
 	return nil, nil
+}
+
+// cniPlugins is the hack/cniplugins build ($MOORING_CNIPLUGINS, else the
+// newest cached one); missing, it skips the test, or fails it under CI.
+func cniPlugins(t *testing.T) string {
+	t.Helper()
+	d := lab.FindCNIPlugins()
+	if d == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no CNI plugins: run hack/cniplugins/build.sh and set %s to its last line", lab.EnvCNIPlugins)
+		}
+		t.Skipf("no CNI plugins: run hack/cniplugins/build.sh and set %s to its last line", lab.EnvCNIPlugins)
+	}
+	return d
+}
+
+// buildIPAMPlugin builds cmd/mooring-ipam of this tree (crds is its
+// config/crd) into the test's temporary folder.
+func buildIPAMPlugin(t *testing.T, crds string) string {
+	t.Helper()
+	repo := filepath.Dir(filepath.Dir(crds))
+	out := filepath.Join(t.TempDir(), "mooring-ipam")
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, "./cmd/mooring-ipam")
+	cmd.Dir = repo
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building mooring-ipam: %v\n%s", err, b)
+	}
+	return out
 }

@@ -1,0 +1,161 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/podipamctl"
+)
+
+// writeCNI links the plugins into the lab's CNI bin folder and writes
+// every node's conflist.
+func (c *Cluster) writeCNI() error {
+	bin := c.paths.cniBin()
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	links := map[string]string{"mooring-ipam": c.cfg.IPAMPlugin}
+	for _, b := range cniBinaries {
+		links[b] = filepath.Join(c.cfg.CNIPlugins, b)
+	}
+	for name, target := range links {
+		abs, err := filepath.Abs(target)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(abs, filepath.Join(bin, name)); err != nil {
+			return fmt.Errorf("lab: CNI plugin %s: %w", name, err)
+		}
+	}
+	for _, n := range c.nodes {
+		cp := c.paths.cni(n.Name)
+		if err := os.MkdirAll(filepath.Dir(cp.ConfList), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(cp.ConfList, []byte(conflist(c.cfg.PodNetwork, cp.Socket)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prepareMooringNamespace creates the namespace where the controller
+// records the pod IPAM mode: it refuses to start without it.
+func (c *Cluster) prepareMooringNamespace(ctx context.Context) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mooringNamespace}}
+	_, err := c.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("lab: creating namespace %s: %w", mooringNamespace, err)
+	}
+	return nil
+}
+
+// waitModeRecorded waits until the controller has recorded the pod IPAM
+// mode: an agent that starts before the record reads "off" and serves no
+// pod addresses until it is restarted.
+func (c *Cluster) waitModeRecorded(ctx context.Context) error {
+	err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
+		if c.exited("mooring-controller") {
+			return false, fmt.Errorf("lab: the Mooring controller exited before recording pod IPAM mode %s (see %s)",
+				c.cfg.PodIPAM, filepath.Join(c.paths.Logs, logName("mooring-controller")))
+		}
+		_, err := c.cs.CoreV1().ConfigMaps(mooringNamespace).Get(ctx, podipamctl.ModeConfigMap, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("lab: waiting for the pod IPAM mode record: %w", err)
+	}
+	c.progress("pod IPAM mode recorded")
+	return nil
+}
+
+// createPodIPPool creates pool through the dynamic client.
+func createPodIPPool(ctx context.Context, dyn dynamic.Interface, pool *mooringv1.PodIPPool) error {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pool)
+	if err != nil {
+		return err
+	}
+	_, err = dyn.Resource(podIPPoolGVR).Create(ctx, &unstructured.Unstructured{Object: m}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("lab: creating PodIPPool %s: %w", pool.Name, err)
+	}
+	return nil
+}
+
+// MigratePodIPAM moves a running cluster-pool lab to multi-pool, the one
+// supported change of mode, the way an operator would: it creates the pool
+// "default" with cluster-pool's CIDRs and block sizes, restarts the
+// controller with --pod-ipam-mode=multi-pool (which records the change),
+// and starts each agent again once it has exited on seeing the recorded
+// mode change, as its DaemonSet would. Running pods are left alone.
+func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
+	c.mu.Lock()
+	mode := c.cfg.PodIPAM
+	c.mu.Unlock()
+	if mode != PodIPAMClusterPool {
+		return fmt.Errorf("lab: pod IPAM mode is %q: only cluster-pool → multi-pool is supported", mode)
+	}
+	if err := createPodIPPool(ctx, c.dyn, DefaultPodIPPool()); err != nil {
+		return err
+	}
+	if err := c.stopComponent("mooring-controller"); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.cfg.PodIPAM = PodIPAMMultiPool
+	ctrl := controllerComponent(&c.cfg, c.paths)
+	c.mu.Unlock()
+	if err := c.startComponent(ctrl); err != nil {
+		return err
+	}
+	c.progress("controller restarted with --pod-ipam-mode=multi-pool")
+	for _, n := range c.nodes {
+		name := "mooring-agent/" + n.Name
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := poll(wctx, 100*time.Millisecond, func() (bool, error) { return c.exited(name), nil })
+		cancel()
+		if err != nil {
+			return fmt.Errorf("lab: waiting for %s to exit on the mode change: %w", name, err)
+		}
+		c.mu.Lock()
+		agent := agentComponent(&c.cfg, c.paths, n)
+		c.mu.Unlock()
+		if err := c.startComponent(agent); err != nil {
+			return err
+		}
+	}
+	c.progress("agents restarted in multi-pool")
+	return nil
+}
+
+// stopComponent kills the latest process called name and waits for it.
+func (c *Cluster) stopComponent(name string) error {
+	c.mu.Lock()
+	var p *proc
+	for _, q := range c.procs {
+		if q.comp.Name == name {
+			p = q
+		}
+	}
+	if p != nil {
+		p.killed = true
+	}
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("lab: no process %s", name)
+	}
+	err := p.p.Kill()
+	<-p.p.Done()
+	return err
+}
