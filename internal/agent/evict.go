@@ -247,7 +247,12 @@ func (e *evictor) evictDue(ctx context.Context) {
 	}
 	limit := evictionLimit(len(nodes.Items), a.cfg.FastEvictionMaxShare)
 	evicted := 0
-	for _, l := range e.lost {
+	for name, l := range e.lost {
+		if nodeNamed(nodes.Items, name) == nil { // deleted: no longer counts against the limit
+			delete(e.lost, name)
+			delete(e.seen, name)
+			continue
+		}
 		if l.evicted {
 			evicted++
 		}
@@ -259,9 +264,6 @@ func (e *evictor) evictDue(ctx context.Context) {
 			continue
 		}
 		node := nodeNamed(nodes.Items, name)
-		if node == nil {
-			continue
-		}
 		if evicted >= limit {
 			if !l.limited {
 				l.limited = true
