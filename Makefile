@@ -52,10 +52,15 @@ test: deps
 	$(MAKE) --no-print-directory vet verify; \
 	$(GO) test -count=1 -timeout 30m ./...
 
-# demo is the README's first command: the one-machine lab.
+# demo is the README's first command: the one-machine lab, with Mooring
+# installed from its Helm chart (`lab up --install=chart`: it builds helm,
+# cached like the control plane). `make demo DEMO_INSTALL=` runs the
+# controller and agents as lab processes instead (no helm needed).
+DEMO_INSTALL ?= chart
 demo: deps build
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
-	hack/demo.sh
+	if [ "$(DEMO_INSTALL)" = chart ]; then MOORING_HELM=$$(hack/helm/build.sh | tail -n 1); export MOORING_HELM; fi; \
+	hack/demo.sh $(if $(DEMO_INSTALL),--install=$(DEMO_INSTALL))
 
 bench:
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \

@@ -20,8 +20,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
 
-// VersionVar is the linker symbol `mooring version` prints.
-const VersionVar = "github.com/mooringlb/mooring/internal/buildinfo.Version"
+// VersionVar and RevisionVar are the linker symbols `mooring version`
+// prints.
+const (
+	VersionVar  = "github.com/mooringlb/mooring/internal/buildinfo.Version"
+	RevisionVar = "github.com/mooringlb/mooring/internal/buildinfo.Revision"
+)
 
 // RefNameAnnotation names the index inside the OCI layout (its tag).
 const RefNameAnnotation = "org.opencontainers.image.ref.name"
@@ -83,7 +87,7 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	for _, p := range o.Platforms {
 		bin := filepath.Join(o.Out, "bin", p.OS+"-"+p.Arch, "mooring")
 		start := time.Now()
-		if err := goBuild(ctx, o, p, bin); err != nil {
+		if err := goBuild(ctx, o, p, spec.Revision, bin); err != nil {
 			return Result{}, err
 		}
 		fmt.Fprintf(o.Log, "image: built %s in %s\n", bin, time.Since(start).Round(time.Millisecond))
@@ -108,10 +112,15 @@ func Build(ctx context.Context, o Options) (Result, error) {
 }
 
 // goBuild compiles one platform's binary. No VCS stamp (-buildvcs=false):
-// the binary must not depend on the work tree's git state; the index's
-// revision label carries the commit.
-func goBuild(ctx context.Context, o Options, p Platform, out string) error {
+// the binary must not depend on the work tree's git state (Go's stamp
+// holds the commit time and a dirty flag); the commit alone is stamped
+// with -X, so the same commit gives the same binary, and the index's
+// revision label carries it too.
+func goBuild(ctx context.Context, o Options, p Platform, rev, out string) error {
 	ld := fmt.Sprintf("-s -w -X %s=%s", VersionVar, o.Version)
+	if rev != "" {
+		ld += fmt.Sprintf(" -X %s=%s", RevisionVar, rev)
+	}
 	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags", ld, "-o", out, "./cmd/mooring")
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)

@@ -140,7 +140,7 @@ func TestBuildIsReproducible(t *testing.T) {
 }
 
 // The archive runs as a container under podman + runc, and `mooring
-// version` inside prints the stamped version.
+// version` inside prints the stamped version and commit.
 func TestPodmanRunsTheImage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("compiles mooring for two platforms")
@@ -184,6 +184,10 @@ func TestPodmanRunsTheImage(t *testing.T) {
 			"--storage-driver", "vfs", "system", "reset", "--force").Run()
 	})
 	want := "mooring " + testVersion + " "
+	// The commit is stamped too (the binary carries no VCS stamp of Go's).
+	if rev := gitRevision(ctx, moduleRoot(t)); rev != "" {
+		want += "(commit " + rev + ","
+	}
 	if !strings.HasPrefix(stdout.String(), want) {
 		t.Errorf("`mooring version` in the container printed %q, want it to start with %q", stdout.String(), want)
 	}

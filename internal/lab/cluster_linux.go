@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -42,6 +43,9 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	down   context.CancelFunc
 	objErr <-chan error // the result of installMooring; nil once received
+
+	// chart waits for the rendered chart (--install=chart).
+	chart func() ([]*unstructured.Unstructured, error)
 }
 
 // proc is a process the lab started and watches.
@@ -224,6 +228,12 @@ func (c *Cluster) publishState() error {
 // bringUp starts the processes in dependency order and waits until the demo
 // Service answers.
 func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
+	if c.cfg.Install == InstallChart {
+		c.chart = c.renderChart(ctx)
+		if err := c.routeControlPlane(); err != nil {
+			return nil, err
+		}
+	}
 	for _, comp := range []component{etcdComponent(&c.cfg, c.paths), apiserverComponent(&c.cfg, c.paths, c.pki, c.cp.Addr4)} {
 		if err := c.startComponent(comp); err != nil {
 			return nil, err
@@ -242,7 +252,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		return nil, err
 	}
 	c.progress("apiserver ready")
-	if c.cfg.Mooring {
+	if c.cfg.mooringProcesses() {
 		// The controller and the agents watch Mooring's resources from the
 		// start, so they wait for the CRDs (usually in before /readyz). The
 		// controller starts first: it has the longest way to go (leader
@@ -282,7 +292,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			}
 		}
 	}
-	if c.cfg.Mooring {
+	if c.cfg.mooringProcesses() {
 		if c.cfg.usesPodIPAM() {
 			if err := c.waitModeRecorded(ctx); err != nil {
 				return nil, err
@@ -330,7 +340,15 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	if !c.cfg.Mooring {
 		return nil
 	}
-	if err := createMooringObjects(ctx, c.dyn); err != nil {
+	// The chart goes in beside the demo objects (each costs the apiserver
+	// a first write of its kinds).
+	chartErr := make(chan error, 1)
+	if c.cfg.Install == InstallChart {
+		go func() { chartErr <- c.installChart(ctx) }()
+	} else {
+		chartErr <- nil
+	}
+	if err := errors.Join(createMooringObjects(ctx, c.dyn), <-chartErr); err != nil {
 		return err
 	}
 	if c.cfg.PodIPAM == PodIPAMMultiPool {

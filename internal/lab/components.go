@@ -112,7 +112,7 @@ func kcmComponent(c *Config, p paths) component {
 		Path: filepath.Join(c.KubeBin, "kube-controller-manager"),
 		Args: append([]string{
 			"--kubeconfig=" + p.ClusterKubecfg,
-			"--controllers=" + kcmControllers(c),
+			"--controllers=" + kcmControllers(c) + chartControllers(c),
 			"--leader-elect=false",
 			"--use-service-account-credentials=false",
 			"--secure-port=0",
@@ -162,6 +162,7 @@ func kubeletComponent(c *Config, p paths, n nodeSpec) component {
 	} else {
 		args = append(args, "--pod-cidrs="+joinPrefixes(n.PodCIDRs))
 	}
+	args = append(args, chartKubeletArgs(c, p)...)
 	return component{Name: "kubelet/" + n.Name, Host: n.Name, Path: c.Self, Args: args, Env: c.SelfEnv}
 }
 

@@ -26,6 +26,12 @@ const (
 	DefaultTimeout = 90 * time.Second
 	// EnvStateDir overrides DefaultStateDir.
 	EnvStateDir = "MOORING_LAB_DIR"
+	// EnvHelm names the folder holding helm (`make helm`'s last line), used
+	// by --install=chart.
+	EnvHelm = "MOORING_HELM"
+	// InstallChart is Config.Install for Mooring installed from its Helm
+	// chart (see installChart).
+	InstallChart = "chart"
 	// EnvKubeBin names the folder with etcd, kube-apiserver,
 	// kube-controller-manager and kube-proxy (set by `make demo`/`make test`).
 	EnvKubeBin = "MOORING_KUBEBIN"
@@ -80,6 +86,13 @@ type Config struct {
 	// Mooring runs the Mooring controller and one agent per node; without it
 	// the Service gets no address and the lab stops at ClusterIP.
 	Mooring bool
+	// Install says how Mooring gets into the lab: "" runs the controller
+	// and agents as lab processes; InstallChart renders ChartDir with Helm
+	// (the binary at Helm), applies it server-side, and the kubelet
+	// stand-ins run the chart's pods with Self.
+	Install  string
+	Helm     string
+	ChartDir string
 	// NodeMonitorGracePeriod is kube-controller-manager's
 	// --node-monitor-grace-period.
 	NodeMonitorGracePeriod time.Duration
@@ -114,6 +127,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("lab: --node-monitor-grace-period %s: use 2s or more", c.NodeMonitorGracePeriod)
 	case c.Timeout <= 0:
 		return errors.New("lab: --timeout must be positive")
+	}
+	if err := c.validateInstall(); err != nil {
+		return err
 	}
 	for _, b := range kubeBinaries {
 		if _, err := os.Stat(filepath.Join(c.KubeBin, b)); err != nil {

@@ -148,7 +148,7 @@ func (c *Cluster) Restore(node string) error {
 		return err
 	}
 	comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
-	if c.cfg.Mooring {
+	if c.cfg.mooringProcesses() {
 		comps = append(comps, agentComponent(&c.cfg, c.paths, n))
 	}
 	comps = append(comps, c.restarts(node)...)

@@ -33,6 +33,7 @@ LoadBalancer Service. See docs/lab.md.`,
 		newStatusCommand(deps, &stateDir),
 		newKubeletCommand(deps),
 		newEchoCommand(deps),
+		newPodRunCommand(deps),
 	)
 	return cmd
 }

@@ -44,7 +44,8 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 		Example: `  sudo bin/mooring lab up
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
   sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
-  sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam`,
+  sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam
+  sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
@@ -64,6 +65,14 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 			}
 			if cfg.CRDDir == "" {
 				cfg.CRDDir = lab.FindCRDDir(self)
+			}
+			if cfg.Install == lab.InstallChart {
+				if cfg.Helm == "" {
+					cfg.Helm = lab.FindHelm()
+				}
+				if cfg.ChartDir == "" {
+					cfg.ChartDir = lab.FindChartDir(self)
+				}
 			}
 			if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
 				if fault != "" {
@@ -98,6 +107,9 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
 	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
+	f.StringVar(&cfg.Install, "install", "", "how Mooring is installed: \"\" runs the controller and agents as lab processes; \"chart\" renders charts/mooring with helm, applies it, and the nodes run its pods with this binary")
+	f.StringVar(&cfg.Helm, "helm", "", "helm binary for --install=chart (default: $"+lab.EnvHelm+"/helm, else the current \"make helm\" build, else helm on $PATH)")
+	f.StringVar(&cfg.ChartDir, "chart", "", "the chart for --install=chart (default: charts/mooring of the repository)")
 	f.StringVar(&cfg.PodIPAM, "pod-ipam", lab.PodIPAMOff, "pod addresses: off (the lab's own static ones; needs no CNI plugins), or kubernetes, cluster-pool or multi-pool: every pod set up through libcni with the ptp (or bridge), loopback and mooring-ipam plugins, in that Mooring pod IPAM mode")
 	f.StringVar(&cfg.PodNetwork, "pod-network", lab.PodNetworkPTP, "with --pod-ipam: the main CNI plugin, ptp or bridge (the reference bridge plugin holds one IPv4 gateway per bridge: a node with a second block, e.g. in multi-pool, needs ptp)")
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")

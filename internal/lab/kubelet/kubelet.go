@@ -4,7 +4,9 @@
 // processes, each in a network namespace of its own, wired either by the
 // stand-in itself (a veth pair and a static address of the node's pod CIDR)
 // or, given a CNI config, through libcni as a container runtime does
-// (cni_linux.go). Other pods bound to it (hostNetwork, other images) it
+// (cni_linux.go). With --mooring-image it also runs the pods of Mooring's
+// image (the lab's chart install) with the lab's mooring binary: see
+// startMooring. Other pods bound to it (hostNetwork, other images) it
 // leaves alone.
 //
 // It plays only the parts of a kubelet that Mooring's experiments observe:
@@ -56,6 +58,15 @@ type Config struct {
 	Self string
 	// LogDir receives one log per pod; "" discards pod output.
 	LogDir string
+	// MooringImage, when set (to MooringImage), makes the node run the pods
+	// of that image repository with Self (see startMooring); PodsDir then
+	// holds their files (tokens, volumes), PodEnv is added to their
+	// environment (the lab's, e.g. a test binary's switch), and CACert is
+	// the cluster CA they get as ca.crt.
+	MooringImage string
+	PodsDir      string
+	PodEnv       []string
+	CACert       []byte
 	// LeaseInterval and StatusInterval are the heartbeat periods.
 	LeaseInterval, StatusInterval time.Duration
 	Log                           *slog.Logger
@@ -74,6 +85,8 @@ func (c *Config) Validate() error {
 		return errors.New("kubelet: --pod-cidrs or --cni-conf is required")
 	case c.Self == "":
 		return errors.New("kubelet: no mooring executable to run pods with")
+	case c.MooringImage != "" && (c.PodsDir == "" || len(c.CACert) == 0):
+		return errors.New("kubelet: running Mooring's pods needs --pods-dir and the cluster CA")
 	case c.LeaseInterval <= 0 || c.StatusInterval <= 0:
 		return errors.New("kubelet: heartbeat intervals must be positive")
 	}

@@ -58,7 +58,8 @@ type pod struct {
 	started metav1.Time
 	proc    *podProcess
 	ready   bool
-	failed  string // set when the process exited on its own
+	failed  string        // set when the process exited on its own
+	grace   time.Duration // >0: stop with SIGTERM first, SIGKILL after this (Mooring's pods)
 }
 
 // podWorkers is how many pods a node starts or stops at once: a test may
@@ -146,7 +147,7 @@ func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key st
 	if err != nil {
 		return err
 	}
-	if ok, why := runnable(obj); !ok {
+	if ok, why := k.runnable(obj); !ok {
 		k.leaveAlone(ctx, obj, why)
 		return nil
 	}
@@ -197,6 +198,9 @@ func (k *kubelet) leaveAlone(ctx context.Context, obj *corev1.Pod, why string) {
 // start runs the pod's echo process, wires its network and waits until it
 // accepts connections.
 func (k *kubelet) start(ctx context.Context, obj *corev1.Pod) (*pod, error) {
+	if k.isMooringPod(obj) {
+		return k.startMooring(ctx, obj)
+	}
 	key := obj.Namespace + "/" + obj.Name
 	p := &pod{key: key, uid: string(obj.UID), port: podPort(obj), started: metav1.Now()}
 	proc, err := startPodProcess(k.cfg, obj, p)
@@ -244,8 +248,10 @@ func (k *kubelet) stop(key string) {
 	if p == nil {
 		return
 	}
-	// As a runtime stops a sandbox: the network goes (CNI DEL, while the
-	// namespace still exists), then the process.
+	// As a runtime stops a sandbox: the containers (gracefully, for
+	// Mooring's pods), then the network (CNI DEL, while the namespace is
+	// still held), then the process.
+	terminate(p)
 	k.net.unwire(context.Background(), p)
 	p.proc.kill()
 	k.log.Info("pod stopped", "pod", key)

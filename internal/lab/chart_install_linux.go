@@ -1,0 +1,151 @@
+package lab
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/restmapper"
+)
+
+// chartFieldManager owns the fields the lab applies from the chart.
+const chartFieldManager = "mooring-lab"
+
+// routeControlPlane gives the control-plane namespace a route to every
+// node's pod CIDRs via that node: the chart's controller runs in a pod and
+// reaches the apiserver (through the kubernetes Service) from its pod IP,
+// which the apiserver must be able to answer.
+func (c *Cluster) routeControlPlane() error {
+	nl, err := c.cp.NetlinkHandle()
+	if err != nil {
+		return err
+	}
+	defer nl.Close()
+	for _, n := range c.nodes {
+		for i, p := range n.PodCIDRs {
+			r := &netlink.Route{Dst: ipNet(p), Gw: n.Addrs[i].AsSlice()}
+			if err := nl.RouteReplace(r); err != nil {
+				return fmt.Errorf("lab: control plane: route to %s: %w", p, err)
+			}
+		}
+	}
+	return nil
+}
+
+// renderChart starts `helm template` (it needs no cluster) and returns a
+// function that waits for its objects.
+func (c *Cluster) renderChart(ctx context.Context) func() ([]*unstructured.Unstructured, error) {
+	type result struct {
+		objs []*unstructured.Unstructured
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		objs, err := c.helmTemplate(ctx)
+		ch <- result{objs, err}
+	}()
+	var r *result
+	return func() ([]*unstructured.Unstructured, error) {
+		if r == nil {
+			v := <-ch
+			r = &v
+		}
+		return r.objs, r.err
+	}
+}
+
+func (c *Cluster) helmTemplate(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	key, err := newGossipKey()
+	if err != nil {
+		return nil, err
+	}
+	args := helmTemplateArgs(c.cfg.ChartDir, key)
+	cmd := exec.CommandContext(ctx, c.cfg.Helm, args...)
+	// helm's own folders go to the state dir: nothing in the user's home.
+	home := filepath.Join(c.paths.Dir, "helm")
+	cmd.Env = append(cmd.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
+	var out, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("lab: helm template %s: %w\n%s", c.cfg.ChartDir, err, strings.TrimSpace(stderr.String()))
+	}
+	objs, err := decodeManifests(out.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	c.log.Info("chart rendered", "chart", c.cfg.ChartDir, "objects", len(objs), "took", time.Since(start).Round(time.Millisecond))
+	return objs, nil
+}
+
+// installChart applies the rendered chart server-side (CRDs, RBAC and
+// accounts first, the workloads last), into ChartNamespace.
+func (c *Cluster) installChart(ctx context.Context) error {
+	objs, err := c.chart()
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ChartNamespace}}
+	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("lab: creating namespace %s: %w", ChartNamespace, err)
+	}
+	groups, err := restmapper.GetAPIGroupResources(c.cs.Discovery())
+	if err != nil {
+		return fmt.Errorf("lab: discovering the apiserver's resources: %w", err)
+	}
+	mapper := restmapper.NewDiscoveryRESTMapper(groups)
+	objs = slices.Clone(objs)
+	slices.SortStableFunc(objs, func(a, b *unstructured.Unstructured) int { return applyRank(a) - applyRank(b) })
+	for _, o := range objs {
+		if err := c.applyObject(ctx, mapper, o); err != nil {
+			return err
+		}
+	}
+	c.progress(fmt.Sprintf("chart applied (%d objects)", len(objs)))
+	return nil
+}
+
+// applyObject applies o server-side, retrying briefly: a fresh apiserver
+// may still be building the handlers of a new API.
+func (c *Cluster) applyObject(ctx context.Context, mapper meta.RESTMapper, o *unstructured.Unstructured) error {
+	gvk := o.GroupVersionKind()
+	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return fmt.Errorf("lab: the chart's %s %s: %w", gvk.Kind, o.GetName(), err)
+	}
+	res := c.dyn.Resource(m.Resource)
+	var last error
+	err = poll(ctx, 200*time.Millisecond, func() (bool, error) {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		opts := metav1.ApplyOptions{FieldManager: chartFieldManager, Force: true}
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			ns := o.GetNamespace()
+			if ns == "" {
+				ns = ChartNamespace
+			}
+			_, last = res.Namespace(ns).Apply(actx, o.GetName(), o, opts)
+		} else {
+			_, last = res.Apply(actx, o.GetName(), o, opts)
+		}
+		if last != nil && (apierrors.IsInvalid(last) || apierrors.IsForbidden(last) || apierrors.IsBadRequest(last)) {
+			return false, last
+		}
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("lab: applying the chart's %s %s (last error: %v): %w", gvk.Kind, o.GetName(), last, err)
+	}
+	return nil
+}
