@@ -49,6 +49,7 @@ test: deps
 	MOORING_HELM=$$(hack/helm/build.sh | tail -n 1); export MOORING_HELM; \
 	echo "control-plane binaries: $$MOORING_KUBEBIN"; \
 	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
+	MOORING_METALLB=$$(hack/metallb/build.sh | tail -n 1); export MOORING_METALLB; \
 	$(MAKE) --no-print-directory vet verify; \
 	$(GO) test -count=1 -timeout 30m ./...
 
@@ -84,3 +85,11 @@ push:
 # helm builds helm from Go modules (cached) and prints its folder last.
 helm:
 	@hack/helm/build.sh
+
+# metallb builds MetalLB's controller and speaker (go.universe.tf/metallb,
+# pinned in hack/metallb/go.mod) with its CRDs, cached per user in
+# ~/.cache/mooring/metallb, and prints their folder last. The lab runs them
+# for the migration end-to-end tests.
+.PHONY: metallb
+metallb:
+	@hack/metallb/build.sh

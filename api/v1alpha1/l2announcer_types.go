@@ -64,6 +64,30 @@ type L2AnnouncerStatus struct {
 	//
 	// +optional
 	StatusWriter bool `json:"statusWriter,omitempty"`
+
+	// Applied is the configuration this agent's last published decision
+	// used: `mooring doctor` compares it with the cluster's to find agents
+	// running on an old configuration. Absent until the agent has read
+	// the policies (and from agents older than this field).
+	//
+	// +optional
+	Applied *AppliedConfig `json:"applied,omitempty"`
+}
+
+// AppliedConfig is the configuration an agent decided with.
+type AppliedConfig struct {
+	// Policies are the L2AnnouncementPolicies it used, each with the
+	// metadata.generation it read, sorted by name.
+	//
+	// +optional
+	// +listType=atomic
+	Policies []AppliedGeneration `json:"policies,omitempty"`
+}
+
+// AppliedGeneration is one object's name and metadata.generation.
+type AppliedGeneration struct {
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
 }
 
 // AnnouncerInterface is one network interface of the node.

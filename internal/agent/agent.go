@@ -98,6 +98,8 @@ type Agent struct {
 	toStatus          *mailbox[decision]
 	toSafety, toProbe *mailbox[announce.Result]
 	events            *eventQueue
+	toSnapshot        *mailbox[announce.Result] // snapshot.go
+	snapMet           snapshotMetrics
 
 	// Owned by the decision loop.
 	state   *announce.State // created by the first decision
@@ -107,7 +109,10 @@ type Agent struct {
 	// (networkPrefixes), read with the interfaces; replaced, never
 	// modified, so a published decision may share it.
 	prefixes map[int][]string
-	pending  []announce.Change // not yet published
+	// appliedCfg is the policies' generations the state was last given;
+	// nil until they were first read.
+	appliedCfg *mooringv1.AppliedConfig
+	pending    []announce.Change // not yet published
 	// published is when the decision was last published; publishEvery
 	// bounds how often new addresses alone publish it.
 	published    time.Time
@@ -139,6 +144,8 @@ func New(cfg Config, deps Deps) *Agent {
 		events:       &eventQueue{},
 		toSafety:     newMailbox[announce.Result](),
 		toProbe:      newMailbox[announce.Result](),
+		toSnapshot:   newMailbox[announce.Result](),
+		snapMet:      newSnapshotMetrics(deps.Registerer),
 	}
 }
 
@@ -162,6 +169,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.deps.Prober != nil && a.cfg.ProbeInterval > 0 {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
+	g.Go(func() error { return a.snapshotLoop(ctx) })
+	g.Go(func() error { return a.releaseLoop(ctx) }) // partition.go
 	if a.cfg.FastEndpointEviction {
 		g.Go(func() error { return a.evictLoop(ctx) }) // evict.go
 	}
@@ -303,9 +312,10 @@ func (a *Agent) publish() {
 	a.pending = nil
 	a.published = a.deps.Clock.Now()
 	a.prev = res
-	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes})
+	a.toStatus.put(decision{res: res, members: a.state.Members(), capability: a.ownCapability(), prefixes: a.prefixes, applied: a.appliedCfg})
 	a.toSafety.put(res)
 	a.toProbe.put(res)
+	a.toSnapshot.put(res)
 }
 
 // ownCapability is this node's capability in the decision, nil if none.
@@ -335,6 +345,7 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 			return changes, fmt.Errorf("listing L2AnnouncementPolicies from the cache: %w", err)
 		}
 		changes = append(changes, a.state.SetPolicies(convertPolicies(pols.Items))...)
+		a.appliedCfg = appliedConfig(pols.Items)
 	}
 	if d.links {
 		if ifaces, err := a.deps.Links.Interfaces(); err != nil {

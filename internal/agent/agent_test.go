@@ -165,6 +165,19 @@ func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 	if !slices.Equal(ann.Status.Members, []string{"node-1", "node-2", "node-3"}) || len(ann.Status.Interfaces) != 1 || ann.Status.ProblemCount != 0 {
 		t.Fatalf("L2Announcer status %+v", ann.Status)
 	}
+	// The configuration it decided with: every policy and its generation.
+	var pols mooringv1.L2AnnouncementPolicyList
+	if err := c.List(ctx, &pols); err != nil {
+		t.Fatal(err)
+	}
+	if ann.Status.Applied == nil || len(ann.Status.Applied.Policies) != len(pols.Items) || len(pols.Items) == 0 {
+		t.Fatalf("applied configuration %+v, policies %d", ann.Status.Applied, len(pols.Items))
+	}
+	for _, p := range pols.Items {
+		if !slices.Contains(ann.Status.Applied.Policies, mooringv1.AppliedGeneration{Name: p.Name, Generation: p.Generation}) {
+			t.Errorf("policy %s generation %d not in %+v", p.Name, p.Generation, ann.Status.Applied.Policies)
+		}
+	}
 	writes := func() float64 { return value(a.met.apiWrites.WithLabelValues("announcer", "ok")) }
 	if got := writes(); got != 2 {
 		t.Fatalf("announcer writes %v, want 2 (create, status)", got)

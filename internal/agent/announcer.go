@@ -21,6 +21,19 @@ type decision struct {
 	capability *announce.Capability
 	// prefixes are the networks of the node's interfaces, by index.
 	prefixes map[int][]string
+	// applied is the configuration the decision used (never modified
+	// after it is handed over); nil before the policies were read.
+	applied *mooringv1.AppliedConfig
+}
+
+// appliedConfig records the policies' generations a decision uses.
+func appliedConfig(pols []mooringv1.L2AnnouncementPolicy) *mooringv1.AppliedConfig {
+	out := &mooringv1.AppliedConfig{}
+	for _, p := range pols {
+		out.Policies = append(out.Policies, mooringv1.AppliedGeneration{Name: p.Name, Generation: p.Generation})
+	}
+	slices.SortFunc(out.Policies, func(a, b mooringv1.AppliedGeneration) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // announcerStatus is this node's L2Announcer status for a decision: its
@@ -30,7 +43,7 @@ type decision struct {
 // the addresses no live node may announce. Nothing in it changes when a
 // Service is added and announced normally.
 func announcerStatus(d decision, local string) mooringv1.L2AnnouncerStatus {
-	st := mooringv1.L2AnnouncerStatus{StatusWriter: d.res.StatusWriter == local}
+	st := mooringv1.L2AnnouncerStatus{StatusWriter: d.res.StatusWriter == local, Applied: d.applied}
 	st.Members = slices.Sorted(slices.Values(d.members))
 	st.Members = slices.Compact(st.Members)
 	if c := d.capability; c != nil {

@@ -60,6 +60,11 @@ type Config struct {
 	// so a restarting agent does not briefly claim every address while it
 	// still believes it is alone.
 	SettleTimeout time.Duration
+	// StateDir holds the local snapshot (snapshot.go); empty: none.
+	// SnapshotWait is how long a starting agent waits for its caches to
+	// sync before it serves from the snapshot.
+	StateDir     string
+	SnapshotWait time.Duration
 	// QPS and Burst limit the client; the agent writes only on moves.
 	QPS   float32
 	Burst int
@@ -91,6 +96,7 @@ func DefaultConfig() Config {
 		ProbeInterval:       10 * time.Second,
 		ProbeWait:           300 * time.Millisecond,
 		SettleTimeout:       3 * time.Second,
+		SnapshotWait:        5 * time.Second,
 		QPS:                 5,
 		Burst:               10,
 
@@ -131,6 +137,9 @@ func (c Config) Validate() error {
 	}
 	if c.NodeCheckWait < 0 || c.AgentLossTimeout <= 0 {
 		errs = append(errs, errors.New("--node-check-wait must not be negative (0 disables the check) and --agent-loss-timeout must be positive"))
+	}
+	if c.SnapshotWait < 0 {
+		errs = append(errs, errors.New("--snapshot-wait must not be negative"))
 	}
 	if c.HoldDown < 0 {
 		errs = append(errs, errors.New("--hold-down must not be negative"))

@@ -29,7 +29,7 @@
 // ValidatingAdmissionPolicy (config/agent) lets only that node write.
 //
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers,verbs=get;create
+// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers/status,verbs=update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=list;watch

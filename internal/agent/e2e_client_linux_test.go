@@ -78,7 +78,7 @@ func tcpClientMain(target, interval string) int {
 type attempt struct {
 	at   time.Time
 	ok   bool
-	node string
+	node string // the node that answered, or why it failed
 }
 
 // timeline collects a client process's attempts.
@@ -120,7 +120,7 @@ func (c *cluster) startClient(addr netip.Addr, every time.Duration) *timeline {
 			}
 			ns, _ := strconv.ParseInt(f[0], 10, 64)
 			a := attempt{at: time.Unix(0, ns), ok: f[1] == "ok"}
-			if a.ok && len(f) > 2 {
+			if len(f) > 2 {
 				a.node = f[2]
 			}
 			tl.mu.Lock()

@@ -64,6 +64,7 @@ type eligibility struct {
 	born         time.Time                      // wall clock at New: peers' Since is compared with it
 	started      bool                           // the first decision has run
 	returning    bool                           // a peer was ready since before this agent started (a restart)
+	excluded     bool                           // this Node has the exclude-from-external-load-balancers label
 	readyAt      time.Time                      // the end of the hold-down, by the agent's clock (zero: none)
 	since        int64                          // wall clock (Unix s) when first ready, published
 	takeAt       time.Time                      // when this node may take addresses, by the agent\'s clock
@@ -164,8 +165,11 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		e.local, e.meta = a.localCapability(insp, self)
 	}
 	meta := e.meta
+	a.excludedReturn(ctx, excluded[a.cfg.NodeName]) // handoff.go
 	holding := a.holdDown(ctx, g, &meta)
+	a.ready.holding.Store(holding) // health.go
 	if excluded[a.cfg.NodeName] {
+		meta.Ready = false
 		meta.Reason = "the Node has the label " + corev1.LabelNodeExcludeBalancers
 	}
 	if b, err := meta.Encode(); err == nil && string(b) != string(e.published) {
@@ -207,7 +211,10 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 	caps := announce.Capabilities{}
 	for i := range nodes.Items {
 		n := nodes.Items[i].Name
-		if c, ok := e.last[n]; ok && !excluded[n] {
+		// A peer that publishes its readiness says itself when the label
+		// excludes it (after letting its addresses go: break before make);
+		// the label decides only for this node and older agents.
+		if c, ok := e.last[n]; ok && !(excluded[n] && (n == a.cfg.NodeName || c.Any)) {
 			caps[n] = c
 		}
 	}

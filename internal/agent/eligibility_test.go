@@ -234,7 +234,7 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	if mem.mine.Ready {
 		t.Fatal("published ready before deciding")
 	}
-	if err := a.readyz(); err == nil || !strings.Contains(err.Error(), "not deciding yet") || !strings.Contains(err.Error(), "reaches none of the 2") {
+	if _, err := a.readyz(); err == nil || !strings.Contains(err.Error(), "not deciding yet") || !strings.Contains(err.Error(), "reaches none of the 2") {
 		t.Fatalf("/readyz during the gate: %v", err)
 	}
 	mem.set("node-1", "node-2", "node-3")
@@ -251,7 +251,7 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	if got := len(resp.get()[eth0.Index]); got != wantOwned {
 		t.Fatalf("after the peers arrived: %d addresses, want node-1's share %d", got, wantOwned)
 	}
-	if err := a.readyz(); err != nil {
+	if _, err := a.readyz(); err != nil {
 		t.Fatalf("/readyz once serving: %v", err)
 	}
 	cancel()

@@ -84,6 +84,15 @@ const (
 // endpoints for new connections.
 var conntrackRounds = []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
 
+// evictView is what the evictor reads besides Members: failSafe must keep
+// providing it, or the partition guard would silently be skipped.
+type evictView interface {
+	Unreachable() []string
+	Deferring() bool
+}
+
+var _ evictView = failSafe{}
+
 // NodeCheck asks whether the node at addr answers ARP/NDP
 // (membership.NodeCheck).
 type NodeCheck func(ctx context.Context, addr netip.Addr) (alive bool, err error)

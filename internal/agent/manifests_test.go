@@ -55,8 +55,8 @@ func TestAgentRoleIsExact(t *testing.T) {
 		"/services":                          {"list", "watch"}, // read only: agents never write Services
 		"discovery.k8s.io/endpointslices":    {"list", "watch"}, // externalTrafficPolicy: Local
 		"mooring.dev/l2announcementpolicies": {"list", "watch"},
-		"mooring.dev/l2announcementpolicies/status": {"patch"},         // conditions, by the status writer only
-		"mooring.dev/l2announcers":                  {"create", "get"}, // its own node's only (admission policy)
+		"mooring.dev/l2announcementpolicies/status": {"patch"},                          // conditions, by the status writer only
+		"mooring.dev/l2announcers":                  {"create", "get", "list", "watch"}, // writes: its own node's only (admission policy); read: partition.go
 		"mooring.dev/l2announcers/status":           {"update"},
 		"/pods":                                     {"list"},  // fast eviction: one dead node's pods, by the decider only
 		"/pods/status":                              {"patch"}, // Ready=False only (admissionpolicy-pods.yaml)

@@ -2,7 +2,11 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"net"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/client-go/rest"
 
@@ -28,9 +32,37 @@ func runPodIPAM(ctx context.Context, cfg *Config, rest *rest.Config) error {
 	if p.Socket == "" {
 		return nil
 	}
-	return podipamctl.RunNode(ctx, podipamctl.NodeConfig{
+	nc := podipamctl.NodeConfig{
 		REST: rest, NodeName: cfg.NodeName, Namespace: p.Namespace, StateDir: p.StateDir, Socket: p.Socket,
 		PreAllocate: p.PreAllocate, Grace: p.Grace, Interval: time.Second, PodRoutes: p.Routes,
 		Log: cfg.Log.With("sub", "podipam"),
-	})
+	}
+	if err := nc.Validate(); err != nil {
+		return err
+	}
+	// Pod IPAM needs the API server to start; an agent started while it is
+	// unreachable keeps announcing (from its snapshot) and retries. Any
+	// other error ends the agent, as before (a mode change restarts it).
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		err := podipamctl.RunNode(ctx, nc)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if !unreachable(err) {
+			return err
+		}
+		nc.Log.Warn("pod IPAM could not start: the API server is unreachable; retrying", "in", wait, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// unreachable reports whether err says the API server could not be
+// reached (a network error, or it answered that it is unavailable).
+func unreachable(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
 }

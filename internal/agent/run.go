@@ -46,7 +46,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: transforms()})
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: withAnnouncers(transforms()), Mapper: cacheMapper(scheme)})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
@@ -63,8 +63,9 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
 		log.With("sub", "responder"), reg)
+	src := newSwitchReader(informers) // snapshot_reader.go
 	a := New(cfg, Deps{
-		Reader: informers, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
+		Reader: src, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
 		NodeCheck: NodeCheck(kernelCheck(cfg.NodeCheckWait)), Conntrack: conntrack.Delete,
@@ -75,20 +76,19 @@ func Run(ctx context.Context, cfg Config) error {
 
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return informers.Start(ctx) })
-	g.Go(func() error { return mem.Run(ctx) })
-	g.Go(func() error { return resp.Run(ctx) })
+	// On SIGTERM (a rolling update, a drain) the responder closes first and
+	// only then does gossip leave, so peers take over at once from a node
+	// that no longer answers: never two responders, nothing sent after the
+	// leave (handoff.go).
+	answering := make(chan struct{})
+	g.Go(func() error { defer close(answering); return resp.Run(ctx) })
+	g.Go(func() error { return mem.Run(afterClosed(ctx, answering)) })
 	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
 	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })
-	g.Go(func() error {
-		// The first decision must see complete caches: a partial Service
-		// list would withdraw addresses for a moment.
-		if !informers.WaitForCacheSync(ctx) {
-			return nil // ctx ended
-		}
-		log.Info("caches synced", "node", cfg.NodeName)
-		return a.Run(ctx)
-	})
+	// The first decision must see complete caches (a partial Service list
+	// would withdraw addresses for a moment), or a whole snapshot.
+	g.Go(func() error { return a.startFrom(ctx, informers, src) }) // snapshot.go
 	return g.Wait()
 }
 
@@ -107,6 +107,7 @@ func watch(ctx context.Context, c cache.Cache, d *dirty) error {
 		{&corev1.Service{}, d.serviceHandler()},
 		{&discoveryv1.EndpointSlice{}, d.sliceHandler()},
 		{&corev1.Node{}, d.flagHandler(func(c *changed) { c.nodes = true })},
+		{&mooringv1.L2Announcer{}, toolscache.ResourceEventHandlerFuncs{}}, // read by releaseLoop (partition.go)
 	} {
 		inf, err := c.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
 		if err != nil {
@@ -135,7 +136,7 @@ func watchLinks(ctx context.Context, l Links, trigger func(), log *slog.Logger) 
 	}
 }
 
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() error, log *slog.Logger) error {
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() (string, error), log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -143,11 +144,15 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, re
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if err := ready(); err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		what, err := ready()
+		if err != nil {
+			if what != "" {
+				what = "\n(" + what + ")"
+			}
+			http.Error(w, err.Error()+what, http.StatusServiceUnavailable)
 			return
 		}
-		_, _ = w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok: " + what + "\n"))
 	})
 	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)

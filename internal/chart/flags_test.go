@@ -24,9 +24,10 @@ var intendedDefaults = map[string]string{
 	"controller.leaseNamespace": "", // the release namespace
 	"controller.logFormat":      "json",
 	"agent.logFormat":           "json",
-	"agent.gossipBindAddress":   "$(HOST_IP)", // status.hostIP
-	"agent.gossipKeyFile":       "",           // set from agent.gossipKey
-	"agent.podIpamNamespace":    "",           // the release namespace
+	"agent.gossipBindAddress":   "$(HOST_IP)",             // status.hostIP
+	"agent.gossipKeyFile":       "",                       // set from agent.gossipKey
+	"agent.podIpamNamespace":    "",                       // the release namespace
+	"agent.stateDir":            "/var/lib/mooring/agent", // a hostPath; the binary keeps no snapshot by default
 }
 
 // flagsOf lists every flag of `mooring <component>`, inherited ones (the

@@ -95,6 +95,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("agent args %s: want the mounted key file and the node's address", args)
 	}
 	vols, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes")
+	vols = withoutAgentState(t, vols)
 	if len(vols) != 1 || str(vols[0].(map[string]any), "secret", "secretName") != "mooring-gossip-key" {
 		t.Errorf("agent volumes %v, want the gossip key Secret", vols)
 	}
@@ -152,7 +153,7 @@ func TestCustomValues(t *testing.T) {
 			hostPaths = append(hostPaths, p)
 		}
 	}
-	if fmt.Sprint(hostPaths) != "[/run/mooring /var/lib/mooring-ipam]" {
+	if fmt.Sprint(hostPaths) != "[/run/mooring /var/lib/mooring-ipam /var/lib/mooring/agent]" {
 		t.Errorf("pod IPAM host folders %v", hostPaths)
 	}
 	args := fmt.Sprint(container(t, d)["args"])
@@ -195,7 +196,7 @@ func TestGossipKeyRequired(t *testing.T) {
 	}
 	objs := render(t, "--set", "agent.gossipKey.insecureNoKey=true")
 	ds := find(t, objs, "DaemonSet", "mooring-agent")
-	if v, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes"); len(v) != 0 {
+	if v, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes"); len(withoutAgentState(t, v)) != 0 {
 		t.Errorf("insecureNoKey: volumes %v, want none", v)
 	}
 	render(t, "--set", "agent.enabled=false")
@@ -379,4 +380,23 @@ func TestRefusesKubernetesBefore131(t *testing.T) {
 	if _, err := helm(t, "template", "mooring", Dir, "--set", set, "--kube-version", "1.31.0"); err != nil {
 		t.Errorf("Kubernetes 1.31: %v", err)
 	}
+}
+
+// withoutAgentState checks that the agent's snapshot folder (--state-dir,
+// on by default) is a hostPath volume and returns the other volumes.
+func withoutAgentState(t *testing.T, vols []any) []any {
+	t.Helper()
+	var out []any
+	found := false
+	for _, v := range vols {
+		if m := v.(map[string]any); m["name"] == "agent-state" {
+			found = str(m, "hostPath", "path") == "/var/lib/mooring/agent"
+			continue
+		}
+		out = append(out, v)
+	}
+	if !found {
+		t.Errorf("agent volumes %v: want agent-state, a hostPath at /var/lib/mooring/agent", vols)
+	}
+	return out
 }

@@ -2,13 +2,16 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/lbipam"
@@ -156,9 +159,26 @@ func TestAdoptOnly(t *testing.T) {
 			t.Errorf("adopt-only wrote to %s: %+v", n, s.Status)
 		}
 	}
+	// The leader publishes the mode on its Lease (what `mooring migrate
+	// metallb run` checks).
+	leaseSays := func(want string) {
+		t.Helper()
+		eventually(t, 20*time.Second, func() string {
+			var l coordinationv1.Lease
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: DefaultLeaseNamespace, Name: DefaultLeaseName}, &l); err != nil {
+				return err.Error()
+			}
+			if got := l.Annotations[AnnotationAdoptOnly]; got != want {
+				return fmt.Sprintf("Lease says %s=%q, want %q", AnnotationAdoptOnly, got, want)
+			}
+			return ""
+		})
+	}
+	leaseSays("true")
 	run.stop()
 
 	startController(t, env.Config) // the operator switched adopt-only off
+	leaseSays("false")
 	waitIPs(t, c, "mig", "waiting", "100.71.0.2")
 	waitIPs(t, c, "mig", "held", "100.71.0.1")
 	waitCondition(t, c, "mig", "held", mooringv1.ConditionAddressAssigned, ReasonAddressAssigned)

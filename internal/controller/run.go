@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -110,6 +111,10 @@ func wire(mgr manager.Manager, cfg *Config, st *state) error {
 		},
 		func() error {
 			return mgr.Add(&poolStatusWriter{c: c, st: st, clock: cfg.clock(), log: log, interval: cfg.PoolStatusInterval})
+		},
+		func() error {
+			return mgr.Add(&modePublisher{c: c, r: mgr.GetAPIReader(), key: types.NamespacedName{Namespace: cfg.LeaseNamespace, Name: cfg.LeaseName},
+				adoptOnly: cfg.AdoptOnly, defClass: cfg.DefaultClass, log: log})
 		},
 		func() error { return (&poolReconciler{c: c, st: st}).setup(mgr) },
 		func() error {

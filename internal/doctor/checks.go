@@ -260,3 +260,43 @@ func checkCounters(in Inputs) []Finding {
 	}
 	return out
 }
+
+// checkAgentConfig: agents whose running configuration differs from the
+// cluster's. Each agent records in its L2Announcer the policies and
+// generations its last decision used; one that lags behind (a stuck
+// informer, a decision loop that keeps failing, no apiserver connection)
+// announces by an old configuration while it looks Ready.
+func checkAgentConfig(in Inputs) []Finding {
+	var out []Finding
+	for _, a := range in.Agents {
+		if !a.Reports {
+			out = append(out, Finding{Severity: Info, Node: a.Node, Object: "L2Announcer/" + a.Node,
+				Message: "the agent on " + a.Node + " does not report the configuration it applied (older than this mooring, or it has not read the policies yet)",
+				Fix:     "upgrade the agent on " + a.Node + "; if it is current, look at its log: it cannot read the L2AnnouncementPolicies"})
+			continue
+		}
+		var diffs []string
+		for name, gen := range in.PolicyGenerations {
+			switch got, ok := a.Policies[name]; {
+			case !ok:
+				diffs = append(diffs, fmt.Sprintf("L2AnnouncementPolicy %s (generation %d) is missing", name, gen))
+			case got != gen:
+				diffs = append(diffs, fmt.Sprintf("L2AnnouncementPolicy %s is at generation %d, the cluster's at %d", name, got, gen))
+			}
+		}
+		for name, got := range a.Policies {
+			if _, ok := in.PolicyGenerations[name]; !ok {
+				diffs = append(diffs, fmt.Sprintf("L2AnnouncementPolicy %s (generation %d) was deleted but still applied", name, got))
+			}
+		}
+		if len(diffs) == 0 {
+			continue
+		}
+		slices.Sort(diffs)
+		out = append(out, Finding{Severity: Problem, Node: a.Node, Object: "L2Announcer/" + a.Node,
+			Message: "the agent on " + a.Node + " runs an old configuration: " + strings.Join(diffs, "; "),
+			Fix: "look at the agent's log on " + a.Node + " (API errors, a failing decision loop) and its mooring_agent_api_writes_total; " +
+				"if it does not catch up within seconds, restart it (run doctor again first: a change made a moment ago may still be on its way)"})
+	}
+	return out
+}

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
+	"time"
 )
 
 // Severity orders findings; any Problem makes `mooring doctor` exit 1.
@@ -95,6 +96,7 @@ type Event struct {
 	Service         string // namespace/name
 	Node            string // the reporting agent's node
 	Age             string // human readable, for the message
+	Time            time.Time
 }
 
 // KubeProxy is kube-proxy's configuration (kube-system/kube-proxy).
@@ -131,6 +133,22 @@ type Inputs struct {
 	Events    []Event
 	KubeProxy KubeProxy
 	Foreign   Foreign
+	// PolicyGenerations are the cluster's L2AnnouncementPolicies by name,
+	// with their metadata.generation.
+	PolicyGenerations map[string]int64
+	// Agents are what each agent reports it decided with (its L2Announcer).
+	Agents []Agent
+}
+
+// Agent is one agent's applied configuration.
+type Agent struct {
+	Node string
+	// Reports: the agent publishes its applied configuration (older agents
+	// do not; neither does one that has not read the policies yet).
+	Reports bool
+	// Policies are the L2AnnouncementPolicies it used, by name, with the
+	// generation it read.
+	Policies map[string]int64
 }
 
 // Check is one named check.
@@ -147,6 +165,7 @@ var Checks = []Check{
 	{"other-load-balancer", checkForeign},
 	{"split-brain", checkSplitBrain},
 	{"agent-counters", checkCounters},
+	{"agent-config", checkAgentConfig},
 }
 
 // Run runs every check and returns the findings, problems first.

@@ -16,7 +16,10 @@ func clean() Inputs {
 		},
 		Services: []Service{{Namespace: "d", Name: "web", Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.200")},
 			AnnouncedBy: map[netip.Addr]string{netip.MustParseAddr("192.0.2.200"): "n1"}, Ours: true}},
-		KubeProxy: KubeProxy{Found: true, Mode: "nftables"},
+		KubeProxy:         KubeProxy{Found: true, Mode: "nftables"},
+		PolicyGenerations: map[string]int64{"l2": 3},
+		Agents: []Agent{{Node: "n1", Reports: true, Policies: map[string]int64{"l2": 3}},
+			{Node: "n2", Reports: true, Policies: map[string]int64{"l2": 3}}},
 	}
 }
 
@@ -70,6 +73,9 @@ func TestEachCheckFindsItsProblem(t *testing.T) {
 			in.Events = append(in.Events, Event{Reason: ReasonSplitBrain, Node: "n3", Service: "d/web", Age: "1m", Message: "aa:bb also answered"})
 		}, Problem, []string{"aa:bb"}},
 		{"agent-counters", func(in *Inputs) { in.Nodes[0].Metrics.WriteErrors = 37 }, Warning, []string{"n1", "37"}},
+		{"agent-config", func(in *Inputs) { in.Agents[0].Policies["l2"] = 2 }, Problem, []string{"n1", "generation 2, the cluster's at 3"}},
+		{"agent-config", func(in *Inputs) { in.Agents[1].Policies = map[string]int64{"l2": 3, "gone": 1} }, Problem, []string{"n2", "gone (generation 1) was deleted but still applied"}},
+		{"agent-config", func(in *Inputs) { in.Agents[1].Reports, in.Agents[1].Policies = false, nil }, Info, []string{"n2", "does not report"}},
 	} {
 		t.Run(tc.check, func(t *testing.T) {
 			in := clean()

@@ -248,6 +248,11 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	objErr := make(chan error, 1)
 	c.objErr = objErr
 	c.wg.Go(func() { objErr <- c.installMooring(ctx, crdsUp) })
+	var mlbErr chan error
+	if c.cfg.MetalLB != "" {
+		mlbErr = make(chan error, 1)
+		c.wg.Go(func() { mlbErr <- c.installMetalLB(ctx) })
+	}
 	if err := c.waitAPIServer(ctx); err != nil {
 		return nil, err
 	}
@@ -304,8 +309,18 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			}
 		}
 	}
-	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring); err != nil {
+	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring && c.cfg.MetalLB == ""); err != nil {
 		return nil, err
+	}
+	if mlbErr != nil {
+		select {
+		case err := <-mlbErr:
+			if err != nil {
+				return nil, err
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lab: installing MetalLB: %w", ctx.Err())
+		}
 	}
 	c.progress("all processes started")
 	return c.waitReady(ctx)
@@ -348,13 +363,18 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	} else {
 		chartErr <- nil
 	}
-	if err := errors.Join(createMooringObjects(ctx, c.dyn), <-chartErr); err != nil {
-		return err
-	}
 	if c.cfg.PodIPAM == PodIPAMMultiPool {
 		if err := createPodIPPool(ctx, c.dyn, DefaultPodIPPool()); err != nil {
 			return err
 		}
+	}
+	if c.cfg.MetalLB != "" {
+		// MetalLB serves; `mooring migrate metallb run` applies Mooring's
+		// pools and policies.
+		return <-chartErr
+	}
+	if err := errors.Join(createMooringObjects(ctx, c.dyn), <-chartErr); err != nil {
+		return err
 	}
 	c.progress("demo pool and L2 policy created")
 	return nil

@@ -190,7 +190,7 @@ func kubeProxyComponent(c *Config, p paths, n nodeSpec) component {
 
 // controllerComponent runs `mooring controller` next to the apiserver.
 func controllerComponent(c *Config, p paths) component {
-	return component{
+	comp := component{
 		Name: "mooring-controller", Host: controlPlaneHost,
 		Path: c.Self,
 		Args: append([]string{
@@ -199,6 +199,11 @@ func controllerComponent(c *Config, p paths) component {
 		}, podIPAMControllerArgs(c)...),
 		Env: c.SelfEnv,
 	}
+	if c.MetalLB != "" {
+		// MetalLB still serves the Services: Mooring only adopts.
+		comp.Args = append(comp.Args, "--adopt-only")
+	}
+	return comp
 }
 
 // agentComponent runs `mooring agent` in a node namespace.

@@ -93,6 +93,12 @@ type Config struct {
 	Install  string
 	Helm     string
 	ChartDir string
+	// MetalLB, when set, is the folder hack/metallb/build.sh printed: the
+	// lab runs MetalLB's controller and speakers (metallb.go), MetalLB
+	// serves the demo Service, and with Mooring too the Mooring controller
+	// runs with --adopt-only and no Mooring pool or policy is created (what
+	// a cluster looks like before `mooring migrate metallb run`).
+	MetalLB string
 	// NodeMonitorGracePeriod is kube-controller-manager's
 	// --node-monitor-grace-period.
 	NodeMonitorGracePeriod time.Duration
@@ -134,6 +140,11 @@ func (c *Config) Validate() error {
 	for _, b := range kubeBinaries {
 		if _, err := os.Stat(filepath.Join(c.KubeBin, b)); err != nil {
 			return fmt.Errorf("lab: %s not found in %q: run `make kubebin` and pass its last line as --kubebin (or set %s)", b, c.KubeBin, EnvKubeBin)
+		}
+	}
+	if c.MetalLB != "" {
+		if err := validateMetalLB(c.MetalLB); err != nil {
+			return err
 		}
 	}
 	if m, _ := filepath.Glob(filepath.Join(c.CRDDir, "*.yaml")); len(m) == 0 {

@@ -74,10 +74,11 @@ func (c *Cluster) waitReady(ctx context.Context) (*Ready, error) {
 	var stage, lastStage string
 	seen := map[string]bool{} // pods that answered through the Service
 	var svc *corev1.Service
-	mooring := c.cfg.Mooring
+	// With MetalLB, MetalLB gives the Service its LoadBalancer address.
+	mooring := c.cfg.Mooring || c.cfg.MetalLB != ""
 	warned := false
 	err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
-		if mooring && c.exited("mooring-controller") {
+		if c.cfg.MetalLB == "" && mooring && c.exited("mooring-controller") {
 			if !warned {
 				c.log.Warn("mooring controller exited: the Service gets no address; checking the ClusterIP path only",
 					"log", c.paths.Logs+"/"+logName("mooring-controller"))

@@ -167,6 +167,7 @@ func (m *Membership) checked(r checkResult) {
 		if first {
 			m.log.Warn("gossip declared a member failed but its node answers ARP/NDP: its agent is stalled or restarting; keeping it",
 				"node", r.name, "addr", h.addr, "for at most", m.cfg.AgentLossTimeout)
+			m.notify() // Held changed (the agent's partition rule reads it)
 		}
 		return
 	}
@@ -222,4 +223,40 @@ func (m *Membership) Unreachable() []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return slices.Sorted(maps.Keys(m.unreachable))
+}
+
+// Held returns, sorted, the members gossip declared failed whose node
+// answered the check: their agent is stalled, or gossip is cut between us
+// (a partition). They stay live (Members) until they refute, their node
+// stops answering, Release, or AgentLossTimeout.
+func (m *Membership) Held() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for name, h := range m.held {
+		if !h.checked.IsZero() {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Release drops a held member now, as unreachable, as AgentLossTimeout
+// would: the caller has learnt another way (its agent said so through the
+// API server) that its agent runs but is cut from us. It reports whether
+// the member was held.
+func (m *Membership) Release(name string) bool {
+	m.mu.Lock()
+	h, ok := m.held[name]
+	if !ok || h.checked.IsZero() {
+		m.mu.Unlock()
+		return false
+	}
+	m.drop(name)
+	m.unreachable[name] = &held{addr: h.addr, since: h.since, checked: h.checked}
+	m.mu.Unlock()
+	m.log.Warn("member released: its agent runs but gossip is cut between us (a partition)", "node", name, "after", time.Since(h.since).Round(time.Millisecond))
+	m.notify()
+	return true
 }

@@ -227,3 +227,24 @@ func TestUnreachable(t *testing.T) {
 	kernel.alive.Store(false)
 	waitFor(t, 5*time.Second, "b's node gone: no longer unreachable", func() bool { return len(a.Unreachable()) == 0 })
 }
+
+// A held member whose node answered is listed by Held (with a change
+// delivered: the agent's partition rule reads it) and, when released,
+// becomes unreachable at once instead of after AgentLossTimeout.
+func TestHeldAndRelease(t *testing.T) {
+	kernel := &fakeKernel{}
+	kernel.alive.Store(true)
+	a, b, _ := checkedPair(t, kernel, time.Minute)
+	crash(b)
+	b.stop(t)
+	waitFor(t, 5*time.Second, "b held and checked", func() bool { return slices.Equal(a.Held(), []string{"b"}) })
+	if a.Release("nobody") {
+		t.Error("released a member that is not held")
+	}
+	if !a.Release("b") {
+		t.Fatal("b not released")
+	}
+	if got, u := a.Members(), a.Unreachable(); !slices.Equal(got, []string{"a"}) || !slices.Equal(u, []string{"b"}) || len(a.Held()) != 0 {
+		t.Fatalf("after release: members %v, unreachable %v, held %v", got, u, a.Held())
+	}
+}

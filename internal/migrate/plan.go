@@ -34,9 +34,17 @@ const (
 	// every address.
 	CheckMooringAnnounces CheckID = "mooring-announces-every-address"
 	// CheckResponders: ARP/NDP responders per address, counted from a host
-	// on the segment (--interface): at most MetalLB's and Mooring's while
-	// both run, exactly one (Mooring's owner) after.
+	// on the segment (--interface), each named by node (the MAC that
+	// answers for the node's InternalIP): every responder must be an
+	// announcer — MetalLB's (its ServiceL2Status) while the speakers may
+	// run, Mooring's owner once its policies are applied — so at most
+	// MetalLB's and Mooring's while both run, exactly Mooring's owner after.
+	// A node that answers and announces nothing holds a stale local copy.
 	CheckResponders CheckID = "responders"
+	// CheckAdoptOnly: the leading Mooring controller runs with --adopt-only
+	// (it publishes its flags on its leader-election Lease), so that it
+	// writes nothing to the Services MetalLB still serves.
+	CheckAdoptOnly CheckID = "controller-adopt-only"
 	// CheckTraffic: the operator's probe (--probe URL) has not failed since
 	// the previous check.
 	CheckTraffic CheckID = "traffic"
@@ -57,6 +65,9 @@ type Facts struct {
 	Interface string
 	// Probe is the operator's traffic URL; "" skips that check.
 	Probe string
+	// LeaseNamespace and LeaseName are the Mooring controller's
+	// leader-election Lease, where the leader publishes its flags.
+	LeaseNamespace, LeaseName string
 	// ImportFile is where the imported Mooring objects are written;
 	// SaveDir is where run saves every MetalLB object before deleting it.
 	ImportFile, SaveDir string
@@ -71,6 +82,9 @@ type Step struct {
 	Rollback []string  `json:"rollback"`
 	// MaxResponders is what CheckResponders allows after this step.
 	MaxResponders int `json:"maxResponders,omitempty"`
+	// MetalLBAnnounces: MetalLB's speakers may still answer after this
+	// step, so MetalLB's announcer counts as a known responder.
+	MetalLBAnnounces bool `json:"metallbAnnounces,omitempty"`
 }
 
 // SpeakerOffLabel is the node label the speakers' nodeSelector is patched
@@ -89,28 +103,38 @@ func Plan(f Facts) []Step {
 			fmt.Sprintf("record the addresses of %d LoadBalancer Services", len(f.Services)),
 			"the Mooring controller must run with --adopt-only (it never gives a Service a new address) and the agents on every node that may announce",
 		},
-		Checks:   append([]CheckID{CheckStrictARP}, always...),
-		Rollback: []string{"nothing changed"},
+		Checks:           append([]CheckID{CheckStrictARP, CheckAdoptOnly, CheckResponders}, always...),
+		MaxResponders:    1,
+		MetalLBAnnounces: true,
+		Rollback:         []string{"nothing changed"},
 	}, {
 		Name: "apply Mooring pools and L2 policies while MetalLB still runs",
 		Why:  "the controller adopts each Service's held address (the imported pools hold exactly MetalLB's addresses) and the agents start answering ARP beside the speakers: two responders are harmless when any node can serve (externalTrafficPolicy: Cluster)",
 		Actions: []string{
 			fmt.Sprintf("kubectl apply -f %s   # LoadBalancerIPPools %s; L2AnnouncementPolicies %s", f.ImportFile, strings.Join(f.Pools, ", "), strings.Join(f.Policies, ", ")),
 		},
-		Checks:        append([]CheckID{CheckMooringAnnounces, CheckResponders}, always...),
-		MaxResponders: 2,
-		Rollback:      []string{fmt.Sprintf("kubectl delete -f %s", f.ImportFile)},
+		Checks:           append([]CheckID{CheckAdoptOnly, CheckMooringAnnounces, CheckResponders}, always...),
+		MaxResponders:    2,
+		MetalLBAnnounces: true,
+		Rollback:         []string{fmt.Sprintf("kubectl delete -f %s", f.ImportFile)},
 	}}
-	var scale, unscale []string
+	// The speakers stop announcing together first: deleting the
+	// L2Advertisements makes every speaker withdraw at once. Stopping the
+	// speakers one by one instead would let the remaining ones take over
+	// the leavers' addresses (memberlist) and pull clients back to MetalLB's
+	// nodes with gratuitous ARPs — each such move resets the connections in
+	// flight.
+	scale := []string{fmt.Sprintf("kubectl -n %s delete l2advertisements.metallb.io --all   # saved to %s/metallb-l2advertisements.yaml; then wait until MetalLB's ServiceL2Statuses are gone", ns, f.SaveDir)}
+	unscale := []string{fmt.Sprintf("kubectl apply -f %s/metallb-l2advertisements.yaml", f.SaveDir)}
 	for _, s := range f.Speakers {
 		scale = append(scale, fmt.Sprintf(`kubectl -n %s patch daemonset %s --type merge -p '{"spec":{"template":{"spec":{"nodeSelector":{%q:"true"}}}}}'`, ns, s, SpeakerOffLabel))
 		unscale = append(unscale, fmt.Sprintf(`kubectl -n %s patch daemonset %s --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/%s"}]'`, ns, s, strings.ReplaceAll(SpeakerOffLabel, "/", "~1")))
 	}
 	steps = append(steps, Step{
 		Name:          "scale MetalLB's speakers to zero",
-		Why:           "Mooring's agents now answer for every address; the speakers' gratuitous ARPs would otherwise keep pulling traffic to their nodes",
+		Why:           "Mooring's agents now answer for every address; the speakers' gratuitous ARPs would otherwise keep pulling traffic to their nodes. They withdraw together (no L2Advertisement) before they stop, so none takes over another's address on the way out",
 		Actions:       scale,
-		Checks:        append([]CheckID{CheckSpeakersGone, CheckMooringAnnounces, CheckResponders}, always...),
+		Checks:        append([]CheckID{CheckAdoptOnly, CheckSpeakersGone, CheckMooringAnnounces, CheckResponders}, always...),
 		MaxResponders: 1,
 		Rollback:      unscale,
 	})
@@ -119,7 +143,7 @@ func Plan(f Facts) []Step {
 		del = append(del, "kubectl delete validatingwebhookconfiguration "+w+"   # first: a webhook without a backend blocks deleting MetalLB's own objects")
 	}
 	for _, d := range f.Controllers {
-		del = append(del, fmt.Sprintf("kubectl -n %s delete deployment %s", ns, d))
+		del = append(del, fmt.Sprintf("kubectl -n %s delete deployment %s --wait   # then wait until its pods are gone", ns, d))
 	}
 	for _, o := range f.MetalLBObjects {
 		del = append(del, "kubectl delete "+o)
@@ -129,9 +153,9 @@ func Plan(f Facts) []Step {
 	}
 	steps = append(steps, Step{
 		Name:          "remove MetalLB",
-		Why:           "nothing of MetalLB serves traffic any more; removing the webhook first lets its custom resources be deleted",
+		Why:           "nothing of MetalLB serves traffic any more; removing the webhook first lets its custom resources be deleted, and its controller must be gone before its pools are (a running MetalLB controller takes the addresses of a deleted pool off the Services)",
 		Actions:       del,
-		Checks:        append([]CheckID{CheckMooringAnnounces, CheckResponders}, always...),
+		Checks:        append([]CheckID{CheckAdoptOnly, CheckMooringAnnounces, CheckResponders}, always...),
 		MaxResponders: 1,
 		Rollback:      []string{fmt.Sprintf("reinstall MetalLB from its manifest or chart, then `kubectl apply -f %s` (every MetalLB object, saved before deletion); its controller adopts the same addresses", f.SaveDir)},
 	}, Step{

@@ -30,6 +30,20 @@ func TestPlanOrderAndRollback(t *testing.T) {
 	if steps[1].MaxResponders != 2 || steps[2].MaxResponders != 1 {
 		t.Errorf("responders allowed: %d, %d", steps[1].MaxResponders, steps[2].MaxResponders)
 	}
+	// The speakers withdraw together before they are scaled away, and the
+	// controller's --adopt-only is checked from the start until MetalLB is
+	// gone; the pre-check counts responders (a stale copy answers too).
+	if !strings.Contains(steps[2].Actions[0], "delete l2advertisements") || !strings.Contains(strings.Join(steps[2].Actions[1:], "\n"), "patch daemonset speaker") {
+		t.Errorf("speakers step: %q", steps[2].Actions)
+	}
+	for i := range 4 {
+		if !slices.Contains(steps[i].Checks, CheckAdoptOnly) {
+			t.Errorf("step %q does not check --adopt-only", steps[i].Name)
+		}
+	}
+	if !slices.Contains(steps[0].Checks, CheckResponders) || steps[0].MaxResponders != 1 || !steps[0].MetalLBAnnounces || steps[2].MetalLBAnnounces {
+		t.Errorf("responder checks: %+v %+v", steps[0], steps[2])
+	}
 	// The webhook goes before the controller and the objects.
 	rm := strings.Join(steps[3].Actions, "\n")
 	if strings.Index(rm, "validatingwebhookconfiguration") > strings.Index(rm, "deployment controller") ||

@@ -60,6 +60,8 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.DurationVar(&cfg.ProbeInterval, "probe-interval", cfg.ProbeInterval, "how often the owner probes its addresses for a second responder; 0 disables")
 	f.DurationVar(&cfg.ProbeWait, "probe-wait", cfg.ProbeWait, "how long a split-brain probe waits for answers")
 	f.DurationVar(&cfg.SettleTimeout, "settle-timeout", cfg.SettleTimeout, "how long to wait at start for gossip to reach a peer before announcing")
+	f.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "folder for the local snapshot of what this agent announces and why (a hostPath), served from when the API server is unreachable at start; empty: none")
+	f.DurationVar(&cfg.SnapshotWait, "snapshot-wait", cfg.SnapshotWait, "how long a starting agent waits for the API server before it serves from the snapshot in --state-dir")
 	f.Float32Var(&cfg.QPS, "kube-api-qps", cfg.QPS, "client-side limit of API requests per second")
 	f.IntVar(&cfg.Burst, "kube-api-burst", cfg.Burst, "client-side burst of API requests")
 	f.BoolVar(&cfg.FastEndpointEviction, "fast-endpoint-eviction", cfg.FastEndpointEviction, "when gossip loses a node AND its kernel answers no ARP/NDP, mark its pods NotReady at once (reason "+agent.PodReasonNodeUnreachable+") so their endpoints leave Services now, not after the node-monitor grace period; the kubelet marks them Ready again if the node is alive")

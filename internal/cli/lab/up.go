@@ -22,7 +22,7 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod,
 		Timeout:                lab.DefaultTimeout,
 	}
-	noMooring := false
+	noMooring, metallb := false, false
 	fault := ""
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -44,6 +44,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 		Example: `  sudo bin/mooring lab up
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
   sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
+  sudo bin/mooring lab up --metallb         # MetalLB serves; Mooring only adopts (to try mooring migrate metallb run)
   sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam
   sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes`,
 		Args: cobra.NoArgs,
@@ -72,6 +73,11 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 				}
 				if cfg.ChartDir == "" {
 					cfg.ChartDir = lab.FindChartDir(self)
+				}
+			}
+			if metallb {
+				if cfg.MetalLB = lab.FindMetalLB(); cfg.MetalLB == "" {
+					return fmt.Errorf("--metallb: MetalLB is not built: run `make metallb` (or set %s to the folder it prints)", lab.EnvMetalLB)
 				}
 			}
 			if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
@@ -110,6 +116,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.Install, "install", "", "how Mooring is installed: \"\" runs the controller and agents as lab processes; \"chart\" renders charts/mooring with helm, applies it, and the nodes run its pods with this binary")
 	f.StringVar(&cfg.Helm, "helm", "", "helm binary for --install=chart (default: $"+lab.EnvHelm+"/helm, else the current \"make helm\" build, else helm on $PATH)")
 	f.StringVar(&cfg.ChartDir, "chart", "", "the chart for --install=chart (default: charts/mooring of the repository)")
+	f.BoolVar(&metallb, "metallb", false, "also run the real MetalLB (built by make metallb): its controller and a speaker per node serve the demo Service from its IPAddressPool; with Mooring, Mooring's controller runs --adopt-only and no Mooring pool or policy is created")
 	f.StringVar(&cfg.PodIPAM, "pod-ipam", lab.PodIPAMOff, "pod addresses: off (the lab's own static ones; needs no CNI plugins), or kubernetes, cluster-pool or multi-pool: every pod set up through libcni with the ptp (or bridge), loopback and mooring-ipam plugins, in that Mooring pod IPAM mode")
 	f.StringVar(&cfg.PodNetwork, "pod-network", lab.PodNetworkPTP, "with --pod-ipam: the main CNI plugin, ptp or bridge (the reference bridge plugin holds one IPv4 gateway per bridge: a node with a second block, e.g. in multi-pool, needs ptp)")
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")

@@ -2,12 +2,11 @@ package migrate_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,8 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/arpprobe"
 	"github.com/mooringlb/mooring/internal/cli/migrate"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
@@ -40,15 +37,19 @@ func must(t *testing.T, err error) {
 	}
 }
 
-// TestMigrateInLab walks the whole migration in the real lab, with
-// Mooring's real controller and agents: MetalLB's pieces exist as API
-// objects (no real MetalLB runs: building it is not done), its pool holds
-// the demo Service's address. Requests from the client namespace to the
-// LoadBalancer address every 50 ms and ARP/NDP responders counted from the
-// client's eth0 at every step: no request fails, the address never
-// changes, one responder per address, MetalLB's objects are gone.
+// TestMigrateInLab walks the whole migration off the REAL MetalLB
+// (controller and speakers built by hack/metallb, run by the lab) to
+// Mooring's real controller (--adopt-only) and agents, on 3 nodes with 10
+// LoadBalancer Services MetalLB gave addresses to, each under 8 requests/s
+// from the client namespace. First a stale kube-ipvs0-style copy of one
+// address on a node that does not announce it: the migration refuses at
+// the pre-check and names the node and the fix. Then the run: ARP/NDP
+// responders counted and named at every step (every responder an
+// announcer; exactly Mooring's owner at the end), no request fails but for
+// connections reset by an announcer move (at most one per moved address;
+// see below), no address changes, MetalLB's processes and objects are gone.
 func TestMigrateInLab(t *testing.T) {
-	ctx, r := labtest.Start(t, envSelf, labtest.Options{Mooring: true, LogLevel: slog.LevelWarn})
+	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, MetalLB: true, LogLevel: slog.LevelWarn})
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
 	must(t, err)
 	cs, err := kubernetes.NewForConfig(rc)
@@ -57,91 +58,135 @@ func TestMigrateInLab(t *testing.T) {
 	must(t, err)
 	cl, err := client.New(rc, client.Options{Scheme: kube.Scheme()})
 	must(t, err)
-	migrate.InstallMetalLBPool(t, cs, dc, lab.PoolRange4[0].String()+"-"+lab.PoolRange4[1].String())
-
 	clientHost := r.Cluster.Host(r.From)
 	if clientHost == nil {
 		t.Fatalf("no lab host %q", r.From)
 	}
-	ifi, err := clientHost.Interface()
-	must(t, err)
-	dir := t.TempDir()
-
-	// First a stale kube-ipvs0-style copy of the address on node-2: the
-	// migration must refuse to start and name the node.
-	lb := netip.MustParseAddr(strings.TrimSuffix(strings.TrimPrefix(r.URL, "http://"), "/"))
-	node2 := r.Cluster.Host("node-2")
-	must(t, node2.Do(func() error { return os.WriteFile("/proc/sys/net/ipv4/conf/all/arp_ignore", []byte("0"), 0) }))
-	must(t, node2.AddAddr("lo", netip.PrefixFrom(lb, 32)))
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		evs, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=" + mooringv1.EventReasonStaleLocalAddress})
-		must(t, err)
-		if len(evs.Items) > 0 {
+	addrs := labtest.LBServices(t, ctx, cs, 10, 60*time.Second)
+	var macs map[netip.Addr]string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		if macs, err = labtest.OneResponderEach(ctx, clientHost, addrs); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the agent on node-2 did not report the stale address within 60 s")
+			t.Fatalf("MetalLB's responders: %v", err)
 		}
 	}
-	stale := migrate.Options{Namespace: "metallb-system", ImportFile: filepath.Join(dir, "stale.yaml"), SaveDir: filepath.Join(dir, "stale-saved"), CheckTimeout: time.Second}
-	stale.SetReader(cl)
-	var staleOut strings.Builder
-	err = migrate.Run(ctx, stale, cs, dc, &staleOut, io.Discard)
-	if err == nil || !strings.Contains(err.Error(), "pre-check failed, nothing was changed") || !strings.Contains(err.Error(), "node-2") {
-		t.Fatalf("stale address on node-2: err %v\n%s", err, staleOut.String())
+	responders := func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
+		return labtest.Responders(ctx, clientHost, addrs)
 	}
-	t.Logf("with a stale address on node-2: %v", err)
-	// The operator removes it; the agent's old reports go with it.
-	must(t, node2.DelAddr("lo", netip.PrefixFrom(lb, 32)))
-	must(t, cs.CoreV1().Events("default").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: "reason=" + mooringv1.EventReasonStaleLocalAddress}))
+	dir := t.TempDir()
 
-	o := migrate.Options{Namespace: "metallb-system", ImportFile: filepath.Join(dir, "mooring.yaml"), SaveDir: filepath.Join(dir, "saved"),
+	// 1. A stale copy of addrs[0] on a node MetalLB does not announce it
+	// from, with arp_ignore=0: that node answers ARP too.
+	lb := addrs[0]
+	var staleNode string
+	for _, h := range []string{"node-1", "node-2", "node-3"} {
+		if r.Cluster.Host(h).MAC.String() != macs[lb] {
+			staleNode = h
+			break
+		}
+	}
+	stale := r.Cluster.Host(staleNode)
+	must(t, stale.Sysctl("net.ipv4.conf.all.arp_ignore", "0"))
+	must(t, stale.AddAddr("lo", netip.PrefixFrom(lb, 32)))
+	so := migrate.Options{Namespace: lab.MetalLBNamespace, ImportFile: filepath.Join(dir, "stale.yaml"), SaveDir: filepath.Join(dir, "stale-saved"), CheckTimeout: time.Second}
+	so.SetReader(cl)
+	sst, err := migrate.Prepare(ctx, so, cs, dc, io.Discard)
+	must(t, err)
+	var staleOut strings.Builder
+	sst.Runner.Out, sst.Runner.Responders = &staleOut, responders
+	err = sst.Runner.Run(ctx, sst.Steps)
+	if err == nil || !strings.Contains(err.Error(), "pre-check failed, nothing was changed") || !strings.Contains(err.Error(), staleNode+" answers although it announces nothing") ||
+		!strings.Contains(err.Error(), "arp_ignore=1") {
+		t.Fatalf("stale address on %s: err %v\n%s", staleNode, err, staleOut.String())
+	}
+	t.Logf("with a stale address on %s: %v", staleNode, err)
+	// The operator removes it.
+	must(t, stale.DelAddr("lo", netip.PrefixFrom(lb, 32)))
+
+	// 2. The migration, under load.
+	o := migrate.Options{Namespace: lab.MetalLBNamespace, ImportFile: filepath.Join(dir, "mooring.yaml"), SaveDir: filepath.Join(dir, "saved"),
 		CheckTimeout: 30 * time.Second}
 	o.SetReader(cl)
 	st, err := migrate.Prepare(ctx, o, cs, dc, io.Discard)
 	must(t, err)
 	var out strings.Builder
-	st.Runner.Out = &out
-	st.Runner.Responders = func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
-		var res arpprobe.Result
-		err := clientHost.Do(func() error {
-			var err error
-			res, err = arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Wait: 300 * time.Millisecond})
-			return err
-		})
-		return res, err
-	}
-	tr := &cluster.Traffic{URL: r.URL, Interval: 50 * time.Millisecond, Client: &http.Client{Timeout: 3 * time.Second,
-		Transport: &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := clientHost.Do(func() error {
-				var err error
-				c, err = (&net.Dialer{Timeout: 3 * time.Second}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		}}}}
-	tctx, tcancel := context.WithCancel(ctx)
-	go tr.Run(tctx)
-	st.Runner.Traffic = tr
+	st.Runner.Out, st.Runner.Responders = stampWriter{&out}, responders
+	lctx, lcancel := context.WithCancel(ctx)
+	load := &labtest.Load{Host: clientHost, URLs: labtest.URLs(addrs), Interval: 125 * time.Millisecond, Timeout: 3 * time.Second}
+	load.Start(lctx)
+	time.Sleep(2 * time.Second) // traffic before the first step
 	before := st.Runner.Snapshot.Lines()
+	start := time.Now()
 	err = st.Runner.Run(ctx, st.Steps)
-	tcancel()
+	took := time.Since(start)
+	time.Sleep(2 * time.Second) // and after the last
+	lcancel()
+	load.Wait()
 	t.Log(out.String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok, fail := tr.Totals()
-	t.Logf("traffic to %s during the migration: %d ok, %d failed; addresses %v", r.URL, ok, fail, before)
-	if fail != 0 || ok < 10 {
-		t.Errorf("traffic: %d ok, %d failed", ok, fail)
+	// Where Mooring's owner is another node than MetalLB's speaker, the
+	// address moves once (clients follow the new owner's gratuitous ARP).
+	// A TCP connection in flight through the old node at that instant is
+	// reset: the new node's conntrack picks up its next segment and
+	// kube-proxy NATs it afresh, so the pod answers RST — as in any
+	// failover. The load opens a new connection per request (a few ms of
+	// every 125 ms), so a move catches one now and then. Anything else (a
+	// timeout, a refused connection: an address nobody answers for) fails.
+	final, err := labtest.OneResponderEach(ctx, clientHost, addrs)
+	if err != nil {
+		t.Errorf("after the migration: %v", err)
+	}
+	moved := 0
+	for _, a := range addrs {
+		if final[a] != macs[a] {
+			moved++
+		}
+	}
+	ok, fail, failures := load.Totals()
+	t.Logf("migration took %v; 10 Services × 8 req/s: %d ok, %d failed (%d of 10 addresses moved node); addresses %v",
+		took.Round(time.Millisecond), ok, fail, moved, before)
+	resets := 0
+	for _, f := range failures {
+		if strings.Contains(f, "connection reset by peer") {
+			resets++
+		}
+	}
+	if resets != fail || fail > moved || ok < 10*8*5 {
+		t.Errorf("traffic: %d ok, %d failed (%d resets, %d addresses moved): %v", ok, fail, resets, moved, failures)
+	} else if fail > 0 {
+		t.Logf("connections reset by an announcer move: %v", failures)
 	}
 	after, err := cluster.TakeSnapshot(ctx, cs)
 	must(t, err)
 	if strings.Join(after.Lines(), " ") != strings.Join(before, " ") {
 		t.Errorf("addresses changed: %v -> %v", before, after.Lines())
 	}
-	if _, err := cs.AppsV1().DaemonSets("metallb-system").Get(ctx, "speaker", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-		t.Errorf("speaker DaemonSet not removed: %v", err)
+	for what, err := range map[string]error{
+		"speaker DaemonSet":     errOf(cs.AppsV1().DaemonSets(lab.MetalLBNamespace).Get(ctx, lab.MetalLBSpeaker, metav1.GetOptions{})),
+		"controller Deployment": errOf(cs.AppsV1().Deployments(lab.MetalLBNamespace).Get(ctx, lab.MetalLBController, metav1.GetOptions{})),
+	} {
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s not removed: %v", what, err)
+		}
 	}
+	if pods, err := cs.CoreV1().Pods(lab.MetalLBNamespace).List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
+		t.Errorf("MetalLB pods left: %v %v", err, pods)
+	}
+}
+
+func errOf[T any](_ T, err error) error { return err }
+
+// stampWriter prefixes what the runner prints with the time, to line the
+// steps up with the load's failures.
+type stampWriter struct{ w io.Writer }
+
+func (s stampWriter) Write(b []byte) (int, error) {
+	if _, err := fmt.Fprintf(s.w, "%s %s", time.Now().Format("15:04:05.000"), b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
 }

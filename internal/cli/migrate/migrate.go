@@ -27,6 +27,7 @@ import (
 	"github.com/mooringlb/mooring/internal/arpprobe"
 	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/importer"
 	"github.com/mooringlb/mooring/internal/kube"
 	core "github.com/mooringlb/mooring/internal/migrate"
@@ -38,6 +39,7 @@ type Options struct {
 	Kubeconfig, Namespace, Output string
 	ImportFile, SaveDir           string
 	Interface, Probe              string
+	LeaseNamespace, LeaseName     string
 	ProbeInterval, CheckTimeout   time.Duration
 	reader                        client.Reader
 }
@@ -47,6 +49,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	cmd := &cobra.Command{Use: "migrate", Short: "Move LoadBalancer Services to Mooring with no lost request"}
 	mlb := &cobra.Command{Use: "metallb", Short: "From MetalLB: plan prints the ordered procedure, run walks it with a check between steps"}
 	o := &Options{Namespace: "metallb-system", Output: "text", ImportFile: "mooring-import.yaml", SaveDir: "metallb-backup",
+		LeaseNamespace: controller.DefaultLeaseNamespace, LeaseName: controller.DefaultLeaseName,
 		ProbeInterval: 100 * time.Millisecond, CheckTimeout: 60 * time.Second}
 	plan := &cobra.Command{
 		Use: "plan", Short: "Print the ordered steps for this cluster: what is applied, checked, removed, and how to undo each", Args: cobra.NoArgs,
@@ -90,6 +93,8 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		f.StringVar(&o.Probe, "probe", "", "URL through a LoadBalancer address that must keep answering during the migration; empty skips that check")
 		f.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "pause between --probe requests")
 		f.DurationVar(&o.CheckTimeout, "check-timeout", o.CheckTimeout, "how long a step's checks may take to pass")
+		f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the Mooring controller's leader-election Lease (where it publishes --adopt-only)")
+		f.StringVar(&o.LeaseName, "lease-name", o.LeaseName, "name of the Mooring controller's leader-election Lease")
 	}
 	plan.Flags().StringVarP(&o.Output, "output", "o", o.Output, "text or json")
 	mlb.AddCommand(plan, run)
@@ -131,7 +136,14 @@ type Prepared struct {
 // the Services' addresses and builds the plan. It writes the import to
 // o.ImportFile and its report to report.
 func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Interface, report io.Writer) (*Prepared, error) {
-	f := core.Facts{MetalLBNamespace: o.Namespace, Interface: o.Interface, Probe: o.Probe, ImportFile: o.ImportFile, SaveDir: o.SaveDir}
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = controller.DefaultLeaseNamespace
+	}
+	if o.LeaseName == "" {
+		o.LeaseName = controller.DefaultLeaseName
+	}
+	f := core.Facts{MetalLBNamespace: o.Namespace, Interface: o.Interface, Probe: o.Probe, ImportFile: o.ImportFile, SaveDir: o.SaveDir,
+		LeaseNamespace: o.LeaseNamespace, LeaseName: o.LeaseName}
 	if err := cluster.FindMetalLB(ctx, cs, &f); err != nil {
 		return nil, err
 	}
@@ -197,8 +209,25 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 		if err != nil {
 			return nil, fmt.Errorf("--interface %q: %w", o.Interface, err)
 		}
+		// Asked from the interface's own addresses: MetalLB's NDP responder
+		// ignores a solicitation without a source link-layer address, which
+		// a DAD-style one (from ::) does not carry.
+		po := arpprobe.Options{Wait: 500 * time.Millisecond}
+		if as, err := ifi.Addrs(); err == nil {
+			for _, a := range as {
+				p, err := netip.ParsePrefix(a.String())
+				if err != nil || !p.Addr().IsGlobalUnicast() {
+					continue
+				}
+				if ip := p.Addr().Unmap(); ip.Is4() && !po.Src4.IsValid() {
+					po.Src4 = ip
+				} else if ip.Is6() && !po.Src6.IsValid() {
+					po.Src6 = ip
+				}
+			}
+		}
 		r.Responders = func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
-			res, err := arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Wait: 500 * time.Millisecond})
+			res, err := arpprobe.ProbeInterface(ctx, ifi, addrs, po)
 			return res, err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -153,6 +155,7 @@ func TestMigrateRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	installMetalLB(t, cs, dc)
+	lease := controllerLease(t, ctx, cs, "true")
 	kp, err := cs.CoreV1().ConfigMaps("kube-system").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"},
 		Data: map[string]string{"config.conf": "mode: ipvs\nipvs:\n  strictARP: false\n"}}, metav1.CreateOptions{})
 	must(t, err)
@@ -192,6 +195,19 @@ func TestMigrateRun(t *testing.T) {
 	}
 	must(t, cs.CoreV1().Events("d").Delete(ctx, ev.Name, metav1.DeleteOptions{}))
 
+	// 2b. A Mooring controller that would write MetalLB's Services (it
+	// publishes its flags on its Lease): refused, naming the fix.
+	lease.Annotations[controller.AnnotationAdoptOnly] = "false"
+	lease, err = cs.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	must(t, err)
+	err = Run(ctx, o, cs, dc, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "pre-check failed") || !strings.Contains(err.Error(), "restart it with --adopt-only") {
+		t.Fatalf("controller without --adopt-only: err %v", err)
+	}
+	lease.Annotations[controller.AnnotationAdoptOnly] = "true"
+	_, err = cs.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
+	must(t, err)
+
 	// 3. The whole migration.
 	playAgent(t, ctx, cs, env.Client)
 	o.reader = env.Client
@@ -228,6 +244,24 @@ func TestMigrateRun(t *testing.T) {
 	if err != nil || !strings.Contains(string(saved), "192.0.2.200-192.0.2.210") {
 		t.Errorf("saved MetalLB objects: %v\n%s", err, saved)
 	}
+}
+
+// controllerLease is the Lease a leading Mooring controller holds, with the
+// --adopt-only it publishes there.
+func controllerLease(t *testing.T, ctx context.Context, cs kubernetes.Interface, adoptOnly string) *coordinationv1.Lease {
+	t.Helper()
+	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: controller.DefaultLeaseNamespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	now := metav1.NewMicroTime(time.Now())
+	l, err := cs.CoordinationV1().Leases(controller.DefaultLeaseNamespace).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: controller.DefaultLeaseName, Annotations: map[string]string{controller.AnnotationAdoptOnly: adoptOnly}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("mooring-controller-0"), LeaseDurationSeconds: ptr.To[int32](3600),
+			AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{})
+	must(t, err)
+	return l
 }
 
 func getErr[T any](_ T, err error) error { return err }

@@ -65,6 +65,9 @@ func Gather(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, 
 		return in, err
 	}
 	in.Policies = len(nodeSels)
+	if in.PolicyGenerations, in.Agents, err = agentConfigs(ctx, dc); err != nil {
+		return in, err
+	}
 	if in.Nodes, err = nodes(ctx, cs, nodeSels, opt); err != nil {
 		return in, err
 	}
@@ -146,6 +149,40 @@ func lastOf(p netip.Prefix) netip.Addr {
 	}
 	a, _ := netip.AddrFromSlice(b)
 	return a
+}
+
+var gvrAnnouncers = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "l2announcers"}
+
+// agentConfigs returns the policies' generations and what each agent's
+// L2Announcer says it applied.
+func agentConfigs(ctx context.Context, dc dynamic.Interface) (map[string]int64, []doctor.Agent, error) {
+	items, err := list(ctx, dc, gvrPolicies)
+	if err != nil {
+		return nil, nil, err
+	}
+	gens := map[string]int64{}
+	for _, it := range items {
+		gens[it.GetName()] = it.GetGeneration()
+	}
+	anns, err := list(ctx, dc, gvrAnnouncers)
+	if err != nil {
+		return nil, nil, err
+	}
+	var agents []doctor.Agent
+	for _, it := range anns {
+		var a mooringv1.L2Announcer
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(it.Object, &a); err != nil {
+			return nil, nil, fmt.Errorf("L2Announcer %s: %w", it.GetName(), err)
+		}
+		da := doctor.Agent{Node: a.Name, Reports: a.Status.Applied != nil, Policies: map[string]int64{}}
+		if a.Status.Applied != nil {
+			for _, p := range a.Status.Applied.Policies {
+				da.Policies[p.Name] = p.Generation
+			}
+		}
+		agents = append(agents, da)
+	}
+	return gens, agents, nil
 }
 
 // policies returns each policy's node selector.
@@ -261,7 +298,7 @@ func events(ctx context.Context, cs kubernetes.Interface, now time.Time) ([]doct
 				when = e.EventTime.Time
 			}
 			out = append(out, doctor.Event{Reason: e.Reason, Message: e.Message, Node: node,
-				Service: e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name, Age: now.Sub(when).Round(time.Second).String()})
+				Service: e.InvolvedObject.Namespace + "/" + e.InvolvedObject.Name, Age: now.Sub(when).Round(time.Second).String(), Time: when})
 		}
 	}
 	return out, nil

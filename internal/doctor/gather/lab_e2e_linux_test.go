@@ -4,13 +4,20 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -21,6 +28,7 @@ import (
 	"github.com/mooringlb/mooring/internal/doctor/gather"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab/labtest"
+	"github.com/mooringlb/mooring/internal/netlab"
 )
 
 const envSelf = "MOORING_DOCTOR_TEST_SELF"
@@ -79,6 +87,44 @@ func TestDoctorInLab(t *testing.T) {
 	}
 	must(t, dc.Resource(poolGVR).Delete(ctx, "far", metav1.DeleteOptions{}))
 
+	// An agent on an old configuration: node-2's agent stopped (SIGSTOP),
+	// then the policy changed (a serviceSelector every Service matches, so
+	// nothing else changes). node-1's agent reports the new generation,
+	// node-2's the old one: doctor names node-2; after SIGCONT it is clean.
+	pid := agentPID(t, r.Cluster.Host("node-2"), "node-2")
+	must(t, unix.Kill(pid, unix.SIGSTOP))
+	cont := sync.OnceFunc(func() { _ = unix.Kill(pid, unix.SIGCONT) })
+	defer cont()
+	pols, err := dc.Resource(policyGVR).List(ctx, metav1.ListOptions{})
+	must(t, err)
+	if len(pols.Items) == 0 {
+		t.Fatal("the lab has no L2AnnouncementPolicy")
+	}
+	pol := pols.Items[0].GetName()
+	_, err = dc.Resource(policyGVR).Patch(ctx, pol, types.MergePatchType,
+		[]byte(`{"spec":{"serviceSelector":{"matchExpressions":[{"key":"lab.mooring.dev/none","operator":"DoesNotExist"}]}}}`), metav1.PatchOptions{})
+	must(t, err)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		p := run()
+		if len(p) == 1 && p[0].Check == "agent-config" && p[0].Node == "node-2" && strings.Contains(p[0].Message, "L2AnnouncementPolicy "+pol+" is at generation 1, the cluster's at 2") {
+			t.Logf("stopped agent: %s", dump(p))
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("an agent on an old configuration: %s", dump(p))
+		}
+	}
+	cont()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		p := run()
+		if len(p) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after SIGCONT: %s", dump(p))
+		}
+	}
+
 	// A stale local copy of the LoadBalancer address on node-2.
 	h := r.Cluster.Host("node-2")
 	must(t, h.Do(func() error {
@@ -99,4 +145,37 @@ func TestDoctorInLab(t *testing.T) {
 	}
 }
 
-var poolGVR = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
+var (
+	poolGVR   = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
+	policyGVR = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "l2announcementpolicies"}
+)
+
+// agentPID finds the lab's `mooring agent --node-name=node` process in h's
+// network namespace (other labs on the machine may have a node of that name).
+func agentPID(t *testing.T, h *netlab.Host, node string) int {
+	t.Helper()
+	var want unix.Stat_t
+	must(t, unix.Fstat(int(h.NS()), &want))
+	ents, err := os.ReadDir("/proc")
+	must(t, err)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if !slices.Contains(args, "agent") || !slices.Contains(args, "--node-name="+node) {
+			continue
+		}
+		var got unix.Stat_t
+		if unix.Stat(filepath.Join("/proc", e.Name(), "ns", "net"), &got) == nil && got.Ino == want.Ino && got.Dev == want.Dev {
+			return pid
+		}
+	}
+	t.Fatalf("no agent process for %s in its namespace", node)
+	return 0
+}

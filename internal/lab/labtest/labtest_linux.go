@@ -38,6 +38,9 @@ type Options struct {
 	Nodes    int        // 2 when 0
 	Mooring  bool       // run Mooring's controller and agents
 	LogLevel slog.Level // the lab's own log, to the test's output
+	// MetalLB runs the real MetalLB (hack/metallb) in the lab; with
+	// Mooring too, Mooring's controller only adopts (see lab.Config).
+	MetalLB bool
 	// PodIPAM and PodNetwork are lab.Config's: pods set up through libcni
 	// with mooring-ipam (built from this tree for the test) in that mode.
 	PodIPAM, PodNetwork string
@@ -57,6 +60,15 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 		}
 		t.Skipf("lab prerequisites missing: kubebin %q, crds %q, nft: %v", kubebin, crds, nftErr)
 	}
+	var metallb string
+	if o.MetalLB {
+		if metallb = lab.FindMetalLB(); metallb == "" {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("MetalLB not built: run `make metallb` (or set %s)", lab.EnvMetalLB)
+			}
+			t.Skipf("MetalLB not built: run `make metallb` (or set %s)", lab.EnvMetalLB)
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +78,7 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 	}
 	cfg := lab.Config{
 		Nodes: o.Nodes, StateDir: filepath.Join(t.TempDir(), "lab"), KubeBin: kubebin, CRDDir: crds,
-		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: o.Mooring,
+		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: o.Mooring, MetalLB: metallb,
 		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute,
 		Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: o.LogLevel})),
 	}

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/doctor"
 	"github.com/mooringlb/mooring/internal/doctor/gather"
 	"github.com/mooringlb/mooring/internal/migrate"
@@ -51,6 +54,15 @@ type Runner struct {
 	CheckTimeout time.Duration
 	Out          io.Writer
 	Log          *slog.Logger
+
+	// splitSince is when MetalLB's speakers stopped answering: agents'
+	// split-brain reports before it name MetalLB's expected second answer
+	// (the responders check verifies that overlap itself); zero while they
+	// may answer.
+	splitSince time.Time
+	// audit is the last responders check's finding per address
+	// ("addr=node(role)+node(role)"), printed once a step's checks pass.
+	audit []string
 }
 
 // Object is a custom resource with its resource name.
@@ -105,6 +117,9 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 			undo = append(slices.Clone(s.Rollback), undo...)
 		}
 		fmt.Fprintf(r.Out, "  ok: %s\n", r.joinChecks(s.Checks))
+		if len(r.audit) > 0 && slices.Contains(s.Checks, migrate.CheckResponders) {
+			fmt.Fprintf(r.Out, "  responders: %s\n", strings.Join(r.audit, " "))
+		}
 	}
 	return nil
 }
@@ -138,6 +153,10 @@ func (r *Runner) act(ctx context.Context, i int) error {
 			fmt.Fprintf(r.Out, "  applied %s %s\n", o.GetKind(), o.GetName())
 		}
 	case 2:
+		if err := r.withdrawSpeakers(ctx); err != nil {
+			return err
+		}
+		r.splitSince = time.Now()
 		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"nodeSelector":{%q:"true"}}}}}`, migrate.SpeakerOffLabel)
 		for _, s := range r.Facts.Speakers {
 			if _, err := r.CS.AppsV1().DaemonSets(r.Facts.MetalLBNamespace).Patch(ctx, s, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -149,6 +168,70 @@ func (r *Runner) act(ctx context.Context, i int) error {
 		return r.removeMetalLB(ctx)
 	}
 	return nil
+}
+
+// withdrawSpeakers saves and deletes MetalLB's L2Advertisements, so that
+// every speaker withdraws its announcements at once, and waits until
+// MetalLB's ServiceL2Statuses (one per announced Service) are gone.
+func (r *Runner) withdrawSpeakers(ctx context.Context) error {
+	var saved []byte
+	var advs []Object
+	for _, o := range r.MetalLB {
+		if o.GVR.Resource == "l2advertisements" {
+			advs = append(advs, o)
+			b, err := yaml.Marshal(cleanForSave(o.Obj))
+			if err != nil {
+				return err
+			}
+			saved = append(append(saved, "---\n"...), b...)
+		}
+	}
+	if len(advs) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(r.Facts.SaveDir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(r.Facts.SaveDir, "metallb-l2advertisements.yaml")
+	if err := os.WriteFile(path, saved, 0o644); err != nil {
+		return fmt.Errorf("saving MetalLB's L2Advertisements: %w", err)
+	}
+	for _, o := range advs {
+		if err := ignoreNotFound(r.DC.Resource(o.GVR).Namespace(o.Obj.GetNamespace()).Delete(ctx, o.Obj.GetName(), metav1.DeleteOptions{})); err != nil {
+			return fmt.Errorf("deleting L2Advertisement %s: %w", o.Obj.GetName(), err)
+		}
+	}
+	fmt.Fprintf(r.Out, "  deleted %d MetalLB L2Advertisements (saved to %s): the speakers withdraw together\n", len(advs), path)
+	deadline := time.Now().Add(r.CheckTimeout)
+	for {
+		l, err := r.DC.Resource(metallbL2Status).Namespace(r.Facts.MetalLBNamespace).List(ctx, metav1.ListOptions{})
+		if apierrors.IsNotFound(err) || (err == nil && len(l.Items) == 0) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("MetalLB's speakers still announce %d Services %v after their L2Advertisements were deleted", len(l.Items), r.CheckTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// cleanForSave drops what the apiserver sets, so the saved object applies.
+func cleanForSave(o *unstructured.Unstructured) map[string]any {
+	c := o.DeepCopy()
+	unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(c.Object, "metadata", "uid")
+	unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
+	unstructured.RemoveNestedField(c.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(c.Object, "metadata", "generation")
+	unstructured.RemoveNestedField(c.Object, "status")
+	return c.Object
 }
 
 func resourceOf(kind string) string {
@@ -169,12 +252,7 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 	}
 	var saved []byte
 	for _, o := range r.MetalLB {
-		c := o.Obj.DeepCopy()
-		unstructured.RemoveNestedField(c.Object, "metadata", "resourceVersion")
-		unstructured.RemoveNestedField(c.Object, "metadata", "uid")
-		unstructured.RemoveNestedField(c.Object, "metadata", "managedFields")
-		unstructured.RemoveNestedField(c.Object, "status")
-		b, err := yaml.Marshal(c.Object)
+		b, err := yaml.Marshal(cleanForSave(o.Obj))
 		if err != nil {
 			return err
 		}
@@ -193,10 +271,23 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 		fmt.Fprintf(r.Out, "  deleted ValidatingWebhookConfiguration %s\n", w)
 	}
 	for _, d := range r.Facts.Controllers {
+		dep, err := r.CS.AppsV1().Deployments(ns).Get(ctx, d, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
 		if err := ignoreNotFound(r.CS.AppsV1().Deployments(ns).Delete(ctx, d, metav1.DeleteOptions{})); err != nil {
 			return fmt.Errorf("deleting Deployment %s: %w", d, err)
 		}
 		fmt.Fprintf(r.Out, "  deleted Deployment %s/%s\n", ns, d)
+		// A MetalLB controller still running when its pools go takes their
+		// addresses off the Services: its pods must be gone first.
+		if err := r.waitPodsGone(ctx, ns, dep.Spec.Selector); err != nil {
+			return fmt.Errorf("MetalLB's controller %s: %w", d, err)
+		}
+		fmt.Fprintf(r.Out, "  MetalLB controller %s/%s: no pod left\n", ns, d)
 	}
 	for _, o := range r.MetalLB {
 		ri := r.DC.Resource(o.GVR).Namespace(o.Obj.GetNamespace())
@@ -211,6 +302,32 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 		fmt.Fprintf(r.Out, "  deleted DaemonSet %s/%s\n", ns, s)
 	}
 	return nil
+}
+
+// waitPodsGone waits (up to CheckTimeout) until no pod matches sel.
+func (r *Runner) waitPodsGone(ctx context.Context, ns string, sel *metav1.LabelSelector) error {
+	ls, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(r.CheckTimeout)
+	for {
+		pods, err := r.CS.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: ls.String()})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d pods (%s) still there %v after the Deployment was deleted", len(pods.Items), pods.Items[0].Name, r.CheckTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // checks polls the step's checks until all pass or timeout passes;
@@ -242,6 +359,9 @@ func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
 		if err != nil {
 			return err
 		}
+		in.Events = slices.DeleteFunc(in.Events, func(e doctor.Event) bool {
+			return e.Reason == doctor.ReasonSplitBrain && (s.MetalLBAnnounces || e.Time.Before(r.splitSince))
+		})
 		findings = doctor.Run(in)
 	}
 	for _, c := range s.Checks {
@@ -256,7 +376,9 @@ func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
 		case migrate.CheckMooringAnnounces:
 			err = r.mooringAnnounces(ctx)
 		case migrate.CheckResponders:
-			err = r.responders(ctx, s.MaxResponders)
+			err = r.responders(ctx, s)
+		case migrate.CheckAdoptOnly:
+			err = r.adoptOnly(ctx)
 		case migrate.CheckTraffic:
 			if r.Traffic != nil {
 				if n, last := r.Traffic.FailuresSinceLastCheck(); n > 0 {
@@ -324,30 +446,168 @@ func (r *Runner) mooringAnnounces(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) responders(ctx context.Context, max int) error {
+// responders counts every address's ARP/NDP responders and names each by
+// node (the MAC that answers for the node's InternalIP). Every responder
+// must be an announcer: MetalLB's (its ServiceL2Status) while the step lets
+// the speakers run, Mooring's owner (the agents' L2Announcers) always; at
+// most s.MaxResponders and at least one per address.
+func (r *Runner) responders(ctx context.Context, s migrate.Step) error {
 	if r.Responders == nil {
 		return nil
 	}
 	addrs := r.Snapshot.Addrs()
-	got, err := r.Responders(ctx, addrs)
+	nodeIPs, err := r.nodeInternalIPs(ctx)
 	if err != nil {
 		return err
 	}
-	var bad []string
-	for _, a := range addrs {
-		macs := got[a]
-		if len(macs) == 0 || len(macs) > max {
-			var ms []string
-			for _, m := range macs {
-				ms = append(ms, m.String())
-			}
-			bad = append(bad, fmt.Sprintf("%s answered by %d (%s), want 1..%d", a, len(macs), strings.Join(ms, ", "), max))
+	probe := slices.Clone(addrs)
+	for ip := range nodeIPs {
+		probe = append(probe, ip)
+	}
+	got, err := r.Responders(ctx, probe)
+	if err != nil {
+		return err
+	}
+	macNode := map[string]string{}
+	for ip, node := range nodeIPs {
+		for _, m := range got[ip] {
+			macNode[m.String()] = node
 		}
 	}
+	mooring, err := gather.Announced(ctx, r.Reader)
+	if err != nil {
+		return err
+	}
+	var metallb map[netip.Addr]string
+	if s.MetalLBAnnounces {
+		if metallb, err = r.metallbAnnouncers(ctx); err != nil {
+			return err
+		}
+	}
+	var bad, audit []string
+	for _, a := range addrs {
+		macs := got[a]
+		var who, strays, short []string
+		for _, m := range macs {
+			node, known := macNode[m.String()]
+			if !known {
+				node = "an unknown host"
+			}
+			var role, tag string
+			switch {
+			case known && mooring[a] == node:
+				role, tag = "Mooring's agent", "mooring"
+			case s.MetalLBAnnounces && known && metallb[a] == node:
+				role, tag = "MetalLB's speaker", "metallb"
+			case s.MetalLBAnnounces && metallb[a] == "" && len(macs) == 1:
+				role, tag = "MetalLB? (no ServiceL2Status names its node)", "metallb?"
+			default:
+				role, tag = "announces nothing", "STRAY"
+				if known {
+					strays = append(strays, node)
+				} else {
+					strays = append(strays, m.String())
+				}
+			}
+			who = append(who, fmt.Sprintf("%s %s (%s)", node, m, role))
+			short = append(short, fmt.Sprintf("%s(%s)", node, tag))
+		}
+		audit = append(audit, a.String()+"="+strings.Join(short, "+"))
+		switch {
+		case len(macs) == 0:
+			bad = append(bad, fmt.Sprintf("%s has no ARP/NDP responder", a))
+		case len(strays) > 0:
+			bad = append(bad, fmt.Sprintf("%s is answered by %s: %s answers although it announces nothing — a stale local copy of the address (a leftover kube-ipvs0?) or another announcer; "+
+				"remove the address from the interfaces of %s or set net.ipv4.conf.all.arp_ignore=1 there (and stop any other announcer), then run again",
+				a, strings.Join(who, ", "), strings.Join(strays, ", "), strings.Join(strays, ", ")))
+		case len(macs) > s.MaxResponders:
+			bad = append(bad, fmt.Sprintf("%s is answered by %d (%s), want at most %d", a, len(macs), strings.Join(who, ", "), s.MaxResponders))
+		}
+	}
+	r.audit = audit
 	if len(bad) > 0 {
-		return fmt.Errorf("%s: run `mooring doctor` to find stale local addresses or another announcer", strings.Join(bad, "; "))
+		return errors.New(strings.Join(bad, "; "))
 	}
 	return nil
+}
+
+// nodeInternalIPs maps every Node InternalIP to its node.
+func (r *Runner) nodeInternalIPs(ctx context.Context) (map[netip.Addr]string, error) {
+	nodes, err := r.CS.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("listing Nodes: %w", err)
+	}
+	out := map[netip.Addr]string{}
+	for _, n := range nodes.Items {
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && a.Type == corev1.NodeInternalIP {
+				out[ip.Unmap()] = n.Name
+			}
+		}
+	}
+	return out, nil
+}
+
+// metallbL2Status is MetalLB's record (v0.14+) of the node announcing a
+// Service in L2 mode.
+var metallbL2Status = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "servicel2statuses"}
+
+// metallbAnnouncers maps each recorded address to the node MetalLB's
+// ServiceL2Status names; empty when MetalLB keeps none (before v0.14).
+func (r *Runner) metallbAnnouncers(ctx context.Context) (map[netip.Addr]string, error) {
+	out := map[netip.Addr]string{}
+	l, err := r.DC.Resource(metallbL2Status).Namespace(r.Facts.MetalLBNamespace).List(ctx, metav1.ListOptions{})
+	if apierrors.IsNotFound(err) {
+		return out, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing MetalLB's ServiceL2Statuses: %w", err)
+	}
+	for _, st := range l.Items {
+		node, _, _ := unstructured.NestedString(st.Object, "status", "node")
+		name, _, _ := unstructured.NestedString(st.Object, "status", "serviceName")
+		ns, _, _ := unstructured.NestedString(st.Object, "status", "serviceNamespace")
+		for _, a := range r.Snapshot[ns+"/"+name] {
+			out[a] = node
+		}
+	}
+	return out, nil
+}
+
+// adoptOnly checks that the leading Mooring controller runs with
+// --adopt-only, from the flags it publishes on its leader-election Lease.
+func (r *Runner) adoptOnly(ctx context.Context) error {
+	ns, name := r.Facts.LeaseNamespace, r.Facts.LeaseName
+	l, err := r.CS.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("no Lease %s/%s: no Mooring controller has led yet; install it with --adopt-only (or pass --lease-namespace/--lease-name)", ns, name)
+	}
+	if err != nil {
+		return err
+	}
+	holder := ptrString(l.Spec.HolderIdentity)
+	if holder == "" {
+		return fmt.Errorf("Lease %s/%s has no holder: no Mooring controller leads; start it with --adopt-only", ns, name)
+	}
+	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+		if age := time.Since(l.Spec.RenewTime.Time); age > 2*time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
+			return fmt.Errorf("the Mooring controller %s last renewed Lease %s/%s %v ago: it is not running", holder, ns, name, age.Round(time.Second))
+		}
+	}
+	switch v, ok := l.Annotations[controller.AnnotationAdoptOnly]; {
+	case !ok:
+		return fmt.Errorf("the Mooring controller %s publishes no %s on Lease %s/%s (older than this mooring, or not leading yet): cannot tell whether it runs with --adopt-only", holder, controller.AnnotationAdoptOnly, ns, name)
+	case v != "true":
+		return fmt.Errorf("the Mooring controller %s runs without --adopt-only (Lease %s/%s): it would write the Services MetalLB still serves; restart it with --adopt-only", holder, ns, name)
+	}
+	return nil
+}
+
+func ptrString(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func (r *Runner) speakersGone(ctx context.Context) error {

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Builds MetalLB's controller and speaker (go.universe.tf/metallb, pinned in
+# this module's go.mod) into a per-user cache folder keyed by go.mod, go.sum
+# and this script, copies MetalLB's CRDs from the module's source
+# (config/crd/bases in the module zip) next to them, and prints that folder as
+# the last line. A warm cache costs a hash.
+#
+# The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/mooring/metallb/<key>, with
+# <cache>/current pointing at the newest build.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+cache="${XDG_CACHE_HOME:-${HOME:?neither XDG_CACHE_HOME nor HOME is set}/.cache}/mooring/metallb"
+out="$cache/$key"
+done_() { [ -x "$out/controller" ] && [ -x "$out/speaker" ] && [ -d "$out/crds" ]; }
+if ! done_; then
+  # One build at a time per cache: a second caller waits, then finds it done.
+  mkdir -p "$cache"
+  exec 9>"$cache/.lock"
+  flock 9
+fi
+if ! done_; then
+  rm -rf "$out.tmp"
+  mkdir -p "$out.tmp/crds"
+  cd "$here"
+  ver=$(go list -m -f '{{.Version}}' go.universe.tf/metallb)
+  echo "metallb: building MetalLB $ver controller and speaker into $out (cold: minutes on 2 cores)" >&2
+  # MetalLB v0.16.2 pins github.com/metallb/frr-k8s v0.0.27, which the Go
+  # module proxy reachable here does not serve (403); v0.0.21 is served and
+  # lacks one type that only MetalLB's frr-k8s BGP mode uses (AS-path
+  # prepending). So the build uses v0.0.21 (go.mod's replace) with that type
+  # and its Advertise field added, in a temporary copy: nothing of it is
+  # kept in the repository, and the lab runs MetalLB in L2 mode only.
+  work=$(mktemp -d)
+  trap 'chmod -R u+w "$work"; rm -rf "$work"' EXIT
+  # go mod download prints the module's folder (downloading it first on a
+  # fresh machine, where go list -m would print nothing).
+  dir_of() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
+  frrver=$(sed -n 's|^replace github.com/metallb/frr-k8s => github.com/metallb/frr-k8s \(v[^ ]*\)$|\1|p' go.mod)
+  frr=$(dir_of "github.com/metallb/frr-k8s@$frrver")
+  [ -d "$frr" ] || { echo "metallb: cannot find github.com/metallb/frr-k8s@$frrver" >&2; exit 1; }
+  cp -r "$frr" "$work/frr-k8s" && chmod -R u+w "$work/frr-k8s"
+  types="$work/frr-k8s/api/v1beta1/frrconfiguration_types.go"
+  grep -q 'PrefixesWithCommunity \[\]CommunityPrefixes' "$types"
+  sed -i 's|^\(\s*PrefixesWithCommunity \[\]CommunityPrefixes .*\)$|\1\n\tPrefixesWithAsPathPrepend []AsPathPrependPrefixes `json:"withAsPathPrepend,omitempty"`|' "$types"
+  cat >"$work/frr-k8s/api/v1beta1/mooring_aspathprepend.go" <<'GO'
+package v1beta1
+
+// AsPathPrependPrefixes is added by Mooring's hack/metallb/build.sh (see there).
+type AsPathPrependPrefixes struct {
+	Prefixes      []string `json:"prefixes,omitempty"`
+	AsPathPrepend uint8    `json:"asPathPrepend,omitempty"`
+}
+GO
+  sed 's|^replace github.com/metallb/frr-k8s => .*$|replace github.com/metallb/frr-k8s => '"$work"'/frr-k8s|' go.mod >"$work/go.mod"
+  cp go.sum "$work/go.sum"
+  CGO_ENABLED=0 go build -modfile="$work/go.mod" -trimpath -ldflags "-s -w" -o "$out.tmp/controller" go.universe.tf/metallb/controller
+  CGO_ENABLED=0 go build -modfile="$work/go.mod" -trimpath -ldflags "-s -w" -o "$out.tmp/speaker" go.universe.tf/metallb/speaker
+  src=$(dir_of "go.universe.tf/metallb@$ver")
+  cp "$src"/config/crd/bases/*.yaml "$out.tmp/crds/"
+  chmod -R u+w "$out.tmp/crds"
+  echo "$ver" >"$out.tmp/VERSION"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+fi
+ln -sfn "$key" "$cache/current"
+echo "$out"

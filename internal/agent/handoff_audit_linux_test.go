@@ -1,0 +1,133 @@
+//go:build linux
+
+package agent_test
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// The ARP/NDP audit of the hand-off tests: every 100 ms the client asks
+// who answers for each address (a probe that waits 80 ms for replies, so
+// consecutive samples never overlap) and the audit counts the samples in
+// which two nodes answered.
+
+type auditResult struct {
+	samples int      // address samples (one per address every 100 ms)
+	double  []string // "<time> <addr>: <nodes>" for every sample with two or more responders
+	none    int      // samples nobody answered (a hand-off gap; clients keep their cached entry)
+}
+
+func (r auditResult) String() string {
+	return fmt.Sprintf("%d address samples, %d with two responders, %d with none", r.samples, len(r.double), r.none)
+}
+
+// startAudit samples addrs until the returned function is called, which
+// returns the result.
+func (c *cluster) startAudit(addrs ...netip.Addr) func() auditResult {
+	c.t.Helper()
+	var (
+		mu  sync.Mutex
+		res auditResult
+	)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-c.ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var wg sync.WaitGroup
+			for _, a := range addrs {
+				wg.Go(func() {
+					macs, err := netlab.Probe(c.ctx, c.lab.Client(), a, 80*time.Millisecond)
+					if err != nil {
+						return
+					}
+					var names []string
+					for _, m := range macs {
+						names = append(names, c.nodeByMAC(m.String()))
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					res.samples++
+					switch {
+					case len(names) > 1:
+						res.double = append(res.double, fmt.Sprintf("%s %s: %v", time.Now().Format("15:04:05.000"), a, names))
+					case len(names) == 0:
+						res.none++
+					}
+				})
+			}
+			wg.Wait()
+		}
+	}()
+	return func() auditResult {
+		close(stop)
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return res
+	}
+}
+
+// terminate stops a node's agent the way the kubelet stops a pod: SIGTERM,
+// then waits for it to exit (SIGKILL after 10 s, the grace period).
+func (c *cluster) terminate(h *netlab.Host) {
+	c.t.Helper()
+	p := c.agents[h.Name]
+	if err := unix.Kill(p.PID, unix.SIGTERM); err != nil {
+		c.t.Fatalf("SIGTERM to %s's agent: %v", h.Name, err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		_ = unix.Kill(p.PID, unix.SIGQUIT) // a goroutine dump into its log
+		select {
+		case <-p.Done():
+		case <-time.After(2 * time.Second):
+			_ = p.Kill()
+			<-p.Done()
+		}
+		b, _ := os.ReadFile(filepath.Join(c.dir, h.Name+".log"))
+		dump := string(b)
+		if i := strings.LastIndex(dump, "SIGQUIT"); i >= 0 {
+			dump = dump[i:]
+		}
+		c.t.Errorf("%s's agent did not exit within 10 s of SIGTERM:\n%s", h.Name, dump)
+	}
+}
+
+// waitReadyz waits until the agent's /readyz answers 200 and returns the
+// body.
+func (c *cluster) waitReadyz(h *netlab.Host, within time.Duration) string {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	var last string
+	for time.Now().Before(deadline) {
+		code, body, err := c.get(h, "/readyz")
+		if err == nil && code == 200 {
+			return body
+		}
+		last = fmt.Sprint(code, " ", body, " ", err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.t.Fatalf("%s /readyz not ready within %v: %s", h.Name, within, last)
+	return ""
+}
