@@ -23,6 +23,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/announce"
+	"github.com/mooringlb/mooring/internal/conntrack"
 )
 
 // Members is what the agent needs from gossip (internal/membership).
@@ -72,6 +73,12 @@ type Deps struct {
 	Prober     Prober // nil disables the split-brain probe
 	Clock      clock.WithTicker
 	Registerer prometheus.Registerer
+
+	// NodeCheck and Conntrack serve fast endpoint eviction (evict.go):
+	// without NodeCheck no node is confirmed dead; nil Conntrack cleans
+	// nothing.
+	NodeCheck NodeCheck
+	Conntrack func(conntrack.Match) (int, error)
 }
 
 // Agent turns caches and gossip into a responder table, with no API call on
@@ -164,6 +171,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	g.Go(func() error { return a.snapshotLoop(ctx) })
 	g.Go(func() error { return a.releaseLoop(ctx) }) // partition.go
+	if a.cfg.FastEndpointEviction {
+		g.Go(func() error { return a.evictLoop(ctx) }) // evict.go
+	}
 	g.Go(func() error { return a.decideLoop(ctx) })
 	return g.Wait()
 }

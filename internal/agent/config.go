@@ -72,6 +72,11 @@ type Config struct {
 	Log *slog.Logger
 	// PodIPAM configures pod address allocation (see podipam.go).
 	PodIPAM PodIPAM
+	// FastEndpointEviction marks a confirmed-dead node's pods NotReady at
+	// once (evict.go); FastEvictionMaxShare bounds the share of Nodes so
+	// treated at a time (at least one).
+	FastEndpointEviction bool
+	FastEvictionMaxShare float64
 }
 
 // DefaultConfig returns the flag defaults.
@@ -94,6 +99,8 @@ func DefaultConfig() Config {
 		SnapshotWait:        5 * time.Second,
 		QPS:                 5,
 		Burst:               10,
+
+		FastEvictionMaxShare: 0.34,
 	}
 }
 
@@ -144,6 +151,12 @@ func (c Config) Validate() error {
 		if _, err := os.Stat(c.GossipKeyFile); err != nil {
 			errs = append(errs, fmt.Errorf("--gossip-key-file: %w", err))
 		}
+	}
+	if c.FastEvictionMaxShare <= 0 || c.FastEvictionMaxShare > 1 {
+		errs = append(errs, fmt.Errorf("--fast-eviction-max-share %v: want more than 0 and at most 1", c.FastEvictionMaxShare))
+	}
+	if c.FastEndpointEviction && c.NodeCheckWait == 0 {
+		errs = append(errs, errors.New("--fast-endpoint-eviction needs the kernel check (--node-check-wait more than 0): gossip alone cannot tell a dead node from a stalled agent"))
 	}
 	if c.QPS <= 0 || c.Burst < 1 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))

@@ -58,6 +58,8 @@ func TestAgentRoleIsExact(t *testing.T) {
 		"mooring.dev/l2announcementpolicies/status": {"patch"},                          // conditions, by the status writer only
 		"mooring.dev/l2announcers":                  {"create", "get", "list", "watch"}, // writes: its own node's only (admission policy); read: partition.go
 		"mooring.dev/l2announcers/status":           {"update"},
+		"/pods":                                     {"list"},  // fast eviction: one dead node's pods, by the decider only
+		"/pods/status":                              {"patch"}, // Ready=False only (admissionpolicy-pods.yaml)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ClusterRole mooring-agent grants\n%v\nwant exactly\n%v", got, want)

@@ -66,7 +66,16 @@ func installAgentRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	b, err := os.ReadFile(filepath.Join(root, "config/agent/admissionpolicy.yaml"))
+	if err := installPolicy(ctx, cs, filepath.Join(root, "config/agent/admissionpolicy-pods.yaml")); err != nil {
+		return err
+	}
+	return installPolicy(ctx, cs, filepath.Join(root, "config/agent/admissionpolicy.yaml"))
+}
+
+// installPolicy applies a file holding a ValidatingAdmissionPolicy and its
+// binding.
+func installPolicy(ctx context.Context, cs kubernetes.Interface, path string) error {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}

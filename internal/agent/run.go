@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/conntrack"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/membership"
 	"github.com/mooringlb/mooring/internal/responder"
@@ -72,6 +73,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Reader: src, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
 		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
 		Clock: clock.RealClock{}, Registerer: reg,
+		NodeCheck: NodeCheck(kernelCheck(cfg.NodeCheckWait)), Conntrack: conntrack.Delete,
 	})
 	compact.notify(a.dirty)
 	if err := watch(ctx, informers, a.dirty); err != nil {

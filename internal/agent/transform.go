@@ -87,7 +87,8 @@ func slimNode(obj any) (any, error) {
 	if !ok {
 		return tombstoneOr(obj)
 	}
-	out := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: slimMeta(&n.ObjectMeta)}
+	out := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: slimMeta(&n.ObjectMeta),
+		Spec: corev1.NodeSpec{PodCIDRs: n.Spec.PodCIDRs}} // evict.go: a dead node's conntrack entries
 	for _, a := range n.Status.Addresses {
 		if a.Type == corev1.NodeInternalIP {
 			out.Status.Addresses = append(out.Status.Addresses, a)

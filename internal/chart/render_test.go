@@ -164,6 +164,16 @@ func TestCustomValues(t *testing.T) {
 	if m := fmt.Sprint(vap.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) {
 		t.Errorf("the own-node policy does not match this release's agent: %s", m)
 	}
+	// Fast endpoint eviction: the flags, and the policy that narrows the
+	// agent's pods/status writes, for this release's agent.
+	if a := fmt.Sprint(container(t, agent)["args"]); !strings.Contains(a, "--fast-endpoint-eviction=true") || !strings.Contains(a, "--fast-eviction-max-share=0.25") {
+		t.Errorf("agent args %s", a)
+	}
+	podVAP := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-pod-readiness")
+	if m := fmt.Sprint(podVAP.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) || !strings.Contains(m, "MooringNodeUnreachable") {
+		t.Errorf("the pod readiness policy does not match this release's agent: %s", m)
+	}
+	find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-pod-readiness")
 	if len(ofKind(objs, "PodMonitor")) != 1 || len(ofKind(objs, "ServiceMonitor")) != 1 {
 		t.Errorf("want one PodMonitor and one ServiceMonitor (agent only: controller metrics are off), got %d and %d",
 			len(ofKind(objs, "PodMonitor")), len(ofKind(objs, "ServiceMonitor")))

@@ -109,13 +109,15 @@ func FindChartDir(self string) string {
 }
 
 // helmTemplateArgs are the arguments of `helm template` for the lab: the
-// chart's defaults except the image (the lab's marker, never pulled) and a
-// fresh gossip key (the chart refuses to run gossip without one).
+// chart's defaults except the image (the lab's marker, never pulled), a
+// fresh gossip key (the chart refuses to run gossip without one) and fast
+// endpoint eviction on, as the lab's own agents run (agentComponent).
 func helmTemplateArgs(chartDir, gossipKey string) []string {
 	return []string{"template", ChartRelease, chartDir,
 		"--namespace", ChartNamespace,
 		"--set", "image.repository=" + kubelet.MooringImage,
 		"--set", "agent.gossipKey.value=" + gossipKey,
+		"--set", "agent.flags.fastEndpointEviction=true",
 	}
 }
 

@@ -215,6 +215,10 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 			"agent",
 			"--kubeconfig=" + p.ClusterKubecfg,
 			"--node-name=" + n.Name,
+			// Phase 2 in about a second: a dead node's pods leave their
+			// Services when the agents confirm its death, not after the
+			// node-monitor grace period (internal/agent evict.go).
+			"--fast-endpoint-eviction",
 		}, podIPAMAgentArgs(c, p, n.Name)...),
 		Env: c.SelfEnv,
 	}

@@ -75,7 +75,7 @@ func checkFailover(t *testing.T, r *lab.Ready, fs []*foreign, restarted *int) {
 
 	target := failover.Target{Addr: netip.AddrPortFrom(netip.MustParseAddr(r.Service.Ingress[0]), lab.DemoPort)}
 	cfg := failover.DefaultConfig(target)
-	cfg.MaxRun = 90 * time.Second // 20 s grace period + the conntrack tail + quiet, with room
+	cfg.MaxRun = 90 * time.Second // 20 s grace period (without fast eviction) + the conntrack tail + quiet, with room
 	env := failover.Env{
 		Dial:     failover.NamespaceDialer(client.NS()),
 		Killer:   failover.KillerFunc(func(_ context.Context, node string) error { return r.Cluster.Kill(node) }),
@@ -147,9 +147,12 @@ func checkPhases(t *testing.T, run failover.RunResult) {
 	if tl.EndpointsGone.IsZero() || !tl.Phase2Complete {
 		t.Fatalf("the endpoints of %s never left the EndpointSlices (phase 2 complete %v)", run.Node, tl.Phase2Complete)
 	}
-	if tl.EndpointsGone.Before(tl.Recovered) {
-		t.Errorf("endpoints gone at %v, before the address answered again at %v: phase 2 measured nothing",
-			tl.EndpointsGone.Sub(tl.Kill), tl.Recovered.Sub(tl.Kill))
+	// The lab's agents run with --fast-endpoint-eviction: the endpoints
+	// leave when the agents confirm the death, not after the 20 s grace
+	// period (sometimes even before the address answers again: phase 2 is
+	// then 0).
+	if gone := tl.EndpointsGone.Sub(tl.Kill); gone <= 0 || gone >= neighbourBound {
+		t.Errorf("endpoints gone %v after the kill, want within %v (fast endpoint eviction)", gone, neighbourBound)
 	}
 	if end := tl.Recovered.Add(tl.Phase2); end.Before(tl.EndpointsGone) {
 		t.Errorf("phase 2 ends at %v, before the endpoints left at %v", end.Sub(tl.Kill), tl.EndpointsGone.Sub(tl.Kill))
@@ -205,7 +208,7 @@ func checkReport(t *testing.T, cfg failover.Config, run failover.RunResult) {
 	}
 	rr := back.Runs[0]
 	switch {
-	case !rr.Phase1Complete || !rr.Phase2Complete || rr.Phase1S <= 0 || rr.Phase2S <= 0:
+	case !rr.Phase1Complete || !rr.Phase2Complete || rr.Phase1S <= 0 || rr.Phase2S < 0:
 		t.Errorf("report: phase 1 %vs (complete %v), phase 2 %vs (complete %v), want both measured", rr.Phase1S, rr.Phase1Complete, rr.Phase2S, rr.Phase2Complete)
 	case rr.Events.EndpointsGone == nil || rr.Events.OwnerChange == nil || rr.Events.Recovered == nil:
 		t.Errorf("report: events %+v, want owner change, recovered and endpoints gone", rr.Events)

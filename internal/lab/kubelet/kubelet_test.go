@@ -3,6 +3,7 @@ package kubelet
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,5 +105,27 @@ func TestPodStatusReconcilesConditions(t *testing.T) {
 	}
 	if n != 1 {
 		t.Errorf("conditions %+v: want the DisruptionTarget kept once", st.Conditions)
+	}
+}
+
+// A false fast eviction (the Mooring agent's patch, issue 9 item 8) is
+// taken back whole: Ready and ContainersReady True again, without the
+// agent's reason and message, a new transition time.
+func TestPodStatusUndoesFastEviction(t *testing.T) {
+	obj := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "echo", Image: Image}}}}
+	then := metav1.NewTime(metav1.Now().Add(-time.Minute))
+	for _, ct := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+		obj.Status.Conditions = append(obj.Status.Conditions, corev1.PodCondition{Type: ct, Status: corev1.ConditionFalse,
+			Reason: "MooringNodeUnreachable", Message: "node-2 is confirmed dead", LastTransitionTime: then})
+	}
+	p := &pod{addrs: []netip.Addr{netip.MustParseAddr("10.244.2.2")}, started: metav1.Now(), proc: &podProcess{}}
+	st := podStatus(obj, p, []netip.Addr{netip.MustParseAddr("10.213.0.12")}, true, "")
+	for _, c := range st.Conditions {
+		if c.Type != corev1.PodReady && c.Type != corev1.ContainersReady {
+			continue
+		}
+		if c.Status != corev1.ConditionTrue || c.Reason != "" || c.Message != "" || !c.LastTransitionTime.After(then.Time) {
+			t.Errorf("%s after the kubelet's sync: %+v", c.Type, c)
+		}
 	}
 }

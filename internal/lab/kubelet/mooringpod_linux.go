@@ -22,7 +22,7 @@ import (
 // the way a container runtime would run the image: the container's
 // command, args and environment (downward API included), a pod-bound
 // ServiceAccount token with ca.crt and namespace at ServiceAccountDir, its
-// Secret/ConfigMap/emptyDir volumes at their mount paths, all in a mount
+// Secret/ConfigMap/emptyDir/hostPath volumes at their mount paths, all in a mount
 // namespace of its own (nothing shows on the host), and in the node's
 // network namespace for hostNetwork pods, else in one of its own wired like
 // the echo pods. A supervisor (`mooring lab pod-run`) holds the namespaces
@@ -252,8 +252,17 @@ func (k *kubelet) podMounts(ctx context.Context, obj *corev1.Pod, c *corev1.Cont
 				return nil, fmt.Errorf("volume %s: %w", vol.Name, err)
 			}
 		case vol.EmptyDir != nil:
+		case vol.HostPath != nil:
+			// The lab's nodes share one host: each node's host paths live
+			// in a folder of its own, kept across its pods (the agent's
+			// snapshot survives a restarted pod as on a real node).
+			t := ptr.Deref(vol.HostPath.Type, corev1.HostPathUnset)
+			if t != corev1.HostPathUnset && t != corev1.HostPathDirectory && t != corev1.HostPathDirectoryOrCreate {
+				return nil, fmt.Errorf("volume %s: hostPath type %s is not supported by the lab's kubelet (only directories)", vol.Name, t)
+			}
+			src = filepath.Join(k.cfg.PodsDir, "hostpath", k.cfg.NodeName, filepath.Clean("/"+vol.HostPath.Path))
 		default:
-			return nil, fmt.Errorf("volume %s: only secret, configMap and emptyDir volumes are supported by the lab's kubelet", vol.Name)
+			return nil, fmt.Errorf("volume %s: only secret, configMap, emptyDir and hostPath (directory) volumes are supported by the lab's kubelet", vol.Name)
 		}
 		if err := writeFiles(src, files); err != nil {
 			return nil, err

@@ -86,6 +86,10 @@ func (k *kubelet) runPods(ctx context.Context) error {
 			queue.Add(key)
 		}
 	}
+	// Every update re-syncs the pod, so a status someone else wrote (a
+	// Ready=False from Mooring's fast endpoint eviction while the node is
+	// alive) is taken back within one round trip, as the kubelet's status
+	// manager does; measured at 0.05-0.12 s in the lab (docs/benchmarks.md).
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
