@@ -1,9 +1,12 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // ownResources are the resources the controller writes; leases are left
@@ -57,8 +60,24 @@ func TestWrites(t *testing.T) {
 	t.Logf("one new Service: %v", parts)
 	// One status patch carries ingress and condition; a first assignment
 	// emits no Event (only transitions out of pending and warnings do).
-	if parts["services"] != 1 || parts["services/status"] != 1 || parts["events"] != 0 {
-		t.Errorf("converging one new Service: want exactly 1 status patch and no Event, got %v", parts)
+	if parts["services"] != 1 || parts["services/status"] != 1 {
+		t.Errorf("converging one new Service: want exactly 1 status patch, got %v", parts)
+	}
+	// The Event count is cluster-wide: an Event about something else that
+	// the broadcaster flushed late under load (e.g. leader election's) is
+	// not the new Service's. None may be about it; any other is logged.
+	if parts["events"] != 0 {
+		var evs corev1.EventList
+		if err := c.List(context.Background(), &evs); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Namespace == "w" && e.InvolvedObject.Name == "new" {
+				t.Errorf("a first assignment emitted an Event: %s %s: %s", e.Type, e.Reason, e.Message)
+			} else {
+				t.Logf("other Event (%s %s/%s): %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Namespace, e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
 	}
 	if parts["loadbalancerippools/status"] > 1 {
 		t.Errorf("one allocation caused %v pool status writes: %v", parts["loadbalancerippools/status"], parts)
