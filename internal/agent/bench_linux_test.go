@@ -3,7 +3,6 @@
 package agent_test
 
 import (
-	"bufio"
 	"bytes"
 	"flag"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/announce"
+	"github.com/mooringlb/mooring/internal/testenv"
 )
 
 // The benchmarks are slow (minutes) and measure rather than assert much:
@@ -285,52 +285,14 @@ func (c *cluster) createLB(name string, a netip.Addr) error {
 // by verb and resource.
 func (c *cluster) apiWrites() map[string]float64 {
 	c.t.Helper()
-	raw, err := c.env.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(c.ctx)
+	w, err := testenv.MutatingRequests(c.ctx, c.env.Clientset)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		verb, res := label(line, "verb"), label(line, "resource")
-		if sub := label(line, "subresource"); sub != "" {
-			res += "/" + sub
-		}
-		switch verb {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
-			continue
-		}
-		var v float64
-		fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-		out[verb+" "+res] += v
-	}
-	return out
+	return w
 }
 
-func label(line, name string) string {
-	i := strings.Index(line, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	rest := line[i+len(name)+2:]
-	return rest[:strings.IndexByte(rest, '"')]
-}
-
-func diffWrites(before, after map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range after {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
+var diffWrites = testenv.DiffRequests
 
 func total(m map[string]float64) float64 {
 	s := 0.0

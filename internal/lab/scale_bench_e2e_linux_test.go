@@ -1,7 +1,6 @@
 package lab_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -24,6 +23,7 @@ import (
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab/labtest"
 	"github.com/mooringlb/mooring/internal/netlab"
+	"github.com/mooringlb/mooring/internal/testenv"
 )
 
 // envBenchServices turns TestBenchLabServices on: the number of Services.
@@ -300,52 +300,14 @@ func flagValue(args []string, name string) string {
 // apiWrites reads the API server's mutating requests by verb and resource.
 func apiWrites(ctx context.Context, t *testing.T, cs kubernetes.Interface) map[string]float64 {
 	t.Helper()
-	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	w, err := testenv.MutatingRequests(ctx, cs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") {
-			continue
-		}
-		verb, res := metricLabel(line, "verb"), metricLabel(line, "resource")
-		if sub := metricLabel(line, "subresource"); sub != "" {
-			res += "/" + sub
-		}
-		switch verb {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
-			continue
-		}
-		var v float64
-		fmt.Sscan(line[strings.LastIndexByte(line, ' ')+1:], &v)
-		out[verb+" "+res] += v
-	}
-	return out
+	return w
 }
 
-func metricLabel(line, name string) string {
-	i := strings.Index(line, name+`="`)
-	if i < 0 {
-		return ""
-	}
-	rest := line[i+len(name)+2:]
-	return rest[:strings.IndexByte(rest, '"')]
-}
-
-func diffWrites(before, after map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range after {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
-}
+var diffWrites = testenv.DiffRequests
 
 // percentiles summarises ds: p50, p90, p99, max and how many exceed 1 s.
 func percentiles(ds []time.Duration) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +90,37 @@ func TestControllerManagerMakesEndpointSlices(t *testing.T) {
 		case <-kcm.Exited():
 			t.Fatalf("kube-controller-manager exited: %v", kcm.Err())
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// TestMutatingRequestsCountsAWrite: one ConfigMap created between two
+// readings shows as one POST configmaps; a read adds nothing.
+func TestMutatingRequestsCountsAWrite(t *testing.T) {
+	env := testenv.StartT(t)
+	ctx := context.Background()
+	before, err := testenv.MutatingRequests(ctx, env.Clientset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "counted", Namespace: "default"}}
+	if _, err := env.Clientset.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Clientset.CoreV1().ConfigMaps("default").Get(ctx, "counted", metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := testenv.MutatingRequests(ctx, env.Clientset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := testenv.DiffRequests(before, after)
+	if d["POST configmaps"] != 1 {
+		t.Fatalf("writes between the readings %v, want exactly one POST configmaps", d)
+	}
+	for k := range d {
+		if strings.HasPrefix(k, "GET ") || strings.HasPrefix(k, "LIST ") {
+			t.Errorf("a read counted as a write: %s", k)
 		}
 	}
 }
