@@ -62,16 +62,6 @@ func (c *Config) validateInstall() error {
 	return nil
 }
 
-// chartControllers are the kube-controller-manager controllers the chart
-// adds to kcmControllers': those that make pods of Deployments and
-// DaemonSets.
-func chartControllers(c *Config) string {
-	if c.Install != InstallChart {
-		return ""
-	}
-	return ",deployment-controller,replicaset-controller,daemonset-controller"
-}
-
 // chartKubeletArgs are the kubelet stand-in's flags for running the
 // chart's pods.
 func chartKubeletArgs(c *Config, p paths) []string {
@@ -154,7 +144,7 @@ func decodeManifests(b []byte) ([]*unstructured.Unstructured, error) {
 	}
 }
 
-// applyOrder sorts the objects so that what others refer to goes first:
+// applyRank sorts the objects so that what others refer to goes first:
 // CRDs, namespaces, ServiceAccounts, Secrets and RBAC, then the rest, the
 // workloads last.
 func applyRank(u *unstructured.Unstructured) int {

@@ -285,7 +285,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		return nil, err
 	}
 	// kube-scheduler came later to `make kubebin`: an older build lacks it.
-	if sched := schedulerComponent(&c.cfg, c.paths); isExecutable(sched.Path) {
+	if sched := schedulerComponent(&c.cfg, c.paths); isExecFile(sched.Path) {
 		if err := c.startComponent(sched); err != nil {
 			return nil, err
 		}

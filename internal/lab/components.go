@@ -112,7 +112,7 @@ func kcmComponent(c *Config, p paths) component {
 		Path: filepath.Join(c.KubeBin, "kube-controller-manager"),
 		Args: append([]string{
 			"--kubeconfig=" + p.ClusterKubecfg,
-			"--controllers=" + kcmControllers(c) + chartControllers(c),
+			"--controllers=" + kcmControllers(c),
 			"--leader-elect=false",
 			"--use-service-account-credentials=false",
 			"--secure-port=0",

@@ -82,7 +82,7 @@ func FindMetalLB() string {
 		return ""
 	}
 	d := filepath.Join(c, "mooring", "metallb", "current")
-	if isExec(filepath.Join(d, "speaker")) {
+	if isExecFile(filepath.Join(d, "speaker")) {
 		return d
 	}
 	return ""
@@ -91,7 +91,7 @@ func FindMetalLB() string {
 // validateMetalLB checks the folder holds what the lab runs.
 func validateMetalLB(dir string) error {
 	for _, b := range []string{"controller", "speaker"} {
-		if !isExec(filepath.Join(dir, b)) {
+		if !isExecFile(filepath.Join(dir, b)) {
 			return fmt.Errorf("lab: MetalLB's %s not found in %q: run `make metallb` and pass its last line (or set %s)", b, dir, EnvMetalLB)
 		}
 	}
@@ -240,10 +240,4 @@ func speakerNodeOf(name string) string {
 		return ""
 	}
 	return n
-}
-
-// isExec reports whether path is an executable regular file.
-func isExec(path string) bool {
-	fi, err := os.Stat(path)
-	return err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0
 }

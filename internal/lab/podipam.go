@@ -231,15 +231,20 @@ func DefaultPodIPPool() *mooringv1.PodIPPool {
 }
 
 // kcmControllers are the kube-controller-manager controllers the lab
-// runs: node IPAM too in the kubernetes mode.
+// runs: node IPAM too in the kubernetes mode, and with the chart installed
+// those that make pods of Deployments and DaemonSets.
 func kcmControllers(c *Config) string {
 	s := "endpointslice-controller,node-lifecycle-controller"
 	if c.PodIPAM == PodIPAMKubernetes {
 		s += ",node-ipam-controller"
 	}
+	if c.Install == InstallChart {
+		s += ",deployment-controller,replicaset-controller,daemonset-controller"
+	}
 	return s
 }
 
+// isExecFile reports whether path is an executable regular file.
 func isExecFile(path string) bool {
 	st, err := os.Stat(path)
 	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0

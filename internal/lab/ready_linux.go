@@ -117,7 +117,7 @@ func (c *Cluster) waitReady(ctx context.Context) (*Ready, error) {
 			time.Since(c.start).Round(time.Millisecond), stage, err)
 	}
 	r := &Ready{Kubeconfig: c.paths.Kubeconfig, Elapsed: time.Since(c.start), Cluster: c}
-	if k := filepath.Join(c.cfg.KubeBin, "kubectl"); isExecutable(k) {
+	if k := filepath.Join(c.cfg.KubeBin, "kubectl"); isExecFile(k) {
 		if err := os.Symlink(k, filepath.Join(c.paths.Bin, "kubectl")); err == nil || errors.Is(err, os.ErrExist) {
 			r.KubectlDir = c.paths.Bin
 		}
@@ -243,9 +243,4 @@ func HTTPGet(ctx context.Context, h *netlab.Host, url string, timeout time.Durat
 		return string(b), fmt.Errorf("lab: GET %s: %s", url, resp.Status)
 	}
 	return string(b), nil
-}
-
-func isExecutable(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0
 }
