@@ -10,7 +10,6 @@ import (
 	"slices"
 	"time"
 
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -145,7 +144,7 @@ func (c *Cluster) syncMetalLB(ctx context.Context, secretDir string, lastStart m
 		if _, ok := wants[name]; ok {
 			continue
 		}
-		c.stopMetalLB(name)
+		_ = c.stopComponent(name, 5*time.Second)
 		pod := metallbControllerPod
 		if n := speakerNodeOf(name); n != "" {
 			pod = metallbSpeakerPod(n)
@@ -264,26 +263,3 @@ func (c *Cluster) metallbRunning() []string {
 
 // running reports whether the named MetalLB component has a live process.
 func (c *Cluster) running(name string) bool { return slices.Contains(c.metallbRunning(), name) }
-
-// stopMetalLB stops every live process of the named component the way a
-// kubelet stops a deleted pod: SIGTERM, then SIGKILL after 5 s.
-func (c *Cluster) stopMetalLB(name string) {
-	c.mu.Lock()
-	var ps []*proc
-	for _, p := range c.procs {
-		if p.comp.Name == name {
-			p.killed = true
-			ps = append(ps, p)
-		}
-	}
-	c.mu.Unlock()
-	for _, p := range ps {
-		_ = unix.Kill(-p.p.PID, unix.SIGTERM)
-		select {
-		case <-p.p.Done():
-		case <-time.After(5 * time.Second):
-			_ = p.p.Kill()
-			<-p.p.Done()
-		}
-	}
-}

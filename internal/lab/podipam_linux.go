@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+
+	"golang.org/x/sys/unix"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/podipamctl"
@@ -109,7 +112,7 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	if err := createPodIPPool(ctx, c.dyn, DefaultPodIPPool()); err != nil {
 		return err
 	}
-	if err := c.stopComponent("mooring-controller"); err != nil {
+	if err := c.stopComponent("mooring-controller", 0); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -139,23 +142,40 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	return nil
 }
 
-// stopComponent kills the latest process called name and waits for it.
-func (c *Cluster) stopComponent(name string) error {
+// stopComponent stops the running processes called name, marked killed so
+// that nothing reports them as crashed: SIGTERM to the process group and up
+// to grace for it to exit, then SIGKILL (grace 0: SIGKILL at once). It is an
+// error when none runs.
+func (c *Cluster) stopComponent(name string, grace time.Duration) error {
 	c.mu.Lock()
-	var p *proc
-	for _, q := range c.procs {
-		if q.comp.Name == name {
-			p = q
+	var ps []*proc
+	for _, p := range c.procs {
+		select {
+		case <-p.p.Done():
+			continue
+		default:
+		}
+		if p.comp.Name == name {
+			p.killed = true
+			ps = append(ps, p)
 		}
 	}
-	if p != nil {
-		p.killed = true
-	}
 	c.mu.Unlock()
-	if p == nil {
+	if len(ps) == 0 {
 		return fmt.Errorf("lab: no process %s", name)
 	}
-	err := p.p.Kill()
-	<-p.p.Done()
-	return err
+	var errs []error
+	for _, p := range ps {
+		if grace > 0 {
+			_ = unix.Kill(-p.p.PID, unix.SIGTERM)
+			select {
+			case <-p.p.Done():
+				continue
+			case <-time.After(grace):
+			}
+		}
+		errs = append(errs, p.p.Kill())
+		<-p.p.Done()
+	}
+	return errors.Join(errs...)
 }
