@@ -321,14 +321,7 @@ func (a *Agent) localCapability(insp linkInspector, self *corev1.Node) (announce
 func (a *Agent) nodeIPs(self *corev1.Node) []netip.Addr {
 	var out []netip.Addr
 	if self != nil {
-		for _, ad := range self.Status.Addresses {
-			if ad.Type != corev1.NodeInternalIP {
-				continue
-			}
-			if ip, err := netip.ParseAddr(ad.Address); err == nil {
-				out = append(out, ip.Unmap())
-			}
-		}
+		out = internalIPs(self)
 	}
 	if ip, err := netip.ParseAddr(a.cfg.GossipBind); err == nil && !ip.IsUnspecified() {
 		out = append(out, ip.Unmap())

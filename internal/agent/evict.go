@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mooringlb/mooring/internal/conntrack"
+	"github.com/mooringlb/mooring/internal/membership"
 )
 
 // Fast endpoint eviction (--fast-endpoint-eviction, issue 9 item 8). After
@@ -84,8 +85,8 @@ const (
 // endpoints for new connections.
 var conntrackRounds = []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}
 
-// evictView is what the evictor reads besides Members: failSafe must keep
-// providing it, or the partition guard would silently be skipped.
+// evictView is what the evictor reads besides Members; evictLoop refuses to
+// run without it, so the partition guard cannot be skipped silently.
 type evictView interface {
 	Unreachable() []string
 	Deferring() bool
@@ -93,9 +94,8 @@ type evictView interface {
 
 var _ evictView = failSafe{}
 
-// NodeCheck asks whether the node at addr answers ARP/NDP
-// (membership.NodeCheck).
-type NodeCheck func(ctx context.Context, addr netip.Addr) (alive bool, err error)
+// NodeCheck asks whether the node at addr answers ARP/NDP.
+type NodeCheck = membership.NodeCheck
 
 // lostNode is a member gossip lost, as the evictor tracks it.
 type lostNode struct {
@@ -109,6 +109,7 @@ type lostNode struct {
 
 type evictor struct {
 	a    *Agent
+	view evictView // a.deps.Members' partition state
 	met  *evictMetrics
 	seen map[string]bool      // nodes seen as members (or unreachable)
 	lost map[string]*lostNode // seen, now gone
@@ -116,7 +117,12 @@ type evictor struct {
 
 // evictLoop runs the evictor until ctx ends.
 func (a *Agent) evictLoop(ctx context.Context) error {
-	e := &evictor{a: a, met: newEvictMetrics(a.deps.Registerer), seen: map[string]bool{}, lost: map[string]*lostNode{}}
+	view, ok := a.deps.Members.(evictView)
+	if !ok {
+		// Without the partition state a minority could evict: refuse.
+		return fmt.Errorf("fast endpoint eviction: the membership (%T) reports no partition state", a.deps.Members)
+	}
+	e := &evictor{a: a, view: view, met: newEvictMetrics(a.deps.Registerer), seen: map[string]bool{}, lost: map[string]*lostNode{}}
 	tick := a.deps.Clock.NewTicker(evictTick)
 	defer tick.Stop()
 	for {
@@ -136,10 +142,8 @@ func (e *evictor) round(ctx context.Context) {
 	for _, n := range live {
 		present[n] = true
 	}
-	if u, ok := a.deps.Members.(interface{ Unreachable() []string }); ok {
-		for _, n := range u.Unreachable() {
-			present[n] = true
-		}
+	for _, n := range e.view.Unreachable() {
+		present[n] = true
 	}
 	for n := range present {
 		e.seen[n] = true
@@ -151,7 +155,7 @@ func (e *evictor) round(ctx context.Context) {
 		}
 	}
 	e.met.dead.Set(float64(e.deadCount()))
-	if d, ok := a.deps.Members.(interface{ Deferring() bool }); ok && d.Deferring() {
+	if e.view.Deferring() {
 		return // a minority decides nothing
 	}
 	for n := range e.seen {

@@ -77,7 +77,7 @@ func TestEvictionGuards(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.NodeName, cfg.FastEndpointEviction = self, true
 		a := New(cfg, Deps{Reader: env.Client, Client: env.Client, Members: m, NodeCheck: check})
-		return &evictor{a: a, met: newEvictMetrics(nil), seen: map[string]bool{}, lost: map[string]*lostNode{}}
+		return &evictor{a: a, view: m, met: newEvictMetrics(nil), seen: map[string]bool{}, lost: map[string]*lostNode{}}
 	}
 	ready := func(node string) corev1.ConditionStatus {
 		p, err := cs.CoreV1().Pods("default").Get(ctx, "web-"+node, metav1.GetOptions{})
