@@ -38,6 +38,10 @@ type FileStore struct {
 	size   int64    // bytes of whole lines in the journal
 	lines  int
 	live   map[Key]Allocation
+	// broken is set when a failed append could not be undone: appending
+	// after half a line would corrupt the journal, so every later change
+	// fails with it (the agent restarts and replays what is whole).
+	broken error
 }
 
 const (
@@ -217,11 +221,18 @@ func (s *FileStore) append(r record) error {
 		return err
 	}
 	b = append(b, '\n')
+	if s.broken != nil {
+		return s.broken
+	}
 	if _, err := s.f.Write(b); err != nil {
 		// A short write (a full disk) must not leave half a line that the
 		// next line would be glued to.
-		_ = s.f.Truncate(s.size)
-		return fmt.Errorf("ipamd: append to %s: %w", s.path(journalFile), err)
+		err = fmt.Errorf("ipamd: append to %s: %w", s.path(journalFile), err)
+		if terr := s.f.Truncate(s.size); terr != nil {
+			s.broken = fmt.Errorf("%w; undoing it failed too (%v): no further changes until the agent restarts", err, terr)
+			return s.broken
+		}
+		return err
 	}
 	s.size += int64(len(b))
 	s.apply(r)
@@ -250,12 +261,18 @@ func (s *FileStore) compact() error {
 	if err != nil {
 		return fmt.Errorf("ipamd: compact journal: %w", err)
 	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
-		f.Close()
-		return fmt.Errorf("ipamd: compact journal: %w", err)
+	// Synced before the rename: the rename replaces the whole journal, so
+	// it must never land before the data it points at.
+	_, err = f.Write(buf.Bytes())
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := os.Rename(tmp, s.path(journalFile)); err != nil {
+	if err == nil {
+		err = os.Rename(tmp, s.path(journalFile))
+	}
+	if err != nil {
 		f.Close()
+		os.Remove(tmp)
 		return fmt.Errorf("ipamd: compact journal: %w", err)
 	}
 	if s.f != nil {
