@@ -1,6 +1,7 @@
 package cni_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/mooringlb/mooring/internal/cni"
 	"github.com/mooringlb/mooring/internal/ipamd"
 )
 
@@ -52,7 +54,9 @@ func TestCNIAddLatency(t *testing.T) {
 	bin := pluginDir(t)
 	dir := t.TempDir()
 	n := newNode(t, 1)
-	ex := &timedExec{DefaultExec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}}
+	t.Setenv(cni.TraceEnv, "1") // libcni passes the test's environment on to the plugins
+	var stderr bytes.Buffer     // the plugins' trace lines
+	ex := &timedExec{DefaultExec: &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: &stderr}, PluginDecoder: version.PluginDecoder{}}}
 	cfg := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), ex)
 	ctx := context.Background()
 	ag := startAgentProcess(t, dir)
@@ -130,6 +134,7 @@ func TestCNIAddLatency(t *testing.T) {
 			id := fmt.Sprintf("lat-%d-%d", vi, i)
 			rt := runtimeConf(id, podPath)
 			var p phases
+			stderr.Reset()
 			err := n.do(func() error {
 				start := time.Now()
 				if _, err := cfg.AddNetworkList(ctx, v.l, rt); err != nil {
@@ -149,6 +154,7 @@ func TestCNIAddLatency(t *testing.T) {
 					t.Fatal("the agent process exited")
 				}
 				p.agent = c
+				p.plugin = pluginTrace(stderr.String(), p.execStart, c.Replied)
 				v.phases = append(v.phases, p)
 			}
 		}
@@ -193,22 +199,51 @@ func (e *timedExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []b
 type phases struct {
 	start, execStart, execEnd, end time.Time
 	agent                          ipamd.CallTimes
+	plugin                         [4]time.Time // init, parsed, answered, printed (cni.TraceEnv)
 }
 
 var phaseNames = []string{
 	"libcni before exec",
-	"exec → agent accepted",
+	"exec → plugin's init",
+	"init → config parsed",
+	"parsed → agent accepted",
 	"agent: read request",
 	"agent: allocate + journal",
 	"agent: write answer",
-	"answer → plugin reaped",
+	"answer → plugin decoded",
+	"decoded → result printed",
+	"printed → plugin reaped",
 	"libcni after exec",
 }
 
 func (p phases) split() []time.Duration {
-	a := p.agent
-	return []time.Duration{p.execStart.Sub(p.start), a.Accepted.Sub(p.execStart), a.Decoded.Sub(a.Accepted),
-		a.Handled.Sub(a.Decoded), a.Replied.Sub(a.Handled), p.execEnd.Sub(a.Replied), p.end.Sub(p.execEnd)}
+	a, pl := p.agent, p.plugin
+	return []time.Duration{p.execStart.Sub(p.start), pl[0].Sub(p.execStart), pl[1].Sub(pl[0]), a.Accepted.Sub(pl[1]),
+		a.Decoded.Sub(a.Accepted), a.Handled.Sub(a.Decoded), a.Replied.Sub(a.Handled),
+		pl[2].Sub(a.Replied), pl[3].Sub(pl[2]), p.execEnd.Sub(pl[3]), p.end.Sub(p.execEnd)}
+}
+
+// pluginTrace reads the plugin's trace line from its stderr. A plugin
+// without one (an older build) gets its steps folded into the phases
+// around them: init and parsed at the exec, answered and printed at the
+// agent's answer.
+func pluginTrace(stderr string, exec, replied time.Time) [4]time.Time {
+	out := [4]time.Time{exec, exec, replied, replied}
+	for line := range strings.Lines(stderr) {
+		f := strings.Fields(line)
+		if len(f) != 5 || f[0] != cni.TracePrefix {
+			continue
+		}
+		for i, kv := range f[1:] {
+			_, v, _ := strings.Cut(kv, "=")
+			ns, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return [4]time.Time{exec, exec, replied, replied}
+			}
+			out[i] = time.Unix(0, ns)
+		}
+	}
+	return out
 }
 
 // logPhases logs each phase's p50 and p99, and its mean over all ADDs

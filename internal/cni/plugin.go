@@ -37,10 +37,12 @@ func setup(args *skel.CmdArgs) (*Config, *ipamd.Client, error) {
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
+	tr := newTrace()
 	c, cl, err := setup(args)
 	if err != nil {
 		return err
 	}
+	tr.mark(&tr.parsed)
 	ctx := context.Background()
 	if c.Chained {
 		return passThrough(c)
@@ -50,7 +52,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return cniError("ADD", err)
 	}
-	return types.PrintResult(result(c, al), c.CNIVersion)
+	tr.mark(&tr.answered)
+	err = types.PrintResult(result(c, al), c.CNIVersion)
+	tr.mark(&tr.printed)
+	tr.write()
+	return err
 }
 
 // result turns an allocation into a CNI result: one IP per family with the
