@@ -2,7 +2,6 @@ package ipamd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -93,16 +92,12 @@ func (c *Client) call(ctx context.Context, req Request) (Response, error) {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return Response{}, err
-	}
-	out, err := roundTrip(c.socket, deadline, b)
+	out, err := roundTrip(c.socket, deadline, appendRequest(make([]byte, 0, 256), req))
 	if err != nil {
 		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
 	}
-	var resp Response
-	if err := json.Unmarshal(out, &resp); err != nil {
+	resp, err := decodeResponse(out)
+	if err != nil {
 		// The agent closed without a whole answer: it is stopping.
 		return Response{}, &UnreachableError{Socket: c.socket, Err: fmt.Errorf("no whole answer (%d bytes): %w", len(out), err)}
 	}
