@@ -16,7 +16,9 @@ import (
 // Wire protocol: one JSON Request per connection on a unix socket, one
 // JSON Response back, then the server closes. No HTTP: the plugin is a
 // process started per call, and every millisecond of its start-up and
-// round trip is a millisecond of pod start.
+// round trip is a millisecond of pod start. The client writes and reads
+// these documents without reflection (wire.go); a field added here must
+// be added there too (TestWireKnowsEveryField fails until it is).
 type Request struct {
 	Op  string      `json:"op"` // add, del, check, gc, status
 	Add *AddRequest `json:"add,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -149,4 +150,37 @@ func FuzzDecodeResponse(f *testing.F) {
 			t.Fatalf("%s: read back %+v, %v; want %+v", again, back, err, want)
 		}
 	})
+}
+
+// wire.go writes and reads these fields by name; a field added to a wire
+// type fails here until wire.go (and this list) know it.
+func TestWireKnowsEveryField(t *testing.T) {
+	want := map[reflect.Type]string{
+		reflect.TypeFor[Request]():    "op add key gc",
+		reflect.TypeFor[AddRequest](): "containerID ifName namespace pod",
+		reflect.TypeFor[GCRequest]():  "valid",
+		reflect.TypeFor[Response]():   "error allocation gc",
+		reflect.TypeFor[ErrorBody]():  "kind message",
+		reflect.TypeFor[Allocation](): "containerID ifName pool namespace pod ips",
+		reflect.TypeFor[IP]():         "address gateway",
+		reflect.TypeFor[GCResponse](): "freed",
+	}
+	for typ, names := range want {
+		var got []string
+		var walk func(reflect.Type)
+		walk = func(st reflect.Type) {
+			for f := range st.Fields() {
+				if f.Anonymous {
+					walk(f.Type)
+					continue
+				}
+				name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+				got = append(got, name)
+			}
+		}
+		walk(typ)
+		if strings.Join(got, " ") != names {
+			t.Errorf("%s has JSON fields %q; wire.go handles %q", typ, strings.Join(got, " "), names)
+		}
+	}
 }
