@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
@@ -14,10 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"golang.org/x/sys/unix"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/podipamctl"
 )
 
@@ -97,11 +100,14 @@ func createPodIPPool(ctx context.Context, dyn dynamic.Interface, pool *mooringv1
 }
 
 // MigratePodIPAM moves a running cluster-pool lab to multi-pool, the one
-// supported change of mode, the way an operator would: it creates the pool
-// "default" with cluster-pool's CIDRs and block sizes, restarts the
-// controller with --pod-ipam-mode=multi-pool (which records the change),
-// and starts each agent again once it has exited on seeing the recorded
-// mode change, as its DaemonSet would. Running pods are left alone.
+// supported change of mode, through the same code as `mooring podipam
+// migrate`: the plan and its checks (the lab's controller runs with the
+// lab's cluster-pool flags, given here: no Deployment runs it), the pool
+// "default" with cluster-pool's CIDRs and block sizes, the controller
+// restarted with --pod-ipam-mode=multi-pool (the lab plays
+// --controller-update=manual), each agent started again once it has exited
+// on seeing the recorded change, as its DaemonSet would, and the wait that
+// verifies every node from the API. Running pods are left alone.
 func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	c.mu.Lock()
 	mode := c.cfg.PodIPAM
@@ -109,8 +115,22 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	if mode != PodIPAMClusterPool {
 		return fmt.Errorf("lab: pod IPAM mode is %q: only cluster-pool → multi-pool is supported", mode)
 	}
-	if err := createPodIPPool(ctx, c.dyn, DefaultPodIPPool()); err != nil {
+	rc, err := kube.RESTConfig(c.paths.Kubeconfig, 50, 100)
+	if err != nil {
 		return err
+	}
+	cl, err := client.New(rc, client.Options{Scheme: kube.Scheme()})
+	if err != nil {
+		return err
+	}
+	plan, err := podipamctl.PlanMigration(ctx, cl, podipamctl.MigrationInput{Namespace: mooringNamespace, ClusterPool: &podipamctl.ClusterPoolSettings{
+		V4: []netip.Prefix{PodIPAMCIDR4}, MaskV4: PodIPAMMask4, V6: []netip.Prefix{PodIPAMCIDR6}, MaskV6: PodIPAMMask6,
+		Source: "the lab's controller flags"}})
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if err := podipamctl.CreateDefaultPool(ctx, cl, plan); err != nil {
+		return fmt.Errorf("lab: %w", err)
 	}
 	if err := c.stopComponent("mooring-controller", 0); err != nil {
 		return err
@@ -139,6 +159,13 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 		}
 	}
 	c.progress("agents restarted in multi-pool")
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	last, err := podipamctl.WaitMigrated(wctx, cl, plan, 200*time.Millisecond, nil)
+	if err != nil {
+		return fmt.Errorf("lab: the migration did not complete: %w (last seen %+v)", err, last)
+	}
+	c.progress("pod IPAM migrated: every node kept its blocks and its agent re-registered")
 	return nil
 }
 
