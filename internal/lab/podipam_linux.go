@@ -169,6 +169,25 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	return nil
 }
 
+// StopAgent stops node's Mooring agent (SIGTERM, then SIGKILL after 5 s),
+// as if its pod were gone: its CNI socket stops answering.
+func (c *Cluster) StopAgent(node string) error {
+	return c.stopComponent("mooring-agent/"+node, 5*time.Second)
+}
+
+// StartAgent starts node's Mooring agent again after StopAgent.
+func (c *Cluster) StartAgent(node string) error {
+	for _, n := range c.nodes {
+		if n.Name == node {
+			c.mu.Lock()
+			agent := agentComponent(&c.cfg, c.paths, n)
+			c.mu.Unlock()
+			return c.startComponent(agent)
+		}
+	}
+	return fmt.Errorf("lab: no node %q", node)
+}
+
 // stopComponent stops the running processes called name, marked killed so
 // that nothing reports them as crashed: SIGTERM to the process group and up
 // to grace for it to exit, then SIGKILL (grace 0: SIGKILL at once). It is an
