@@ -1,6 +1,7 @@
 package podipame2e
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/lab"
 )
 
@@ -16,6 +18,74 @@ import (
 func TestPodIPAMLabNode(t *testing.T) {
 	e := start(t, lab.PodIPAMMultiPool, lab.PodNetworkPTP)
 	t.Run("NetworkReady follows the CNI STATUS", func(t *testing.T) { checkNetworkReady(t, e) })
+	t.Run("a second pool's pods reach Services unmasqueraded", func(t *testing.T) { checkNoSNAT(t, e) })
+}
+
+// checkNoSNAT: a pod of the pool "blue" (10.245.0.0/16, outside
+// kube-proxy's --cluster-cidr) calls a ClusterIP Service of both families
+// whose backends run on its own node and on another: every backend sees
+// the client pod's own address, never its node's (no masquerade).
+func checkNoSNAT(t *testing.T, e *env) {
+	parent := e.t
+	e.t = t
+	defer func() { e.t = parent }()
+	e.kubectl(`apiVersion: mooring.dev/v1alpha1
+kind: PodIPPool
+metadata: {name: blue}
+spec:
+  ipv4: {cidrs: [10.245.0.0/16], maskSize: 26}
+  ipv6: {cidrs: ["fd00:245::/112"], maskSize: 122}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: blue
+  annotations: {`+mooringv1.AnnotationPodIPPool+`: blue}
+`, "apply", "-f", "-")
+	backends := []podSpec{{"nosnat-1", "default", "node-1", ""}, {"nosnat-2", "default", "node-2", ""}}
+	client := []podSpec{{"blue-client", "blue", "node-1", ""}}
+	e.applyPods(append(backends, client...))
+	svc := e.service("default", "nosnat")
+	e.ready(backends, podsReadyWithin)
+	cl := e.ready(client, podsReadyWithin)[0]
+	ips := podIPs(&cl)
+	if len(ips) != 2 || !netip.MustParsePrefix("10.245.0.0/16").Contains(ips[0]) {
+		t.Fatalf("blue client addresses %v, want 10.245.0.0/16 and fd00:245::/112", ips)
+	}
+	for _, cip := range svc.Spec.ClusterIPs {
+		to := netip.AddrPortFrom(netip.MustParseAddr(cip), 80)
+		want := ips[0]
+		if to.Addr().Is6() {
+			want = ips[1]
+		}
+		seen := map[string]bool{}
+		for try := 0; len(seen) < 2; try++ {
+			if try == 60 {
+				t.Fatalf("Service %s: only backends %v answered in 60 tries", to, seen)
+			}
+			body, err := get(pid(t, &cl), to, 3*time.Second)
+			if err != nil || !strings.HasPrefix(body, "pod=") {
+				time.Sleep(200 * time.Millisecond) // endpoints may lag
+				continue
+			}
+			backend, client := echoField(body, "pod"), echoField(body, "client")
+			seen[backend] = true
+			if ap, err := netip.ParseAddrPort(client); err != nil || ap.Addr() != want {
+				t.Fatalf("Service %s: backend %s saw client %s, want the pod's own %s (masqueraded?)", to, backend, client, want)
+			}
+		}
+		t.Logf("Service %s: backends %v saw the blue pod's %s", to, seen, want)
+	}
+}
+
+// echoField reads key=value from the lab echo's answer.
+func echoField(body, key string) string {
+	for _, f := range strings.Fields(body) {
+		if v, ok := strings.CutPrefix(f, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // checkNetworkReady stops node-2's agent: its CNI STATUS fails (code 50)
