@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -52,17 +51,6 @@ func (c *Cluster) writeCNI() error {
 		if err := os.WriteFile(cp.ConfList, []byte(conflist(c.cfg.PodNetwork, cp.Socket)), 0o644); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// prepareMooringNamespace creates the namespace where the controller
-// records the pod IPAM mode: it refuses to start without it.
-func (c *Cluster) prepareMooringNamespace(ctx context.Context) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mooringNamespace}}
-	_, err := c.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("lab: creating namespace %s: %w", mooringNamespace, err)
 	}
 	return nil
 }
