@@ -62,10 +62,7 @@ func (s ClusterPoolSettings) pool() podipam.Pool {
 }
 
 func (s ClusterPoolSettings) same(o ClusterPoolSettings) bool {
-	eq := func(a, b []netip.Prefix, ma, mb int) bool {
-		return slices.Equal(a, b) && (len(a) == 0 || ma == mb)
-	}
-	return eq(s.V4, o.V4, s.MaskV4, o.MaskV4) && eq(s.V6, o.V6, s.MaskV6, o.MaskV6)
+	return samePool(s.pool(), o.pool())
 }
 
 // String is the settings as the controller's flags.
@@ -363,9 +360,20 @@ func (p *MigrationPlan) checkPools(pools []mooringv1.PodIPPool) {
 	}
 }
 
+// samePool: the same CIDRs (in any order) and mask sizes per family.
 func samePool(a, b podipam.Pool) bool {
-	return slices.Equal(a.V4.CIDRs, b.V4.CIDRs) && slices.Equal(a.V6.CIDRs, b.V6.CIDRs) &&
-		(len(a.V4.CIDRs) == 0 || a.V4.MaskSize == b.V4.MaskSize) && (len(a.V6.CIDRs) == 0 || a.V6.MaskSize == b.V6.MaskSize)
+	same := func(x, y podipam.FamilySpec) bool {
+		sorted := func(ps []netip.Prefix) []netip.Prefix {
+			return slices.SortedFunc(slices.Values(ps), func(p, q netip.Prefix) int {
+				if c := p.Addr().Compare(q.Addr()); c != 0 {
+					return c
+				}
+				return p.Bits() - q.Bits()
+			})
+		}
+		return slices.Equal(sorted(x.CIDRs), sorted(y.CIDRs)) && (len(x.CIDRs) == 0 || x.MaskSize == y.MaskSize)
+	}
+	return same(a.V4, b.V4) && same(a.V6, b.V6)
 }
 
 func describePool(p podipam.Pool) string {

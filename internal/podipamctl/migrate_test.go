@@ -292,4 +292,26 @@ func TestMigrateRefusals(t *testing.T) {
 	if err != nil || plan.Err() != nil || plan.Controller != nil || plan.Pool == nil || plan.Pool.Spec.IPv6 != nil {
 		t.Fatalf("plan with given settings: %v, %v, %+v", err, plan.Err(), plan)
 	}
+
+	// A controller run as `mooring controller` with "--flag value" pairs:
+	// found, agreeing with the given settings (CIDRs in another order),
+	// and patched in the same form.
+	d := controllerDeployment("plain", "")
+	d.Spec.Template.Spec.Containers[1].Command = []string{"/mooring", "controller"}
+	d.Spec.Template.Spec.Containers[1].Args = []string{"--pod-ipam-mode", "cluster-pool", "--cluster-pool-ipv4-cidr", "10.250.0.0/16,10.244.0.0/16"}
+	create(t, c, d)
+	two := &podipamctl.ClusterPoolSettings{V4: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("10.250.0.0/16")}, MaskV4: 24}
+	plan, err = podipamctl.PlanMigration(ctx, c, podipamctl.MigrationInput{Namespace: ns, ClusterPool: two})
+	if err != nil || plan.Err() != nil || plan.Controller == nil || plan.Controller.HelmRelease != "" {
+		t.Fatalf("plan with a plain Deployment: %v, %v, %+v", err, plan.Err(), plan.Controller)
+	}
+	if err := podipamctl.PatchController(ctx, c, plan); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(d), d); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Spec.Template.Spec.Containers[1].Args; !slices.Equal(got, []string{"--pod-ipam-mode", "multi-pool", "--cluster-pool-ipv4-cidr", "10.250.0.0/16,10.244.0.0/16"}) {
+		t.Errorf("args after the patch: %q", got)
+	}
 }
