@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -63,6 +64,8 @@ type tracer struct {
 	byName map[string]*svcTrace
 	byAddr map[netip.Addr]*svcTrace
 	all    []*svcTrace
+	// sampled are probed with ARP requests until they answer.
+	sampled []*svcTrace
 	// garps counts gratuitous frames seen; drops is what the sniffer's
 	// socket lost (its trace would then be missing, never wrong).
 	garps, drops int
@@ -74,6 +77,9 @@ func newTracer(n int, name func(int) string, addr func(int) netip.Addr, sampled 
 		s := &svcTrace{i: i, name: name(i), addr: addr(i), sampled: sampled(i)}
 		tr.byName[s.name], tr.byAddr[s.addr] = s, s
 		tr.all = append(tr.all, s)
+		if s.sampled {
+			tr.sampled = append(tr.sampled, s)
+		}
 	}
 	return tr
 }
@@ -131,8 +137,14 @@ func (tr *tracer) watchServices(ctx context.Context, t *testing.T, cs kubernetes
 	}()
 }
 
-// sniff records, on h's eth0, the first gratuitous ARP (sender address =
-// target address) for every bench address, until ctx ends.
+// sniff watches h's eth0 until ctx ends, recording for every bench
+// address the first gratuitous ARP (sender address = target address), and
+// probes the sampled ones: every 20 ms, from its create call returning
+// until the first answer, an ARP request for each sampled address goes out
+// from h, and the first reply to h's MAC is the answer. One socket does
+// it all, read by one goroutine: opening a socket per attempt (netlab.Probe)
+// queues every attempt on the namespace's one worker thread, which on a
+// starved machine delayed answers by seconds that no component caused.
 func (tr *tracer) sniff(ctx context.Context, t *testing.T, h *netlab.Host) {
 	ifi, err := h.Interface()
 	if err != nil {
@@ -166,32 +178,90 @@ func (tr *tracer) sniff(ctx context.Context, t *testing.T, h *netlab.Host) {
 				return
 			}
 			now := time.Now()
-			a, ok := gratuitousARP(buf[:n])
+			f, ok := parseARP(buf[:n])
 			if !ok {
 				continue
 			}
-			if s := tr.byAddr[a]; s != nil {
-				tr.mu.Lock()
+			s := tr.byAddr[f.spa]
+			if s == nil {
+				continue
+			}
+			tr.mu.Lock()
+			switch {
+			case f.spa == f.tpa:
 				tr.garps++
 				if s.garp.IsZero() {
 					s.garp = now
 				}
-				tr.mu.Unlock()
+			case f.reply && bytes.Equal(f.tha, ifi.HardwareAddr) && f.tpa == h.Addr4 && s.sampled && s.arp.IsZero():
+				s.arp = now
 			}
+			tr.mu.Unlock()
 		}
 	}()
+	go tr.probe(ctx, conn, ifi.HardwareAddr, h.Addr4)
 }
 
-// gratuitousARP returns the address an Ethernet frame announces, if it is
-// a gratuitous ARP request or reply (sender protocol address = target).
-func gratuitousARP(f []byte) (netip.Addr, bool) {
+// probe sends, every 20 ms, one ARP request for each sampled address that
+// was created and has not answered yet.
+func (tr *tracer) probe(ctx context.Context, conn net.PacketConn, mac net.HardwareAddr, src netip.Addr) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	bcast := &packet.Addr{HardwareAddr: net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+	var due []netip.Addr
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		due = due[:0]
+		tr.mu.Lock()
+		for _, s := range tr.sampled {
+			if !s.created.IsZero() && s.arp.IsZero() {
+				due = append(due, s.addr)
+			}
+		}
+		tr.mu.Unlock()
+		for _, a := range due {
+			_, _ = conn.WriteTo(arpRequest(mac, src, a), bcast)
+		}
+	}
+}
+
+// arpFrame is what the tracer reads of an ARP frame.
+type arpFrame struct {
+	reply    bool
+	spa, tpa netip.Addr
+	tha      net.HardwareAddr
+}
+
+// parseARP reads an Ethernet frame carrying IPv4-over-Ethernet ARP.
+func parseARP(f []byte) (arpFrame, bool) {
 	const eth = 14
 	if len(f) < eth+28 || f[12] != 0x08 || f[13] != 0x06 {
-		return netip.Addr{}, false
+		return arpFrame{}, false
 	}
-	arp := f[eth:]
-	spa, tpa := netip.AddrFrom4([4]byte(arp[14:18])), netip.AddrFrom4([4]byte(arp[24:28]))
-	return spa, spa == tpa
+	a := f[eth:]
+	return arpFrame{
+		reply: a[6] == 0 && a[7] == 2,
+		spa:   netip.AddrFrom4([4]byte(a[14:18])),
+		tha:   net.HardwareAddr(a[18:24]),
+		tpa:   netip.AddrFrom4([4]byte(a[24:28])),
+	}, true
+}
+
+// arpRequest builds a broadcast "who has target, tell src" frame.
+func arpRequest(mac net.HardwareAddr, src, target netip.Addr) []byte {
+	f := make([]byte, 0, 42)
+	f = append(f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	f = append(f, mac...)
+	f = append(f, 0x08, 0x06)                // ARP
+	f = append(f, 0, 1, 0x08, 0, 6, 4, 0, 1) // Ethernet, IPv4, request
+	f = append(f, mac...)
+	f = append(f, src.AsSlice()...)
+	f = append(f, 0, 0, 0, 0, 0, 0)
+	return append(f, target.AsSlice()...)
 }
 
 // stage is one named span of a trace, from one stage time to another.
@@ -236,12 +306,7 @@ func span(s *svcTrace, st stage) (time.Duration, bool) {
 func (tr *tracer) report(t *testing.T, start time.Time) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	var sampled []*svcTrace
-	for _, s := range tr.all {
-		if s.sampled {
-			sampled = append(sampled, s)
-		}
-	}
+	sampled := tr.sampled
 	t.Logf("BENCH trace: %d gratuitous ARP frames seen for bench addresses, %d frames dropped by the sniffer's socket", tr.garps, tr.drops)
 	for _, set := range []struct {
 		what string
@@ -457,4 +522,24 @@ func (after histogram) since(before histogram) string {
 		}
 	}
 	return fmt.Sprintf("%.0f observations, p50 ≤ %s, p99 ≤ %s, %.0f over %g s", total, at(0.5), at(0.99), over, bound)
+}
+
+// waitAnswers waits until every sampled address answered, at most d, and
+// returns how many did not.
+func (tr *tracer) waitAnswers(d time.Duration) int {
+	deadline := time.Now().Add(d)
+	for {
+		tr.mu.Lock()
+		left := 0
+		for _, s := range tr.sampled {
+			if s.arp.IsZero() {
+				left++
+			}
+		}
+		tr.mu.Unlock()
+		if left == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
