@@ -487,7 +487,8 @@ func scrapeHistogram(h *netlab.Host, url, metric, match string) (histogram, erro
 }
 
 // since describes after − before: the count, the smallest bucket bounds
-// holding 50 % and 99 %, and how many lay above the first bound ≥ 1 s.
+// holding 50 % and 99 %, and how many lay above the first bounds ≥ 0.1 s
+// and ≥ 1 s.
 func (after histogram) since(before histogram) string {
 	bounds := slices.Sorted(func(yield func(float64) bool) {
 		for b := range after {
@@ -514,14 +515,15 @@ func (after histogram) since(before histogram) string {
 		}
 		return "?"
 	}
-	over, bound := 0.0, 0.0
-	for _, b := range bounds {
-		if b >= 1 {
-			over, bound = total-(after[b]-before[b]), b
-			break
+	above := func(limit float64) string {
+		for _, b := range bounds {
+			if b >= limit {
+				return fmt.Sprintf("%.0f above %g s", total-(after[b]-before[b]), b)
+			}
 		}
+		return ""
 	}
-	return fmt.Sprintf("%.0f observations, p50 ≤ %s, p99 ≤ %s, %.0f over %g s", total, at(0.5), at(0.99), over, bound)
+	return fmt.Sprintf("%.0f observations, p50 ≤ %s, p99 ≤ %s, %s, %s", total, at(0.5), at(0.99), above(0.1), above(1))
 }
 
 // waitAnswers waits until every sampled address answered, at most d, and
@@ -541,5 +543,31 @@ func (tr *tracer) waitAnswers(d time.Duration) int {
 			return left
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestBenchARPFrames: the tracer's request is a well-formed ARP request
+// that its own parser reads back, and a gratuitous frame is told from an
+// answer.
+func TestBenchARPFrames(t *testing.T) {
+	mac := net.HardwareAddr{2, 0, 0, 0, 0, 9}
+	src, dst := netip.MustParseAddr("10.213.0.9"), netip.MustParseAddr("10.100.0.1")
+	req := arpRequest(mac, src, dst)
+	f, ok := parseARP(req)
+	if len(req) != 42 || !ok || f.reply || f.spa != src || f.tpa != dst || !bytes.Equal(req[6:12], mac) {
+		t.Fatalf("request %x parsed as %+v, %v", req, f, ok)
+	}
+	// The answer: op 2, sender dst at the owner's MAC, target us.
+	owner := net.HardwareAddr{2, 0, 0, 0, 0, 1}
+	ans := slices.Concat(mac, owner, []byte{0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 2}, owner, dst.AsSlice(), mac, src.AsSlice())
+	if f, ok := parseARP(ans); !ok || !f.reply || f.spa != dst || f.tpa != src || !bytes.Equal(f.tha, mac) {
+		t.Fatalf("answer parsed as %+v, %v", f, ok)
+	}
+	garp := slices.Concat([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, owner, []byte{0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1}, owner, dst.AsSlice(), []byte{0, 0, 0, 0, 0, 0}, dst.AsSlice())
+	if f, ok := parseARP(garp); !ok || f.spa != f.tpa || f.spa != dst {
+		t.Fatalf("gratuitous frame parsed as %+v, %v", f, ok)
+	}
+	if _, ok := parseARP(req[:41]); ok {
+		t.Error("a short frame parsed")
 	}
 }
