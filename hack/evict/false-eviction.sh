@@ -149,7 +149,7 @@ for run in $(seq "$runs"); do
   eps=$(awk -v t="$t0" '$1>t && $4!="true" && !gone {gone=$1} gone && $1>gone && $4=="true" && !($3 in back) {back[$3]=$1}
     END {if (gone) {b=0; for (f in back) if (back[f]>b) b=back[f]; printf "echo-2 endpoint not ready %.2f s after the cut for %.3f s", gone-t, (b?b-gone:-1)} else printf "echo-2 endpoint never left"}' "$out/$run.eps")
   echo "run $run: $what; $eps; pods marked $(( $(marked) - before )); requests ok $ok/$all (echo-2 after the fault: $from2)${fails:+; failed at$fails}"
-  wait $watches
+  wait $watches || true
   sleep 4
 done
 echo "total: requests ok $total_ok/$total"

@@ -74,7 +74,7 @@ func announcerOf(name string, members ...string) *mooringv1.L2Announcer {
 // to defer (members without itself) during the loss, and keeps one that
 // only stalls (its L2Announcer still lists itself) or has none. Real
 // loop, real clock, events as the informer delivers them.
-func TestReleaseLoopReleasesOnlyDeferringNodes(t *testing.T) {
+func TestPartitionReleasesOnlyDeferringNodes(t *testing.T) {
 	mem := &heldMembers{fakeMembers: fakeMembers{changes: make(chan struct{}, 1)}, held: []string{"node-1", "node-2", "node-5"}}
 	cfg := DefaultConfig()
 	cfg.NodeName = "node-4"
@@ -103,7 +103,7 @@ func TestReleaseLoopReleasesOnlyDeferringNodes(t *testing.T) {
 // deferralGrace before it was noticed). An old list left behind by an
 // agent that deferred in an earlier partition and could not rewrite its
 // L2Announcer since must not release it when it later merely stalls.
-func TestReleaseIgnoresStaleDeferrals(t *testing.T) {
+func TestPartitionIgnoresStaleDeferrals(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	self := func(n string) *mooringv1.L2Announcer {
