@@ -5,8 +5,11 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/membership"
@@ -142,5 +145,83 @@ func TestTakeConfirmedAfterApply(t *testing.T) {
 	defer mem.mu.Unlock()
 	if len(mem.mine.Counted) != 0 {
 		t.Fatalf("still confirms %v", mem.mine.Counted)
+	}
+}
+
+// The returning side: after its hold-down node-1 publishes Ready and
+// Taking and answers nothing until both peers confirm it, however long
+// past TakeDelay; a peer that never confirms holds it only until
+// TakeMaxWait.
+func TestTakeWaitsForConfirmations(t *testing.T) {
+	for _, lagging := range []bool{false, true} {
+		t.Run(map[bool]string{false: "confirmed", true: "one peer never confirms"}[lagging], func(t *testing.T) {
+			clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+			peer := func(counted ...string) membership.NodeMeta {
+				m := ready("eth0")
+				m.Since = clk.Now().Add(-time.Hour).Unix()
+				m.Confirms, m.Counted = true, counted
+				return m
+			}
+			metas := map[string]membership.NodeMeta{"node-2": peer(), "node-3": peer()}
+			a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
+			a.deps.Clock = clk
+			a.cfg.TakeDelay, a.cfg.TakeMaxWait = 500*time.Millisecond, 5*time.Second
+			wantOwned := 0
+			for _, v := range vips {
+				if announce.Rank([]string{"node-1", "node-2", "node-3"}, v)[0] == "node-1" {
+					wantOwned++
+				}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { _ = a.decideLoop(ctx) }()
+			published := func() membership.NodeMeta {
+				mem.mu.Lock()
+				defer mem.mu.Unlock()
+				return mem.mine
+			}
+			waitFor := func(what string, ok func() bool) {
+				t.Helper()
+				deadline := time.Now().Add(5 * time.Second)
+				for !ok() && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if !ok() {
+					t.Fatalf("%s: published %+v, answers %d", what, published(), len(resp.get()[eth0.Index]))
+				}
+			}
+			waitFor("holding down", func() bool { return clk.HasWaiters() && strings.Contains(published().Reason, "holding down") })
+			clk.Step(a.cfg.HoldDown)
+			mem.changes <- struct{}{}
+			waitFor("ready and taking", func() bool { m := published(); return m.Ready && m.Taking })
+			for range 10 { // 2 s past readiness: long past TakeDelay
+				clk.Step(200 * time.Millisecond)
+				time.Sleep(10 * time.Millisecond)
+			}
+			if got := len(resp.get()[eth0.Index]); got != 0 || !published().Taking {
+				t.Fatalf("took %d addresses without confirmations (published %+v)", got, published())
+			}
+			mem.mu.Lock()
+			mem.metas["node-2"] = peer("node-1")
+			if !lagging {
+				mem.metas["node-3"] = peer("node-1")
+			}
+			mem.mu.Unlock()
+			select {
+			case mem.changes <- struct{}{}:
+			default:
+			}
+			if lagging {
+				time.Sleep(50 * time.Millisecond)
+				if got := len(resp.get()[eth0.Index]); got != 0 {
+					t.Fatalf("took %d addresses with node-3 unconfirmed", got)
+				}
+				clk.Step(3 * time.Second) // past TakeMaxWait
+			}
+			waitFor("taken", func() bool {
+				clk.Step(10 * time.Millisecond) // the decision loop's coalescing window
+				return len(resp.get()[eth0.Index]) == wantOwned && !published().Taking
+			})
+		})
 	}
 }
