@@ -290,6 +290,7 @@ var stages = []stage{
 	{"creation → status", atCreated, atStatus},
 	{"creation → first GARP", atCreated, atGARP},
 	{"creation → ARP answer", atCreated, atARP},
+	{"create call sent → ARP answer", atSent, atARP},
 }
 
 func span(s *svcTrace, st stage) (time.Duration, bool) {
