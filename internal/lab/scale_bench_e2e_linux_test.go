@@ -163,8 +163,8 @@ func TestBenchLabServices(t *testing.T) {
 	}
 	t.Logf("BENCH lab writes per Service, leases aside: %.3f (the API server's own ipaddresses included); by Mooring: %.3f", total/float64(n), mooring/float64(n))
 	for _, name := range slices.Sorted(maps.Keys(pids)) {
-		t.Logf("BENCH lab %s: %v; %.1f CPU-s during the run (%.1f %% of a core)", name, cost1[name], cost1[name].cpu-cost0[name].cpu,
-			100*(cost1[name].cpu-cost0[name].cpu)/(created.Seconds()+10))
+		t.Logf("BENCH lab %s: %v; %.1f CPU-s during the run (%.1f %% of a core); its threads waited %.1f s for a CPU", name, cost1[name],
+			cost1[name].cpu-cost0[name].cpu, 100*(cost1[name].cpu-cost0[name].cpu)/(created.Seconds()+10), cost1[name].wait-cost0[name].wait)
 	}
 }
 
@@ -235,10 +235,11 @@ func (before componentHistograms) report(t *testing.T, r *lab.Ready, cs kubernet
 	}
 }
 
-// procStat is one process's memory and CPU from /proc.
+// procStat is one process's memory and CPU from /proc; wait is the time
+// its threads spent runnable but waiting for a CPU (schedstat).
 type procStat struct {
-	rss, hwm uint64
-	cpu      float64
+	rss, hwm  uint64
+	cpu, wait float64
 }
 
 func (p procStat) String() string {
@@ -274,9 +275,29 @@ func costs(t *testing.T, pids map[string]int) map[string]procStat {
 		ut, _ := strconv.ParseFloat(f[11], 64)
 		st, _ := strconv.ParseFloat(f[12], 64)
 		p.cpu = (ut + st) / 100
+		p.wait = runQueueWait(pid)
 		out[name] = p
 	}
 	return out
+}
+
+// runQueueWait sums, over pid's threads, the seconds they waited on a run
+// queue (/proc/PID/task/TID/schedstat, second field; threads that exited
+// in between are not counted).
+func runQueueWait(pid int) float64 {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	total := 0.0
+	for _, e := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			ns, _ := strconv.ParseFloat(f[1], 64)
+			total += ns / 1e9
+		}
+	}
+	return total
 }
 
 // labPIDs finds this test's lab processes: the Mooring agents and
