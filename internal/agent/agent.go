@@ -24,6 +24,7 @@ import (
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/conntrack"
+	"github.com/mooringlb/mooring/internal/responder"
 )
 
 // Members is what the agent needs from gossip (internal/membership).
@@ -33,9 +34,11 @@ type Members interface {
 	SetPeers(addrs []string)
 }
 
-// Responder converges the raw-socket answers to a table (internal/responder).
+// Responder converges the raw-socket answers to a table (internal/responder):
+// Apply replaces the whole table, Update changes the named addresses only.
 type Responder interface {
 	Apply(desired map[int][]netip.Addr)
+	Update(changes []responder.Change)
 }
 
 // Links reads and watches the node's interfaces and addresses (netlink).
@@ -104,7 +107,10 @@ type Agent struct {
 	// Owned by the decision loop.
 	state   *announce.State // created by the first decision
 	applied bool            // the responder has had a first table
-	prev    announce.Result
+	// answered is what the responder was told, by address: the interface
+	// indexes of its local entries.
+	answered map[netip.Addr][]int
+	prev     announce.Result
 	// prefixes are the networks of the node's interfaces by index
 	// (networkPrefixes), read with the interfaces; replaced, never
 	// modified, so a published decision may share it.
@@ -278,12 +284,12 @@ func (a *Agent) decide(ctx context.Context) error {
 			return err
 		}
 	}
-	// Most changes are other nodes' addresses: the local table is rebuilt
-	// only when one of this node's changed.
-	local := a.cfg.NodeName
-	if !a.applied || slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From == local || c.To == local }) {
-		a.deps.Responder.Apply(a.state.Desired())
-		a.applied = true
+	// The responder gets the whole table once, then only the addresses
+	// that changed.
+	if !a.applied {
+		a.applyAll()
+	} else if up := a.responderUpdates(changes); len(up) > 0 {
+		a.deps.Responder.Update(up)
 	}
 	a.met.decisions.Observe(a.deps.Clock.Since(start).Seconds())
 	a.pending = append(a.pending, changes...)
@@ -301,6 +307,52 @@ func (a *Agent) decide(ctx context.Context) error {
 	}
 	a.publish()
 	return err
+}
+
+// applyAll gives the responder the whole local table.
+func (a *Agent) applyAll() {
+	desired := a.state.Desired()
+	a.answered = map[netip.Addr][]int{}
+	for ifindex, addrs := range desired {
+		for _, ad := range addrs {
+			a.answered[ad] = append(a.answered[ad], ifindex)
+		}
+	}
+	a.deps.Responder.Apply(desired)
+	a.applied = true
+}
+
+// responderUpdates turns changes into what the responder must start and
+// stop answering: every change of local entries is a Change (announce),
+// so only those addresses are looked at. Cost: O(changes).
+func (a *Agent) responderUpdates(changes []announce.Change) []responder.Change {
+	var out []responder.Change
+	for _, c := range changes {
+		prev := a.answered[c.Addr]
+		var now []int
+		for _, e := range a.state.Local(c.Addr) {
+			now = append(now, e.IfIndex)
+		}
+		if slices.Equal(prev, now) {
+			continue
+		}
+		for _, i := range prev {
+			if !slices.Contains(now, i) {
+				out = append(out, responder.Change{IfIndex: i, Addr: c.Addr})
+			}
+		}
+		for _, i := range now {
+			if !slices.Contains(prev, i) {
+				out = append(out, responder.Change{IfIndex: i, Addr: c.Addr, On: true})
+			}
+		}
+		if now == nil {
+			delete(a.answered, c.Addr)
+		} else {
+			a.answered[c.Addr] = now
+		}
+	}
+	return out
 }
 
 // publish hands the whole decision to the status writer and the safety

@@ -24,6 +24,7 @@ import (
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/responder"
 )
 
 type fakeMembers struct {
@@ -48,6 +49,28 @@ type fakeResponder struct {
 }
 
 func (f *fakeResponder) Apply(d map[int][]netip.Addr) { f.mu.Lock(); f.table = d; f.mu.Unlock() }
+
+// Update changes the table as responder.Manager does; an interface left
+// with no address disappears from it.
+func (f *fakeResponder) Update(cs []responder.Change) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next := map[int][]netip.Addr{}
+	for i, addrs := range f.table {
+		next[i] = slices.Clone(addrs)
+	}
+	for _, c := range cs {
+		next[c.IfIndex] = slices.DeleteFunc(next[c.IfIndex], func(a netip.Addr) bool { return a == c.Addr })
+		if c.On {
+			next[c.IfIndex] = append(next[c.IfIndex], c.Addr)
+			slices.SortFunc(next[c.IfIndex], netip.Addr.Compare)
+		}
+		if len(next[c.IfIndex]) == 0 {
+			delete(next, c.IfIndex)
+		}
+	}
+	f.table = next
+}
 func (f *fakeResponder) get() map[int][]netip.Addr {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -76,6 +76,9 @@ type compactStore struct {
 	all     func() // everything may have changed (a relist)
 
 	svcSynced, sliceSynced atomic.Bool
+	// gen moves after every change the decision reads (the snapshot
+	// skips encoding when it did not).
+	gen atomic.Uint64
 }
 
 func newCompactStore(changed func(types.NamespacedName), all func()) *compactStore {
@@ -238,8 +241,11 @@ func (s *compactStore) deleteSlice(k types.NamespacedName) []types.NamespacedNam
 	return s.unindex(k, prev.service)
 }
 
-// notify calls changed for each key, outside the lock.
+// notify calls changed for each key, outside the lock, after moving gen.
 func (s *compactStore) notify(keys ...types.NamespacedName) {
+	if len(keys) > 0 {
+		s.gen.Add(1)
+	}
 	for _, k := range keys {
 		s.changed(k)
 	}
@@ -356,6 +362,7 @@ func (s serviceSink) Replace(list []any, _ string) error {
 	s.mu.Unlock()
 	s.svcSynced.Store(true)
 	if first {
+		s.gen.Add(1)
 		s.all()
 	}
 	s.notify(changed...)
@@ -413,6 +420,7 @@ func (s sliceSink) Replace(list []any, _ string) error {
 	s.mu.Unlock()
 	s.sliceSynced.Store(true)
 	if first {
+		s.gen.Add(1)
 		s.all()
 		return nil
 	}

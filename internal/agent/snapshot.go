@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -15,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/announce"
@@ -40,10 +40,11 @@ import (
 // Written atomically (a temporary file renamed over the old one), only when
 // its content changed, and at most every snapshotGap: a write is triggered
 // by a published decision, not by every informer event. Cost at 10,000
-// Services (measured on the loaded 2-core test machine): ~0.1 s to encode
-// and hash, ~0.2 s to write a 120 KB file, ~0.5 s to load it at start
-// (measured before the compact store, which rebuilds an object per Service
-// for each read: that cost, up to once per snapshotGap, is not measured).
+// Services (BenchmarkSnapshot10k, docs/benchmarks.md, issue 13 fourth
+// pass): a pass after which nothing the decision reads changed ~0.5 ms
+// (only the Nodes, policies and owned entries are encoded:
+// snapshot_encode.go); a changed Service ~70 ms with the write and fsync,
+// 3 MB allocated; ~0.5 s to load it at start.
 
 // snapshotName is the file under --state-dir.
 const snapshotName = "l2-snapshot.json.gz"
@@ -78,61 +79,55 @@ type snapshotEntry struct {
 // snapshotPath is the snapshot file of a state dir.
 func snapshotPath(dir string) string { return filepath.Join(dir, snapshotName) }
 
-// readSnapshot builds a snapshot of what the decision reads from r, with
-// the local entries of res.
-func readSnapshot(ctx context.Context, r client.Reader, node string, res announce.Result) (*snapshotFile, error) {
-	s := &snapshotFile{Version: snapshotVersion, Node: node}
-	var (
-		nodes corev1.NodeList
-		pols  mooringv1.L2AnnouncementPolicyList
-		svcs  corev1.ServiceList
-		es    discoveryv1.EndpointSliceList
-	)
-	// Read-only: encoded, never changed (UnsafeDisableDeepCopy spares a
-	// copy where the reader would make one; the compact store builds each
-	// object afresh anyway).
-	for _, l := range []client.ObjectList{&nodes, &pols, &svcs, &es} {
-		if err := r.List(ctx, l, client.UnsafeDisableDeepCopy); err != nil {
-			return nil, fmt.Errorf("listing from the cache for the snapshot: %w", err)
-		}
-	}
-	s.Nodes, s.Policies, s.Services, s.Slices = nodes.Items, pols.Items, svcs.Items, es.Items
-	for _, e := range res.Local {
-		s.Owned = append(s.Owned, snapshotEntry{Addr: e.Addr.String(), Interface: e.IfName})
-	}
-	return s, nil
-}
-
-// contentHash identifies a snapshot's content, its write time aside.
-// It streams the encoding into the hash: no copy of the whole encoding.
-func (s *snapshotFile) contentHash() ([32]byte, error) {
-	c := *s
-	c.Written = time.Time{}
-	h := sha256.New()
-	if err := json.NewEncoder(h).Encode(&c); err != nil {
-		return [32]byte{}, err
-	}
-	return [32]byte(h.Sum(nil)), nil
-}
-
-// writeSnapshot writes s to dir atomically: a crash leaves the old file or
-// the new one, never a torn one.
+// writeSnapshot writes s to dir atomically (tests and tools: the agent
+// streams its snapshot, saveSnapshot).
 func writeSnapshot(dir string, s *snapshotFile) error {
+	tmp, err := createSnapshot(dir)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(tmp).Encode(s); err != nil {
+		tmp.abort()
+		return fmt.Errorf("encoding the snapshot: %w", err)
+	}
+	return tmp.commit(dir)
+}
+
+// snapshotTmp is a snapshot being written to a temporary file, renamed
+// over the old one by commit: a crash leaves the old file or the new one,
+// never a torn one.
+type snapshotTmp struct {
+	f  *os.File
+	zw *gzip.Writer
+}
+
+func createSnapshot(dir string) (*snapshotTmp, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating --state-dir: %w", err)
+		return nil, fmt.Errorf("creating --state-dir: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, snapshotName+".*.tmp")
+	f, err := os.CreateTemp(dir, snapshotName+".*.tmp")
 	if err != nil {
-		return fmt.Errorf("writing the snapshot: %w", err)
+		return nil, fmt.Errorf("writing the snapshot: %w", err)
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
-	zw := gzip.NewWriter(tmp)
-	err = json.NewEncoder(zw).Encode(s)
-	err = errors.Join(err, zw.Close(), tmp.Sync(), tmp.Close())
-	if err != nil {
-		return fmt.Errorf("writing the snapshot %s: %w", tmp.Name(), err)
+	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed) // a valid level: no error
+	return &snapshotTmp{f: f, zw: zw}, nil
+}
+
+func (t *snapshotTmp) Write(p []byte) (int, error) { return t.zw.Write(p) }
+
+// abort drops the temporary file.
+func (t *snapshotTmp) abort() {
+	t.f.Close()
+	os.Remove(t.f.Name())
+}
+
+// commit makes the temporary file the snapshot of dir.
+func (t *snapshotTmp) commit(dir string) error {
+	defer os.Remove(t.f.Name()) // a no-op once renamed
+	if err := errors.Join(t.zw.Close(), t.f.Sync(), t.f.Close()); err != nil {
+		return fmt.Errorf("writing the snapshot %s: %w", t.f.Name(), err)
 	}
-	if err := os.Rename(tmp.Name(), snapshotPath(dir)); err != nil {
+	if err := os.Rename(t.f.Name(), snapshotPath(dir)); err != nil {
 		return fmt.Errorf("replacing the snapshot: %w", err)
 	}
 	if d, err := os.Open(dir); err == nil { // make the rename durable
@@ -180,7 +175,7 @@ func (a *Agent) snapshotLoop(ctx context.Context) error {
 	if a.cfg.StateDir == "" {
 		return nil
 	}
-	var last [32]byte
+	var last snapshotMark
 	for {
 		select {
 		case <-ctx.Done():
@@ -202,24 +197,38 @@ func (a *Agent) snapshotLoop(ctx context.Context) error {
 	}
 }
 
-// saveSnapshot writes the snapshot if its content differs from the one
-// whose hash is *last, and reports whether it wrote.
-func (a *Agent) saveSnapshot(ctx context.Context, res announce.Result, last *[32]byte) (bool, error) {
-	s, err := readSnapshot(ctx, a.deps.Reader, a.cfg.NodeName, res)
+// saveSnapshot writes the snapshot if its content differs from what
+// *last records, and reports whether it wrote. The content streams through
+// the hash into the compressed temporary file: no copy of the whole
+// encoding is held, and an unchanged content is dropped before the rename.
+func (a *Agent) saveSnapshot(ctx context.Context, res announce.Result, last *snapshotMark) (bool, error) {
+	mark, maybe, err := snapshotHead(ctx, a.deps.Reader, a.cfg.NodeName, res, *last)
+	if err != nil || !maybe {
+		return false, err
+	}
+	tmp, err := createSnapshot(a.cfg.StateDir)
 	if err != nil {
 		return false, err
 	}
-	h, err := s.contentHash()
-	if err != nil || h == *last {
+	written, _ := json.Marshal(a.deps.Clock.Now().UTC())
+	fmt.Fprintf(tmp, `{"written":%s,`, written)
+	h := sha256.New()
+	if err := writeSnapshotBody(ctx, a.deps.Reader, mark, bufio.NewWriterSize(io.MultiWriter(h, tmp), 64<<10)); err != nil {
+		tmp.abort()
+		return false, fmt.Errorf("writing the snapshot: %w", err)
+	}
+	mark.hash = [32]byte(h.Sum(nil))
+	if last.valid && last.hash == mark.hash {
+		tmp.abort()
+		*last = mark
+		return false, nil
+	}
+	if err := tmp.commit(a.cfg.StateDir); err != nil {
 		return false, err
 	}
-	s.Written = a.deps.Clock.Now().UTC()
-	if err := writeSnapshot(a.cfg.StateDir, s); err != nil {
-		return false, err
-	}
-	*last = h
+	*last = mark
 	a.snapMet.writes.Inc()
-	a.log.Debug("snapshot written", "path", snapshotPath(a.cfg.StateDir), "owned", len(s.Owned), "services", len(s.Services))
+	a.log.Debug("snapshot written", "path", snapshotPath(a.cfg.StateDir), "owned", len(res.Local))
 	return true, nil
 }
 

@@ -136,7 +136,7 @@ func TestSnapshotWrittenOnlyWhenChanged(t *testing.T) {
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var last [32]byte
+	var last snapshotMark
 	for i, want := range []bool{true, false, false} {
 		if wrote, err := a.saveSnapshot(ctx, a.state.Result(), &last); err != nil || wrote != want {
 			t.Fatalf("save %d: wrote %v (err %v), want %v", i, wrote, err, want)

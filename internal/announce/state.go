@@ -255,6 +255,17 @@ func (s *State) Desired() map[int][]netip.Addr {
 	return Result{Local: sortEntries(local)}.Desired()
 }
 
+// Local returns the local entries of one address (nil when this node does
+// not announce it), for an adapter that follows the Changes one address
+// at a time instead of rebuilding Desired. Cost: O(1). The slice is
+// replaced, never modified, so the caller may keep it.
+func (s *State) Local(a netip.Addr) []Entry {
+	if e := s.addrs[a]; e != nil {
+		return e.local
+	}
+	return nil
+}
+
 // Result materialises the whole decision, equal to Decide(s.Input()).
 // Cost: O(A log A).
 func (s *State) Result() Result {

@@ -7,77 +7,140 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"k8s.io/utils/clock"
 )
 
-// link is one open interface. owned is swapped whole by Run's goroutine and
-// read by the two reader goroutines; groups is touched only by Run's.
+// link is one open interface. owned is changed by Run's goroutine and read
+// by the two reader goroutines (under mu); groups is touched only by Run's.
 type link struct {
 	*Link
-	met    *metrics
-	clock  clock.Clock
-	log    *slog.Logger
-	owned  atomic.Pointer[map[netip.Addr]struct{}]
-	groups map[[6]byte]struct{}
+	met   *metrics
+	clock clock.Clock
+	log   *slog.Logger
+	mu    sync.RWMutex
+	owned map[netip.Addr]struct{}
+	// groups counts the owned IPv6 addresses of each solicited-node group;
+	// joined are the groups whose membership succeeded.
+	groups map[[6]byte]int
+	joined map[[6]byte]struct{}
 	closed atomic.Bool
 }
 
 func newLink(pl *Link, met *metrics, clk clock.Clock, log *slog.Logger) *link {
-	l := &link{Link: pl, met: met, clock: clk, log: log.With("interface", pl.Name), groups: map[[6]byte]struct{}{}}
-	empty := map[netip.Addr]struct{}{}
-	l.owned.Store(&empty)
-	return l
+	return &link{Link: pl, met: met, clock: clk, log: log.With("interface", pl.Name),
+		owned: map[netip.Addr]struct{}{}, groups: map[[6]byte]int{}, joined: map[[6]byte]struct{}{}}
 }
 
 func (l *link) owns(a netip.Addr) bool {
-	_, ok := (*l.owned.Load())[a]
+	l.mu.RLock()
+	_, ok := l.owned[a]
+	l.mu.RUnlock()
 	return ok
 }
 
-// setOwned installs the new table of this interface, fixes the solicited-node
-// group memberships and returns the addresses that are newly owned, sorted.
-// Groups are joined before the table is installed, so no solicitation is
-// missed for lack of a membership after we start answering.
+// size is how many addresses the link answers for.
+func (l *link) size() int {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return len(l.owned)
+}
+
+// setOwned makes next the table of this interface and returns the
+// addresses that are newly owned, sorted.
 func (l *link) setOwned(next map[netip.Addr]struct{}) []netip.Addr {
-	prev := *l.owned.Load()
-	want := map[[6]byte]struct{}{}
-	for a := range next {
-		if a.Is6() {
-			if mac, err := SolicitedNodeMAC(a); err == nil {
-				want[[6]byte(mac)] = struct{}{}
-			}
+	l.mu.RLock()
+	var gone []netip.Addr
+	for a := range l.owned {
+		if _, ok := next[a]; !ok {
+			gone = append(gone, a)
 		}
 	}
-	for g := range want {
-		if _, ok := l.groups[g]; ok {
-			continue
-		}
-		if err := l.NDP.JoinGroup(net.HardwareAddr(g[:])); err != nil {
-			l.met.errors.WithLabelValues("join").Inc()
-			l.log.Error("cannot join solicited-node group; multicast solicitations may be filtered by the NIC",
-				"group", net.HardwareAddr(g[:]).String(), "err", err)
-			continue
-		}
-		l.groups[g] = struct{}{}
-	}
-	l.owned.Store(&next)
-	for g := range l.groups {
-		if _, ok := want[g]; !ok {
-			_ = l.NDP.LeaveGroup(net.HardwareAddr(g[:]))
-			delete(l.groups, g)
-		}
+	l.mu.RUnlock()
+	for _, a := range gone {
+		l.remove(a)
 	}
 	var added []netip.Addr
 	for a := range next {
-		if _, ok := prev[a]; !ok {
+		if l.add(a) {
 			added = append(added, a)
 		}
 	}
+	for g := range l.groups { // retry memberships that failed
+		l.join(g)
+	}
 	slices.SortFunc(added, netip.Addr.Compare)
 	return added
+}
+
+// add answers for a from now on and reports whether it is new. Its
+// solicited-node group is joined first, so no solicitation is missed for
+// lack of a membership after we start answering.
+func (l *link) add(a netip.Addr) bool {
+	if l.owns(a) {
+		return false
+	}
+	if g, ok := solicitedGroup(a); ok {
+		l.groups[g]++
+		l.join(g)
+	}
+	l.mu.Lock()
+	l.owned[a] = struct{}{}
+	l.mu.Unlock()
+	return true
+}
+
+// join joins g unless it is joined; a failure is retried by the next
+// address of the group.
+func (l *link) join(g [6]byte) {
+	if _, ok := l.joined[g]; ok {
+		return
+	}
+	if err := l.NDP.JoinGroup(net.HardwareAddr(g[:])); err != nil {
+		l.met.errors.WithLabelValues("join").Inc()
+		l.log.Error("cannot join solicited-node group; multicast solicitations may be filtered by the NIC",
+			"group", net.HardwareAddr(g[:]).String(), "err", err)
+		return
+	}
+	l.joined[g] = struct{}{}
+}
+
+// remove stops answering for a; the last address of a solicited-node
+// group leaves the group.
+func (l *link) remove(a netip.Addr) {
+	if !l.owns(a) {
+		return
+	}
+	l.mu.Lock()
+	delete(l.owned, a)
+	l.mu.Unlock()
+	g, ok := solicitedGroup(a)
+	if !ok {
+		return
+	}
+	if l.groups[g]--; l.groups[g] > 0 {
+		return
+	}
+	delete(l.groups, g)
+	if _, ok := l.joined[g]; ok {
+		_ = l.NDP.LeaveGroup(net.HardwareAddr(g[:]))
+		delete(l.joined, g)
+	}
+}
+
+// solicitedGroup is the solicited-node multicast MAC of an IPv6 address.
+func solicitedGroup(a netip.Addr) ([6]byte, bool) {
+	if !a.Is6() {
+		return [6]byte{}, false
+	}
+	mac, err := SolicitedNodeMAC(a)
+	if err != nil {
+		return [6]byte{}, false
+	}
+	return [6]byte(mac), true
 }
 
 // announce sends one round of gratuitous frames for a: both ARP forms for

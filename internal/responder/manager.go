@@ -101,9 +101,14 @@ type Manager struct {
 	open Opener
 
 	mu      sync.Mutex
-	desired map[int][]netip.Addr
-	again   []announcement // Reannounce requests not yet taken by Run
-	kick    chan struct{}
+	desired map[int]map[netip.Addr]struct{} // normalised (toSet)
+	// full is set by Apply until Run takes the table; otherwise delta holds
+	// the addresses Update changed since Run last looked, by interface
+	// (true: answer), so Run touches only those.
+	full  bool
+	delta map[int]map[netip.Addr]bool
+	again []announcement // Reannounce requests not yet taken by Run
+	kick  chan struct{}
 	// openErr is the last failure to open a desired interface, nil once
 	// every desired interface is open (Healthy).
 	openErr atomic.Pointer[error]
@@ -144,7 +149,8 @@ func NewWithOpener(cfg Config, log *slog.Logger, reg prometheus.Registerer, open
 		log:     log,
 		met:     newMetrics(reg),
 		open:    open,
-		desired: map[int][]netip.Addr{},
+		desired: map[int]map[netip.Addr]struct{}{},
+		delta:   map[int]map[netip.Addr]bool{},
 		kick:    make(chan struct{}, 1),
 	}
 }
@@ -156,13 +162,67 @@ func NewWithOpener(cfg Config, log *slog.Logger, reg prometheus.Registerer, open
 // latest table counts, so an address removed and re-added before Run sees
 // the removal is not announced again).
 func (m *Manager) Apply(desired map[int][]netip.Addr) {
-	table := make(map[int][]netip.Addr, len(desired))
+	table := make(map[int]map[netip.Addr]struct{}, len(desired))
 	for ifindex, addrs := range desired {
-		table[ifindex] = slices.Clone(addrs)
+		if set := toSet(addrs); len(set) > 0 {
+			table[ifindex] = set
+		}
 	}
 	m.mu.Lock()
-	m.desired = table
+	m.desired, m.full, m.delta = table, true, map[int]map[netip.Addr]bool{}
 	m.mu.Unlock()
+	m.poke()
+}
+
+// Change is one address to answer for (On) or no longer answer for on one
+// interface.
+type Change struct {
+	IfIndex int
+	Addr    netip.Addr
+	On      bool
+}
+
+// Update changes the desired table by the given entries and leaves the
+// rest as it is: Run then touches only the addresses named, so its cost
+// follows the changes, not the table (10,000 addresses). Like Apply it
+// never blocks and coalesces.
+func (m *Manager) Update(changes []Change) {
+	if len(changes) == 0 {
+		return
+	}
+	m.mu.Lock()
+	for _, c := range changes {
+		a := c.Addr.Unmap().WithZone("")
+		if !valid(a) {
+			continue
+		}
+		set := m.desired[c.IfIndex]
+		if c.On {
+			if set == nil {
+				set = map[netip.Addr]struct{}{}
+				m.desired[c.IfIndex] = set
+			}
+			set[a] = struct{}{}
+		} else {
+			delete(set, a)
+			if len(set) == 0 {
+				delete(m.desired, c.IfIndex)
+			}
+		}
+		if !m.full {
+			d := m.delta[c.IfIndex]
+			if d == nil {
+				d = map[netip.Addr]bool{}
+				m.delta[c.IfIndex] = d
+			}
+			d[a] = c.On
+		}
+	}
+	m.mu.Unlock()
+	m.poke()
+}
+
+func (m *Manager) poke() {
 	select {
 	case m.kick <- struct{}{}:
 	default:
@@ -193,10 +253,35 @@ func (m *Manager) takeAgain() []announcement {
 	return out
 }
 
-func (m *Manager) snapshot() map[int][]netip.Addr {
+// table copies the desired table.
+func (m *Manager) table() map[int]map[netip.Addr]struct{} {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.desired
+	out := make(map[int]map[netip.Addr]struct{}, len(m.desired))
+	for ifindex, set := range m.desired {
+		out[ifindex] = maps.Clone(set)
+	}
+	return out
+}
+
+// tableOf copies the desired addresses of one interface.
+func (m *Manager) tableOf(ifindex int) map[netip.Addr]struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.desired[ifindex])
+}
+
+// take returns what changed since the last call: the whole table after
+// an Apply (nil delta), else the addresses Update changed.
+func (m *Manager) take() (map[int]map[netip.Addr]struct{}, map[int]map[netip.Addr]bool) {
+	m.mu.Lock()
+	full, delta := m.full, m.delta
+	m.full, m.delta = false, map[int]map[netip.Addr]bool{}
+	m.mu.Unlock()
+	if full {
+		return m.table(), nil
+	}
+	return nil, delta
 }
 
 // Run opens and closes listeners as Apply asks, answers requests and sends
@@ -215,11 +300,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-m.kick:
-			s.reconcile(m.snapshot())
+			s.converge()
 			s.again(m.takeAgain())
 		case <-timer:
 			if s.retryDue() {
-				s.reconcile(m.snapshot())
+				s.reconcile(m.table())
 			}
 			s.sendDue()
 		}
@@ -244,6 +329,79 @@ type announcement struct {
 	gap     time.Duration // before the next round; doubles
 }
 
+// converge brings the links to the table: all of it after an Apply, only
+// the addresses updated since otherwise.
+func (s *runState) converge() {
+	if table, delta := s.m.take(); delta == nil {
+		s.reconcile(table)
+	} else {
+		s.update(delta)
+	}
+}
+
+// update applies the addresses Update changed. An interface not open yet
+// is opened with its whole table; one left with nothing is closed.
+func (s *runState) update(delta map[int]map[netip.Addr]bool) {
+	m := s.m
+	for _, ifindex := range slices.Sorted(maps.Keys(delta)) {
+		l, ok := s.links[ifindex]
+		if !ok {
+			if set := m.tableOf(ifindex); len(set) > 0 {
+				s.openWith(ifindex, set)
+			}
+			continue
+		}
+		var added []netip.Addr
+		for a, on := range delta[ifindex] {
+			if !on {
+				l.remove(a)
+			} else if l.add(a) {
+				added = append(added, a)
+			}
+		}
+		slices.SortFunc(added, netip.Addr.Compare)
+		s.schedule(ifindex, added)
+		if l.size() == 0 {
+			s.release(ifindex, l)
+		}
+	}
+	m.met.interfaces.Set(float64(len(s.links)))
+	s.sendDue()
+}
+
+func (s *runState) release(ifindex int, l *link) {
+	l.close()
+	delete(s.links, ifindex)
+	s.m.log.Info("interface released", "ifindex", ifindex, "interface", l.Name)
+}
+
+// openWith opens an interface and answers for set on it; a failure is
+// retried by the next reconcile (retryAt) and returned.
+func (s *runState) openWith(ifindex int, set map[netip.Addr]struct{}) error {
+	m := s.m
+	l, err := s.openLink(ifindex)
+	if err != nil {
+		m.met.errors.WithLabelValues("open").Inc()
+		m.log.Error("cannot open listeners; will retry", "ifindex", ifindex,
+			"retry", m.cfg.RetryInterval, "err", err)
+		s.retryAt = m.cfg.Clock.Now().Add(m.cfg.RetryInterval)
+		m.openErr.Store(&err)
+		return err
+	}
+	s.links[ifindex] = l
+	s.schedule(ifindex, l.setOwned(set))
+	return nil
+}
+
+// schedule starts the gratuitous series of newly owned addresses.
+func (s *runState) schedule(ifindex int, added []netip.Addr) {
+	for _, a := range added {
+		s.pending = append(s.pending, announcement{
+			ifindex: ifindex, addr: a, left: s.m.cfg.GratuitousCount, due: s.m.cfg.Clock.Now(), gap: s.m.cfg.GratuitousInterval,
+		})
+	}
+}
+
 func (s *runState) nextWake() (time.Duration, bool) {
 	var next time.Time
 	for _, a := range s.pending {
@@ -266,7 +424,7 @@ func (s *runState) retryDue() bool {
 
 // reconcile opens, updates and closes links to match the table. An
 // interface with no (valid) addresses needs no listener and is closed.
-func (s *runState) reconcile(table map[int][]netip.Addr) {
+func (s *runState) reconcile(table map[int]map[netip.Addr]struct{}) {
 	m := s.m
 	s.retryAt = time.Time{}
 	var openErr error
@@ -277,37 +435,20 @@ func (s *runState) reconcile(table map[int][]netip.Addr) {
 			m.openErr.Store(&openErr)
 		}
 	}()
-	sets := make(map[int]map[netip.Addr]struct{}, len(table))
-	for ifindex, addrs := range table {
-		if set := toSet(addrs); len(set) > 0 {
-			sets[ifindex] = set
-		}
-	}
 	for ifindex, l := range s.links {
-		if _, ok := sets[ifindex]; !ok {
-			l.close()
-			delete(s.links, ifindex)
-			m.log.Info("interface released", "ifindex", ifindex, "interface", l.Name)
+		if len(table[ifindex]) == 0 {
+			s.release(ifindex, l)
 		}
 	}
-	for _, ifindex := range slices.Sorted(maps.Keys(sets)) {
-		l, ok := s.links[ifindex]
-		if !ok {
-			var err error
-			if l, err = s.openLink(ifindex); err != nil {
-				openErr = err
-				m.met.errors.WithLabelValues("open").Inc()
-				m.log.Error("cannot open listeners; will retry", "ifindex", ifindex,
-					"retry", m.cfg.RetryInterval, "err", err)
-				s.retryAt = m.cfg.Clock.Now().Add(m.cfg.RetryInterval)
-				continue
-			}
-			s.links[ifindex] = l
+	for _, ifindex := range slices.Sorted(maps.Keys(table)) {
+		set := table[ifindex]
+		if len(set) == 0 {
+			continue
 		}
-		for _, a := range l.setOwned(sets[ifindex]) {
-			s.pending = append(s.pending, announcement{
-				ifindex: ifindex, addr: a, left: m.cfg.GratuitousCount, due: m.cfg.Clock.Now(), gap: m.cfg.GratuitousInterval,
-			})
+		if l, ok := s.links[ifindex]; ok {
+			s.schedule(ifindex, l.setOwned(set))
+		} else if err := s.openWith(ifindex, set); err != nil {
+			openErr = err
 		}
 	}
 	m.met.interfaces.Set(float64(len(s.links)))
@@ -392,12 +533,15 @@ func (s *runState) closeAll() {
 func toSet(addrs []netip.Addr) map[netip.Addr]struct{} {
 	set := make(map[netip.Addr]struct{}, len(addrs))
 	for _, a := range addrs {
-		if a = a.Unmap().WithZone(""); a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() {
+		if a = a.Unmap().WithZone(""); valid(a) {
 			set[a] = struct{}{}
 		}
 	}
 	return set
 }
+
+// valid reports whether a normalised address can be answered for.
+func valid(a netip.Addr) bool { return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() }
 
 // hwAddr wraps a destination MAC for GroupConn.WriteTo.
 func hwAddr(frame []byte) net.Addr {

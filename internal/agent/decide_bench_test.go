@@ -1,0 +1,86 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/mooringlb/mooring/internal/announce"
+	"github.com/mooringlb/mooring/internal/responder"
+)
+
+// nullConn is a GroupConn that reads nothing and writes nowhere.
+type nullConn struct{ closed chan struct{} }
+
+func (c nullConn) ReadFrom([]byte) (int, net.Addr, error)  { <-c.closed; return 0, nil, net.ErrClosed }
+func (nullConn) WriteTo(b []byte, _ net.Addr) (int, error) { return len(b), nil }
+func (c nullConn) Close() error {
+	select {
+	case <-c.closed:
+	default:
+		close(c.closed)
+	}
+	return nil
+}
+func (nullConn) LocalAddr() net.Addr               { return nil }
+func (nullConn) SetDeadline(time.Time) error       { return nil }
+func (nullConn) SetReadDeadline(time.Time) error   { return nil }
+func (nullConn) SetWriteDeadline(time.Time) error  { return nil }
+func (nullConn) JoinGroup(net.HardwareAddr) error  { return nil }
+func (nullConn) LeaveGroup(net.HardwareAddr) error { return nil }
+
+func nullOpen(ifindex int) (*responder.Link, error) {
+	return &responder.Link{Index: ifindex, Name: fmt.Sprint("eth", ifindex), MAC: net.HardwareAddr{2, 0, 0, 0, 0, byte(ifindex)},
+		ARP: nullConn{make(chan struct{})}, NDP: nullConn{make(chan struct{})}}, nil
+}
+
+// BenchmarkDecideNewService10k is one decision for one new Service with
+// 10,000 present, as during a burst of creations: "local" when this node
+// becomes its owner (the responder is involved), "other" when another node
+// does. The responder is the real one, running, over null sockets.
+func BenchmarkDecideNewService10k(b *testing.B) {
+	a, store := snapshotBenchAgent(b, 10000)
+	m := responder.NewWithOpener(responder.Config{}, nil, prometheus.NewRegistry(), nullOpen)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	a.deps.Responder, a.applied = m, false
+	if err := a.decide(ctx); err != nil {
+		b.Fatal(err)
+	}
+	members := a.deps.Members.Members()
+	next := 0
+	addrFor := func(local bool) netip.Addr {
+		for {
+			next++
+			ad := netip.AddrFrom4([4]byte{10, 252, byte(next / 256), byte(next % 256)})
+			if (announce.Rank(members, ad)[0] == a.cfg.NodeName) == local {
+				return ad
+			}
+		}
+	}
+	for _, local := range []bool{true, false} {
+		b.Run(map[bool]string{true: "local", false: "other"}[local], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				svc := realisticService(0)
+				svc.Namespace, svc.Name = "burst", fmt.Sprintf("new-%06d", next)
+				svc.Status.LoadBalancer.Ingress[0].IP = addrFor(local).String()
+				if err := (serviceSink{store}).Update(svc); err != nil {
+					b.Fatal(err)
+				}
+				a.dirty.service(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+				if err := a.decide(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
