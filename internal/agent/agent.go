@@ -128,6 +128,9 @@ type Agent struct {
 	// missingSince is when the agent first saw no Node of its name.
 	missingSince time.Time
 	nodeFound    atomic.Bool
+
+	// deferrals are the peers' L2Announcers that defer (partition.go).
+	deferrals *deferrals
 }
 
 // New builds an agent; nothing runs until Run.
@@ -145,6 +148,7 @@ func New(cfg Config, deps Deps) *Agent {
 		rec:          &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
 		elig:         newEligibility(cfg.NodeName, log, deps.Registerer, deps.Members),
 		dirty:        newDirty(),
+		deferrals:    newDeferrals(),
 		publishEvery: publishEvery,
 		toStatus:     newMailbox[decision](),
 		events:       &eventQueue{},

@@ -14,10 +14,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/conntrack"
 	"github.com/mooringlb/mooring/internal/membership"
 )
@@ -105,6 +107,10 @@ type lostNode struct {
 	tried   time.Time // last failed eviction
 	limited bool      // the share limit held it back (Event recorded)
 	cleans  int       // conntrack rounds done
+	// endpoints are the dead node's pod and IPAM-block addresses, read
+	// from the API once (endpointsRead) for the conntrack clean-up.
+	endpoints     []netip.Prefix
+	endpointsRead bool
 }
 
 type evictor struct {
@@ -398,7 +404,7 @@ func (e *evictor) clean(ctx context.Context, name string, l *lostNode) {
 		return
 	}
 	l.cleans++
-	m, err := e.conntrackMatch(ctx, name)
+	m, err := e.conntrackMatch(ctx, name, l)
 	if err != nil {
 		a.log.Warn("conntrack clean-up: reading the dead node and the Services", "node", name, "err", err)
 		return
@@ -413,8 +419,14 @@ func (e *evictor) clean(ctx context.Context, name string, l *lostNode) {
 }
 
 // conntrackMatch selects the entries from LoadBalancer addresses to the
-// dead node: its pod ranges and its own addresses (hostNetwork endpoints).
-func (e *evictor) conntrackMatch(ctx context.Context, name string) (conntrack.Match, error) {
+// dead node's endpoints: the addresses of its pods (pods of any IPAM block,
+// hostNetwork pods with the node's addresses), its pod IPAM blocks when
+// this agent may read them, its spec.podCIDRs and its InternalIPs. The
+// Node and the Services come from the caches; pods and blocks are read
+// from the API once per death (a field-selected list of one node's pods),
+// and until that succeeds (API server away) the ranges and node addresses
+// alone are matched.
+func (e *evictor) conntrackMatch(ctx context.Context, name string, l *lostNode) (conntrack.Match, error) {
 	a := e.a
 	m := conntrack.Match{Unreplied: true} // safe on a false alarm (internal/conntrack)
 	var node corev1.Node
@@ -429,6 +441,15 @@ func (e *evictor) conntrackMatch(ctx context.Context, name string) (conntrack.Ma
 	for _, ip := range internalIPs(&node) {
 		m.Via = append(m.Via, netip.PrefixFrom(ip, ip.BitLen()))
 	}
+	if !l.endpointsRead {
+		eps, err := e.endpointsOf(ctx, name)
+		if err != nil {
+			a.log.Warn("conntrack clean-up: reading the dead node's pods; matching its ranges and addresses only for now", "node", name, "err", err)
+		} else {
+			l.endpoints, l.endpointsRead = eps, true
+		}
+	}
+	m.Via = append(m.Via, l.endpoints...)
 	var svcs corev1.ServiceList
 	if err := a.deps.Reader.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
 		return m, err
@@ -444,4 +465,41 @@ func (e *evictor) conntrackMatch(ctx context.Context, name string) (conntrack.Ma
 		return conntrack.Match{}, nil // no LoadBalancer address: nothing of ours to clean
 	}
 	return m, nil
+}
+
+// endpointsOf reads the addresses a dead node's endpoints can have: its
+// pods' IPs (what the EndpointSlices list for it: the EndpointSlice
+// controller takes endpoint addresses from pods) and its PodIPAMNode's
+// blocks when pod IPAM is on and this agent may read them.
+func (e *evictor) endpointsOf(ctx context.Context, name string) ([]netip.Prefix, error) {
+	a := e.a
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	var pods corev1.PodList
+	if err := a.deps.Client.List(ctx, &pods, client.MatchingFields{"spec.nodeName": name}); err != nil {
+		return nil, err
+	}
+	var out []netip.Prefix
+	for _, p := range pods.Items {
+		for _, ip := range p.Status.PodIPs {
+			if addr, err := netip.ParseAddr(ip.IP); err == nil {
+				addr = addr.Unmap()
+				out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+			}
+		}
+	}
+	var blocks mooringv1.PodIPAMNode
+	switch err := a.deps.Client.Get(ctx, types.NamespacedName{Name: name}, &blocks); {
+	case err == nil:
+		for _, b := range blocks.Status.Blocks {
+			if p, err := netip.ParsePrefix(b.CIDR); err == nil {
+				out = append(out, p.Masked())
+			}
+		}
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err), meta.IsNoMatchError(err):
+		// No pod IPAM here, or not ours to read: pods and ranges suffice.
+	default:
+		a.log.Debug("conntrack clean-up: reading the dead node's pod IPAM blocks", "node", name, "err", err)
+	}
+	return out, nil
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/mooringlb/mooring/internal/conntrack"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -69,14 +70,35 @@ func TestEvictionGuards(t *testing.T) {
 		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		guardPod(ctx, t, cs, "web-"+name, name)
+		guardPod(ctx, t, cs, "web-"+name, name, fmt.Sprintf("10.244.%d.7", i))
+	}
+	// node-4 also runs a pod of a second block (outside any podCIDRs) and a
+	// hostNetwork pod (its node's address); a LoadBalancer Service exists.
+	guardPod(ctx, t, cs, "multipool-node-4", "node-4", "10.250.0.9")
+	guardPod(ctx, t, cs, "hostnet-node-4", "node-4", "10.213.0.14")
+	lb, err := cs.CoreV1().Services("default").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "lb"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.213.0.100"}}
+	if _, err := cs.CoreV1().Services("default").UpdateStatus(ctx, lb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 	alive := netip.MustParseAddr("10.213.0.13") // node-3's kernel answers
 	check := func(_ context.Context, a netip.Addr) (bool, error) { return a == alive, nil }
+	var ctMu sync.Mutex
+	cleaned := map[string][]conntrack.Match{} // by the agent's node
 	evictor := func(self string, m *guardMembers) *evictor {
 		cfg := DefaultConfig()
 		cfg.NodeName, cfg.FastEndpointEviction = self, true
-		a := New(cfg, Deps{Reader: env.Client, Client: env.Client, Members: m, NodeCheck: check})
+		ct := func(m conntrack.Match) (int, error) {
+			ctMu.Lock()
+			defer ctMu.Unlock()
+			cleaned[self] = append(cleaned[self], m)
+			return 0, nil
+		}
+		a := New(cfg, Deps{Reader: env.Client, Client: env.Client, Members: m, NodeCheck: check, Conntrack: ct})
 		return &evictor{a: a, view: m, met: newEvictMetrics(nil), seen: map[string]bool{}, lost: map[string]*lostNode{}}
 	}
 	ready := func(node string) corev1.ConditionStatus {
@@ -112,6 +134,31 @@ func TestEvictionGuards(t *testing.T) {
 			}
 		}
 	}
+	// A deferring side cleans no conntrack either; every majority agent
+	// cleans on its own node, the non-deciding one included.
+	if got := cleaned["node-1"]; len(got) != 0 {
+		t.Errorf("the deferring side cleaned conntrack: %v", got)
+	}
+	if len(cleaned["node-2"]) == 0 {
+		t.Fatal("a majority agent that does not decide cleaned no conntrack")
+	}
+	var via4 []netip.Prefix // what node-2 matched for node-4, the confirmed-dead nodes' entries together
+	for _, m := range cleaned["node-2"] {
+		if !slices.Equal(m.To, []netip.Addr{netip.MustParseAddr("10.213.0.100")}) || !m.Unreplied {
+			t.Errorf("conntrack match %+v: want To the LoadBalancer address, Unreplied", m)
+		}
+		if m.Matcher().Selects(netip.MustParseAddr("10.213.0.100"), netip.MustParseAddr("10.250.0.9"), false) {
+			via4 = m.Via
+		}
+	}
+	for _, ep := range []string{"10.244.4.7", "10.250.0.9", "10.213.0.14"} {
+		if !conntrack.NewPrefixSet(via4).Contains(netip.MustParseAddr(ep)) {
+			t.Errorf("node-4's endpoint %s is not matched: %v", ep, via4)
+		}
+	}
+	if conntrack.NewPrefixSet(via4).Contains(netip.MustParseAddr("10.244.3.7")) {
+		t.Errorf("node-3's (alive) endpoint matched: %v", via4)
+	}
 	m := &guardMembers{live: names}
 	e := evictor("node-1", m)
 	e.round(ctx)
@@ -145,7 +192,7 @@ func TestEvictionGuards(t *testing.T) {
 	}
 }
 
-func guardPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, node string) {
+func guardPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, node, ip string) {
 	t.Helper()
 	p, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -154,7 +201,7 @@ func guardPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}}, Conditions: []corev1.PodCondition{
 		{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}}
 	if _, err := cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -3,9 +3,11 @@ package agent
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,8 +43,10 @@ import (
 //     L2Announcer lists the members it defers to, without itself), which a
 //     stalled one cannot: while nodes are held, the majority looks at their
 //     L2Announcers (watched: no request per look) every releaseEvery and
-//     releases the deferring ones at once (releaseLoop). So with the API server reachable, one node
-//     answers each address about a second after the cut.
+//     releases at once the ones whose deferral began during this loss
+//     (releaseLoop, deferrals: an old list left behind is not a deferral).
+//     So with the API server reachable, one node answers each address
+//     about a second after the cut.
 //   - With the API server unreachable nothing can tell the two apart: the
 //     majority waits AgentLossTimeout (4 s), then takes the lost nodes'
 //     addresses; the minority has deferred since the cut (or, in a tie,
@@ -56,8 +60,16 @@ import (
 // cluster where more than half of the agents stall at once, the others
 // defer for as long as the stall lasts.
 
-// releaseEvery paces the majority's reads of held nodes' L2Announcers.
+// releaseEvery paces the majority's look at held nodes' deferrals.
 const releaseEvery = 250 * time.Millisecond
+
+// deferralGrace is how long before this agent began holding a node a
+// deferral it saw appear still counts. The two sides of a cut lose each
+// other at about the same moment, each on its own failure detector, so the
+// minority's write may arrive a little before the majority holds it; a
+// deferral older than that was written before the node was last seen well
+// and is stale (see deferrals).
+const deferralGrace = 2 * time.Second
 
 // quorumMembers is what the core should see as the live members, given the
 // live gossip members (self and held ones included), the held ones and the
@@ -112,8 +124,8 @@ type releaser interface {
 }
 
 // releaseLoop releases held nodes whose agent says through the API server
-// that it defers (see above). An unreachable API server costs nothing but
-// the fast path: AgentLossTimeout decides then.
+// that it defers now (see above and deferrals). An unreachable API server
+// costs nothing but the fast path: AgentLossTimeout decides then.
 func (a *Agent) releaseLoop(ctx context.Context) error {
 	rel, ok := a.deps.Members.(releaser)
 	if !ok || a.deps.Reader == nil {
@@ -121,33 +133,129 @@ func (a *Agent) releaseLoop(ctx context.Context) error {
 	}
 	tick := a.deps.Clock.NewTicker(releaseEvery)
 	defer tick.Stop()
+	heldSince := map[string]time.Time{} // when this loop first saw each held node
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C():
 		}
-		held := rel.Held()
-		if len(held) == 0 || rel.Deferring() {
-			continue
-		}
-		for _, n := range held {
-			if a.defersByAPI(ctx, n) && rel.Release(n) {
-				a.log.Warn("gossip partition: a lost node defers (its L2Announcer says so); taking its addresses", "node", n)
-			}
+		for _, n := range a.releaseRound(rel, heldSince, a.deps.Clock.Now()) {
+			a.log.Warn("gossip partition: a lost node defers (its L2Announcer says so); taking its addresses", "node", n)
 		}
 	}
 }
 
-// defersByAPI reports whether node's L2Announcer (from the informer cache:
-// a watch, no request per check) lists members without node itself: its
-// agent runs and defers to them.
-func (a *Agent) defersByAPI(ctx context.Context, node string) bool {
-	var an mooringv1.L2Announcer
-	if err := a.deps.Reader.Get(ctx, types.NamespacedName{Name: node}, &an); err != nil {
-		return false
+// releaseRound notes when each held node was first seen held and releases
+// the ones with a current deferral; it returns them.
+func (a *Agent) releaseRound(rel releaser, heldSince map[string]time.Time, now time.Time) []string {
+	held := rel.Held()
+	for n := range heldSince {
+		if !slices.Contains(held, n) {
+			delete(heldSince, n)
+		}
 	}
-	return len(an.Status.Members) > 0 && !slices.Contains(an.Status.Members, node)
+	for _, n := range held {
+		if _, ok := heldSince[n]; !ok {
+			heldSince[n] = now
+		}
+	}
+	if len(held) == 0 || rel.Deferring() {
+		return nil
+	}
+	var out []string
+	for _, n := range held {
+		if a.deferrals.current(n, heldSince[n]) && rel.Release(n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// deferrals are the L2Announcers that say their agent defers (members
+// listed, itself not), each with when this agent saw it start deferring,
+// on this agent's clock. A list alone says nothing about when it was
+// written: an agent that deferred during a partition, came back and could
+// not rewrite its L2Announcer (API server unreachable, a stall right after
+// the heal) leaves an old deferral behind, and taking that as current
+// would release the node the next time it merely stalls. So a deferral
+// counts only if it appeared while this agent was holding the node (or
+// deferralGrace before): it was written during this loss, not an earlier
+// one. Time is the watch's arrival on this agent's own clock, so no two
+// nodes' clocks are compared; a deferral seen in the informer's initial
+// list has no known start and never counts (the slow path decides), nor
+// does one whose member list merely changes while it defers keep anything
+// but its first time.
+type deferrals struct {
+	mu    sync.Mutex
+	since map[string]time.Time // zero: already deferring when this agent started watching
+}
+
+func newDeferrals() *deferrals { return &deferrals{since: map[string]time.Time{}} }
+
+// defers reports whether an L2Announcer says its agent defers.
+func defers(an *mooringv1.L2Announcer) bool {
+	return an != nil && len(an.Status.Members) > 0 && !slices.Contains(an.Status.Members, an.Name)
+}
+
+// observe records a new version of an L2Announcer (old nil for an add; in
+// the informer's initial list when initial) seen at now.
+func (d *deferrals) observe(old, cur *mooringv1.L2Announcer, now time.Time, initial bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case !defers(cur):
+		delete(d.since, cur.Name)
+	case initial:
+		d.since[cur.Name] = time.Time{}
+	case defers(old):
+		// The same deferral, rewritten: it keeps the time it started.
+		if _, ok := d.since[cur.Name]; !ok {
+			d.since[cur.Name] = time.Time{}
+		}
+	default: // it starts deferring (or a new object that defers)
+		d.since[cur.Name] = now
+	}
+}
+
+func (d *deferrals) forget(name string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.since, name)
+}
+
+// current reports whether node defers now with a deferral that started no
+// earlier than deferralGrace before heldSince.
+func (d *deferrals) current(node string, heldSince time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.since[node]
+	return ok && !t.IsZero() && !t.Before(heldSince.Add(-deferralGrace))
+}
+
+// handler feeds the deferrals from the L2Announcer informer.
+func (d *deferrals) handler(clk clock.PassiveClock) toolscache.ResourceEventHandler {
+	return toolscache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if an, ok := obj.(*mooringv1.L2Announcer); ok {
+				d.observe(nil, an, clk.Now(), initial)
+			}
+		},
+		UpdateFunc: func(oldObj, obj any) {
+			old, _ := oldObj.(*mooringv1.L2Announcer)
+			if an, ok := obj.(*mooringv1.L2Announcer); ok {
+				d.observe(old, an, clk.Now(), false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if an, ok := obj.(*mooringv1.L2Announcer); ok {
+				d.forget(an.Name)
+			}
+		},
+	}
 }
 
 // withAnnouncers adds the L2Announcers to the cached kinds, slimmed to the

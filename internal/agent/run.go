@@ -76,7 +76,7 @@ func Run(ctx context.Context, cfg Config) error {
 		NodeCheck: NodeCheck(kernelCheck(cfg.NodeCheckWait)), Conntrack: conntrack.Delete,
 	})
 	compact.notify(a.dirty)
-	if err := watch(ctx, informers, a.dirty); err != nil {
+	if err := watch(ctx, informers, a.dirty, a.deferrals.handler(clock.RealClock{})); err != nil {
 		return err
 	}
 
@@ -103,14 +103,14 @@ func Run(ctx context.Context, cfg Config) error {
 // watch registers the informers the decision reads: Node and policy
 // events mark the (few) Nodes or policies for re-reading. Services and
 // EndpointSlices are watched by the compact cache (mem_watch.go).
-func watch(ctx context.Context, c cache.Cache, d *dirty) error {
+func watch(ctx context.Context, c cache.Cache, d *dirty, announcers toolscache.ResourceEventHandler) error {
 	for _, w := range []struct {
 		obj client.Object
 		h   toolscache.ResourceEventHandler
 	}{
 		{&mooringv1.L2AnnouncementPolicy{}, d.flagHandler(func(c *changed) { c.policies = true })},
 		{&corev1.Node{}, d.flagHandler(func(c *changed) { c.nodes = true })},
-		{&mooringv1.L2Announcer{}, toolscache.ResourceEventHandlerFuncs{}}, // read by releaseLoop (partition.go)
+		{&mooringv1.L2Announcer{}, announcers}, // peers' deferrals (partition.go)
 	} {
 		inf, err := c.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
 		if err != nil {

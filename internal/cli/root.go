@@ -18,6 +18,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cli/lab"
 	"github.com/mooringlb/mooring/internal/cli/migrate"
+	"github.com/mooringlb/mooring/internal/cli/podipam"
 	"github.com/mooringlb/mooring/internal/cli/probe"
 	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/cli/version"
@@ -62,6 +63,7 @@ func NewRootCommand(s Streams) *cobra.Command {
 		doctor.NewCommand(deps),
 		probe.NewCommand(deps),
 		migrate.NewCommand(deps),
+		podipam.NewCommand(deps),
 	)
 	return root
 }

@@ -24,21 +24,26 @@ func Funcs() skel.CNIFuncs {
 // Versions are the CNI versions the plugin speaks.
 var Versions = version.All
 
-func setup(args *skel.CmdArgs) (*Config, *ipamd.Client, context.Context, context.CancelFunc, error) {
+// setup parses the config and returns a client bounded by its timeout. The
+// calls take context.Background(): a context with a deadline starts a
+// timer, and the first timer of a process starts the runtime's network
+// poller, which this short-lived process otherwise never needs.
+func setup(args *skel.CmdArgs) (*Config, *ipamd.Client, error) {
 	c, err := ParseConfig(args.StdinData)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	return c, ipamd.NewClient(c.IPAM.Socket), ctx, cancel, nil
+	return c, ipamd.NewClient(c.IPAM.Socket).WithTimeout(c.timeout), nil
 }
 
 func cmdAdd(args *skel.CmdArgs) error {
-	c, cl, ctx, cancel, err := setup(args)
+	tr := newTrace()
+	c, cl, err := setup(args)
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	tr.mark(&tr.parsed)
+	ctx := context.Background()
 	if c.Chained {
 		return passThrough(c)
 	}
@@ -47,7 +52,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return cniError("ADD", err)
 	}
-	return types.PrintResult(result(c, al), c.CNIVersion)
+	tr.mark(&tr.answered)
+	err = types.PrintResult(result(c, al), c.CNIVersion)
+	tr.mark(&tr.printed)
+	tr.write()
+	return err
 }
 
 // result turns an allocation into a CNI result: one IP per family with the
@@ -101,11 +110,11 @@ func passThrough(c *Config) error {
 }
 
 func cmdDel(args *skel.CmdArgs) error {
-	c, cl, ctx, cancel, err := setup(args)
+	c, cl, err := setup(args)
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	ctx := context.Background()
 	if c.Chained {
 		return nil
 	}
@@ -116,11 +125,11 @@ func cmdDel(args *skel.CmdArgs) error {
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
-	c, cl, ctx, cancel, err := setup(args)
+	c, cl, err := setup(args)
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	ctx := context.Background()
 	if c.Chained {
 		return nil
 	}
@@ -151,11 +160,11 @@ func cmdCheck(args *skel.CmdArgs) error {
 }
 
 func cmdGC(args *skel.CmdArgs) error {
-	c, cl, ctx, cancel, err := setup(args)
+	c, cl, err := setup(args)
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	ctx := context.Background()
 	valid := make([]ipamd.Key, 0, len(c.ValidAttachments))
 	for _, a := range c.ValidAttachments {
 		valid = append(valid, ipamd.Key{ContainerID: a.ContainerID, IfName: a.IfName})
@@ -167,11 +176,11 @@ func cmdGC(args *skel.CmdArgs) error {
 }
 
 func cmdStatus(args *skel.CmdArgs) error {
-	_, cl, ctx, cancel, err := setup(args)
+	_, cl, err := setup(args)
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	ctx := context.Background()
 	if err := cl.Status(ctx); err != nil {
 		return types.NewError(types.ErrPluginNotAvailable, "mooring-ipam: cannot hand out pod addresses", err.Error())
 	}

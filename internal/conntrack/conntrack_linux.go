@@ -13,8 +13,8 @@ import (
 // Delete removes every entry of the calling thread's network namespace
 // that m selects and returns how many it removed. An entry that expired
 // between the dump and its deletion is not an error. Cost: one dump of the
-// whole table (a node holds thousands of entries, not millions) and one
-// request per deleted entry.
+// whole table (a node holds thousands of entries, not millions), a set
+// lookup per entry (Matcher) and one request per deleted entry.
 func Delete(m Match) (int, error) {
 	if m.Empty() {
 		return 0, nil
@@ -28,10 +28,11 @@ func Delete(m Match) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("conntrack: listing entries: %w", err)
 	}
+	sel := m.Matcher()
 	n := 0
 	var errs []error
 	for _, f := range flows {
-		if !m.Selects(f.TupleOrig.IP.DestinationAddress, f.TupleReply.IP.SourceAddress, f.Status.SeenReply()) {
+		if !sel.Selects(f.TupleOrig.IP.DestinationAddress, f.TupleReply.IP.SourceAddress, f.Status.SeenReply()) {
 			continue
 		}
 		switch err := c.Delete(f); {

@@ -2,13 +2,12 @@ package controller
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -333,72 +332,51 @@ func hasLabels(m *dto.Metric, kv []string) bool {
 	return true
 }
 
-var writeVerbs = map[string]bool{"POST": true, "PUT": true, "PATCH": true, "DELETE": true, "APPLY": true, "DELETECOLLECTION": true}
-
-// requestLine matches one apiserver_request_total sample.
-var requestLine = regexp.MustCompile(`^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$`)
-
-// apiWrites scrapes the apiserver's /metrics and sums mutating requests by
-// "resource/subresource".
+// apiWrites reads the API server's mutating requests
+// (testenv.MutatingRequests) summed over verbs by "resource/subresource",
+// the key ownResources uses.
 func apiWrites(t testing.TB, cfg *rest.Config) map[string]float64 {
 	t.Helper()
-	w, _ := scrapeAPIServer(t, cfg)
-	return w
-}
-
-// scrapeAPIServer returns the mutating requests by "resource/subresource"
-// and the apiserver's own CPU seconds.
-func scrapeAPIServer(t testing.TB, cfg *rest.Config) (map[string]float64, float64) {
-	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
+	w, err := testenv.MutatingRequests(context.Background(), cs)
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET /metrics: %s %s", resp.Status, b)
 	}
 	out := map[string]float64{}
-	cpu := 0.0
-	sc := bufio.NewScanner(resp.Body)
+	for k, v := range w {
+		_, res, _ := strings.Cut(k, " ")
+		out[res] += v
+	}
+	return out
+}
+
+// apiServerCPU reads the API server's own CPU seconds from its /metrics.
+func apiServerCPU(t testing.TB, cfg *rest.Config) float64 {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
-			cpu, _ = strconv.ParseFloat(v, 64)
+			cpu, _ := strconv.ParseFloat(v, 64)
+			return cpu
 		}
-		m := requestLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, kv := range strings.Split(m[1], ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			labels[k] = strings.Trim(v, `"`)
-		}
-		if !writeVerbs[labels["verb"]] {
-			continue
-		}
-		v, _ := strconv.ParseFloat(m[2], 64)
-		key := labels["resource"]
-		if labels["subresource"] != "" {
-			key += "/" + labels["subresource"]
-		}
-		out[key] += v
 	}
-	return out, cpu
+	t.Fatal("the API server's /metrics has no process_cpu_seconds_total")
+	return 0
 }
 
+// diff is after − before, without the zero entries.
 func diff(after, before map[string]float64) map[string]float64 {
-	out := map[string]float64{}
-	for k, v := range after {
-		if d := v - before[k]; d != 0 {
-			out[k] = d
-		}
-	}
-	return out
+	return testenv.DiffRequests(before, after)
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -51,10 +51,18 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := lockPodIPAMMode(ctx, &cfg); err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg.REST, managerOptions(&cfg))
+	rec := &lateRecorder{}
+	lock, err := leaseLock(&cfg, rec)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg.REST, managerOptions(&cfg, lock))
 	if err != nil {
 		return fmt.Errorf("controller: build manager: %w", err)
 	}
+	// Leader election's Events use the core API, as client-go's elector
+	// does; controller-runtime's own lock gets the same recorder.
+	rec.set(mgr.GetEventRecorderFor(lock.Identity())) //nolint:staticcheck
 	reg := cfg.Registerer
 	if reg == nil {
 		reg = ctrlmetrics.Registry
@@ -74,17 +82,18 @@ func Run(ctx context.Context, cfg Config) error {
 	return mgr.Start(ctx)
 }
 
-func managerOptions(cfg *Config) manager.Options {
+func managerOptions(cfg *Config, lock resourcelock.Interface) manager.Options {
 	o := manager.Options{
-		Scheme:                        kube.Scheme(),
-		Logger:                        logr.FromSlogHandler(cfg.Log.Handler()),
-		LeaderElection:                true,
-		LeaderElectionResourceLock:    "leases",
-		LeaderElectionNamespace:       cfg.LeaseNamespace,
-		LeaderElectionID:              cfg.LeaseName,
-		LeaderElectionReleaseOnCancel: true, // a restarted replica takes over at once
-		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
-		HealthProbeBindAddress:        cfg.HealthAddr,
+		Scheme:                              kube.Scheme(),
+		Logger:                              logr.FromSlogHandler(cfg.Log.Handler()),
+		LeaderElection:                      true,
+		LeaderElectionResourceLock:          "leases",
+		LeaderElectionResourceLockInterface: lock, // mode.go: the Lease carries the mode
+		LeaderElectionNamespace:             cfg.LeaseNamespace,
+		LeaderElectionID:                    cfg.LeaseName,
+		LeaderElectionReleaseOnCancel:       true, // a restarted replica takes over at once
+		Metrics:                             metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:              cfg.HealthAddr,
 		// Run may be called more than once in a process (tests restart it).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
@@ -111,10 +120,6 @@ func wire(mgr manager.Manager, cfg *Config, st *state) error {
 		},
 		func() error {
 			return mgr.Add(&poolStatusWriter{c: c, st: st, clock: cfg.clock(), log: log, interval: cfg.PoolStatusInterval})
-		},
-		func() error {
-			return mgr.Add(&modePublisher{c: c, r: mgr.GetAPIReader(), key: types.NamespacedName{Namespace: cfg.LeaseNamespace, Name: cfg.LeaseName},
-				adoptOnly: cfg.AdoptOnly, defClass: cfg.DefaultClass, log: log})
 		},
 		func() error { return (&poolReconciler{c: c, st: st}).setup(mgr) },
 		func() error {

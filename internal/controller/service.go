@@ -128,7 +128,7 @@ func (r *serviceReconciler) write(ctx context.Context, svc *corev1.Service, res 
 		}
 		return err
 	}
-	r.st.wrote(serviceKey(svc), svc.ResourceVersion)
+	r.st.wrote(serviceKey(svc), old.ResourceVersion)
 	for _, e := range evs {
 		typ := corev1.EventTypeNormal
 		if e.warning {

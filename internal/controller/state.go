@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
-	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +27,7 @@ type state struct {
 	held    map[lbipam.ServiceKey]int           // addresses each tracked Service holds
 	pending map[lbipam.ServiceKey]lbipam.Reason // ours, with a family pending
 	warned  map[lbipam.ServiceKey]lbipam.Reason // ours, holding an address with a warning
-	written map[lbipam.ServiceKey]uint64        // resourceVersion of our last status write, until the cache shows it
+	written map[lbipam.ServiceKey]string        // resourceVersion our last status write replaced, until the cache moves past it
 	adopted map[lbipam.ServiceKey]string        // class-less under AdoptOnly, by adoption state
 	// freed says an address was released since pending Services were last
 	// re-enqueued; poolsChanged says every tracked Service needs a look
@@ -48,7 +47,7 @@ func newState(m *metrics) *state {
 		held:    map[lbipam.ServiceKey]int{},
 		pending: map[lbipam.ServiceKey]lbipam.Reason{},
 		warned:  map[lbipam.ServiceKey]lbipam.Reason{},
-		written: map[lbipam.ServiceKey]uint64{},
+		written: map[lbipam.ServiceKey]string{},
 		adopted: map[lbipam.ServiceKey]string{},
 		gate:    make(chan struct{}),
 		dirty:   make(chan struct{}, 1),
@@ -228,21 +227,20 @@ func (s *state) release(key lbipam.ServiceKey) {
 	s.kick()
 }
 
-// wrote remembers the resourceVersion our status patch produced.
-func (s *state) wrote(key lbipam.ServiceKey, rv string) {
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil {
-		return
-	}
+// wrote remembers the resourceVersion of the copy our status patch was
+// based on (the optimistic lock made the patch fail on any other).
+func (s *state) wrote(key lbipam.ServiceKey, basedOn string) {
 	s.mu.Lock()
-	s.written[key] = v
+	s.written[key] = basedOn
 	s.mu.Unlock()
 }
 
-// cacheBehind reports whether the cached Service predates our own last
-// write. Reconciling such a copy would make the core drop the address we
-// just wrote (it adopts what the object says it holds) and hand it to
-// someone else, so the caller waits for the cache instead.
+// cacheBehind reports whether the cached Service is still the copy our
+// last write replaced. Reconciling it would make the core drop the address
+// we just wrote (it adopts what the object says it holds) and hand it to
+// someone else, so the caller waits for the cache instead. Any other
+// version is ours or newer (a cache never goes back), so resourceVersions
+// are only compared for equality, never parsed or ordered.
 func (s *state) cacheBehind(key lbipam.ServiceKey, rv string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,12 +248,11 @@ func (s *state) cacheBehind(key lbipam.ServiceKey, rv string) bool {
 	if !ok {
 		return false
 	}
-	v, err := strconv.ParseUint(rv, 10, 64)
-	if err != nil || v >= w {
-		delete(s.written, key)
-		return false
+	if rv == w {
+		return true
 	}
-	return true
+	delete(s.written, key)
+	return false
 }
 
 // takeRequeue returns the Services to look at again because addresses were

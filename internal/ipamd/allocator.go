@@ -104,6 +104,10 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 	for _, f := range pl.Families {
 		ip, ok := a.free(pl, f)
 		if !ok {
+			// The families already reserved go back: nothing holds them
+			// (no allocation, nothing stored), and a block with such an
+			// address would never look empty again (never released).
+			a.forget(al)
 			a.pending[pool]++
 			if pl.Exhausted != "" {
 				return Allocation{}, fmt.Errorf("pool %q: %w (%s), and the controller says: %s", pool, ErrNoBlock, f, pl.Exhausted)

@@ -137,3 +137,48 @@ func TestAllocatorGCAndRelease(t *testing.T) {
 		t.Fatalf("empty container: %v", err)
 	}
 }
+
+// TestAllocatorFailedADDKeepsNothing: an ADD that finds an IPv4 address
+// but no IPv6 one (the node's second IPv6 block is a tick behind its
+// second IPv4 block) leaves no IPv4 address behind. It used to stay
+// reserved with no allocation holding it, so its block never looked empty
+// again and was never given back (the lab's TestPodIPAMMultiPool flake:
+// the second IPv4 block kept after every pod was gone).
+func TestAllocatorFailedADDKeepsNothing(t *testing.T) {
+	a, st := open(t, t.TempDir())
+	defer st.Close()
+	v4, v6 := netip.MustParsePrefix("10.244.1.0/29"), netip.MustParsePrefix("fd00:1::/126") // 5 and 2 pod addresses
+	pools := func(v6s ...netip.Prefix) map[string]Pool {
+		return map[string]Pool{"default": {Families: []podipam.Family{podipam.IPv4, podipam.IPv6}, Blocks: append([]netip.Prefix{v4}, v6s...)}}
+	}
+	a.SetPools(pools(v6))
+	add(t, a, "c1", "")
+	add(t, a, "c2", "")
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"c3", "eth0"}}); !errors.Is(err, ErrNoBlock) {
+		t.Fatalf("third ADD with a full IPv6 block: %v, want ErrNoBlock", err)
+	}
+	used := func() int {
+		for _, b := range a.Usage()["default"][podipam.IPv4].Blocks {
+			if b.Prefix == v4 {
+				return b.Used
+			}
+		}
+		t.Fatal("no IPv4 block in the usage")
+		return 0
+	}
+	if n := used(); n != 2 {
+		t.Fatalf("IPv4 block uses %d addresses after a failed ADD, want 2 (one per allocation)", n)
+	}
+	a.SetPools(pools(v6, netip.MustParsePrefix("fd00:1::4/126")))
+	if al := add(t, a, "c3", ""); al.IPs[0].Address.String() != "10.244.1.4/29" {
+		t.Fatalf("the retried ADD got %v, want the address the failed one had touched", al.IPs[0].Address)
+	}
+	for _, id := range []string{"c1", "c2", "c3"} {
+		if err := a.Del(Key{id, "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := used(); n != 0 {
+		t.Fatalf("IPv4 block uses %d addresses after every pod's DEL, want 0 (it could never be released)", n)
+	}
+}

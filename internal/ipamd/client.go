@@ -2,18 +2,31 @@ package ipamd
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net"
 	"time"
 )
 
 // Client talks to an ipamd over its unix socket; the CNI plugin uses it.
 // It imports no HTTP stack, to keep the plugin small and quick to start.
-type Client struct{ socket string }
+// A call is bounded by its context's deadline or the client's timeout (30s
+// unless WithTimeout), whichever comes first; on Linux a cancellation
+// without a deadline is seen only before the call starts, because the
+// call uses plain blocking system calls (see roundTrip).
+type Client struct {
+	socket  string
+	timeout time.Duration
+}
 
 // NewClient returns a client for the socket.
-func NewClient(socket string) *Client { return &Client{socket: socket} }
+func NewClient(socket string) *Client { return &Client{socket: socket, timeout: connTimeout} }
+
+// WithTimeout returns a client whose calls end after d unless their
+// context ends them sooner. The CNI plugin bounds its call this way rather
+// than with a context deadline: a context's timer is what would start the
+// runtime's network poller (see roundTrip).
+func (c *Client) WithTimeout(d time.Duration) *Client {
+	return &Client{socket: c.socket, timeout: d}
+}
 
 // UnreachableError means the agent did not answer at all.
 type UnreachableError struct {
@@ -72,24 +85,21 @@ func (c *Client) Status(ctx context.Context) error {
 }
 
 func (c *Client) call(ctx context.Context, req Request) (Response, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err := ctx.Err(); err != nil {
+		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
+	}
+	deadline := time.Now().Add(c.timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	out, err := roundTrip(c.socket, deadline, appendRequest(make([]byte, 0, 256), req))
 	if err != nil {
 		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
 	}
-	defer conn.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(dl)
-	} else {
-		_ = conn.SetDeadline(time.Now().Add(connTimeout))
-	}
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
-	}
-	var resp Response
-	if err := json.NewDecoder(conn).Decode(&resp); err != nil {
-		// The agent closed without answering: it is stopping.
-		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
+	resp, err := decodeResponse(out)
+	if err != nil {
+		// The agent closed without a whole answer: it is stopping.
+		return Response{}, &UnreachableError{Socket: c.socket, Err: fmt.Errorf("no whole answer (%d bytes): %w", len(out), err)}
 	}
 	if resp.Error != nil {
 		return resp, &CallError{*resp.Error}

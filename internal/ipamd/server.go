@@ -16,7 +16,9 @@ import (
 // Wire protocol: one JSON Request per connection on a unix socket, one
 // JSON Response back, then the server closes. No HTTP: the plugin is a
 // process started per call, and every millisecond of its start-up and
-// round trip is a millisecond of pod start.
+// round trip is a millisecond of pod start. The client writes and reads
+// these documents without reflection (wire.go); a field added here must
+// be added there too (TestWireKnowsEveryField fails until it is).
 type Request struct {
 	Op  string      `json:"op"` // add, del, check, gc, status
 	Add *AddRequest `json:"add,omitempty"`
@@ -69,6 +71,20 @@ type Server struct {
 	Alloc  *Allocator
 	Socket string
 	Log    *slog.Logger
+	// Observe, when set, is called with each call's timings after its
+	// answer is written (on the call's goroutine, so it must be quick).
+	Observe func(CallTimes)
+}
+
+// CallTimes is when the server reached each phase of one call: the
+// latency benchmark splits a CNI ADD with it.
+type CallTimes struct {
+	Op  string
+	Key Key
+	// Accepted: Accept returned the connection. Decoded: the request is
+	// read. Handled: the allocator answered (the journal append included).
+	// Replied: the answer is written to the socket.
+	Accepted, Decoded, Handled, Replied time.Time
 }
 
 // connTimeout bounds one connection: a stuck plugin cannot hold a goroutine.
@@ -104,27 +120,33 @@ func (s *Server) Run(ctx context.Context) error {
 			}
 			return fmt.Errorf("ipamd: accept: %w", err)
 		}
+		accepted := time.Now()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serve(ctx, conn)
+			s.serve(ctx, conn, accepted)
 		}()
 	}
 }
 
-func (s *Server) serve(ctx context.Context, conn net.Conn) {
+func (s *Server) serve(ctx context.Context, conn net.Conn, accepted time.Time) {
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(connTimeout))
+	_ = conn.SetDeadline(accepted.Add(connTimeout))
 	var req Request
 	if err := json.NewDecoder(conn).Decode(&req); err != nil {
 		_ = json.NewEncoder(conn).Encode(Response{Error: &ErrorBody{Kind: KindBad, Message: err.Error()}})
 		return
 	}
+	decoded := time.Now()
 	resp, key := s.handle(context.WithoutCancel(ctx), req)
+	handled := time.Now()
+	_ = json.NewEncoder(conn).Encode(resp)
+	if s.Observe != nil {
+		s.Observe(CallTimes{Op: req.Op, Key: key, Accepted: accepted, Decoded: decoded, Handled: handled, Replied: time.Now()})
+	}
 	if resp.Error != nil && s.Log != nil && req.Op != OpStatus {
 		s.Log.Debug("ipamd request failed", "op", req.Op, "container", key.ContainerID, "ifname", key.IfName, "err", resp.Error.Message)
 	}
-	_ = json.NewEncoder(conn).Encode(resp)
 }
 
 func (s *Server) handle(ctx context.Context, req Request) (Response, Key) {

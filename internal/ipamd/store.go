@@ -82,45 +82,60 @@ func (s *FileStore) Close() error {
 
 func (s *FileStore) path(name string) string { return filepath.Join(s.dir, name) }
 
-// open replays the journal (or imports the legacy file), drops a torn
-// last line, and opens the journal for appending.
+// open replays the journal (or imports the legacy file into a new
+// journal), drops a torn last line, and opens the journal for appending.
 func (s *FileStore) open() error {
-	b, err := os.ReadFile(s.path(journalFile))
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		legacy, err := s.readLegacy()
-		if err != nil {
-			return err
-		}
-		for _, al := range legacy {
-			s.live[al.Key] = al
-		}
+	j, err := s.read()
+	if err != nil {
+		return err
+	}
+	if !j.exists {
 		if err := s.compact(); err != nil {
 			return err
 		}
-		if legacy != nil {
-			return os.Remove(s.path(legacyFile))
+		if err := os.Remove(s.path(legacyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("ipamd: remove %s after importing it: %w", s.path(legacyFile), err)
 		}
 		return nil
-	case err != nil:
-		return fmt.Errorf("ipamd: read %s: %w", s.path(journalFile), err)
-	}
-	good, err := s.replay(b)
-	if err != nil {
-		return err
 	}
 	f, err := os.OpenFile(s.path(journalFile), os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return fmt.Errorf("ipamd: open journal: %w", err)
 	}
-	if good < int64(len(b)) { // a torn last line: the change was never answered
-		if err := f.Truncate(good); err != nil {
+	if j.good < j.size { // a torn last line: the change was never answered
+		if err := f.Truncate(j.good); err != nil {
 			f.Close()
 			return fmt.Errorf("ipamd: drop the torn last line of %s: %w", s.path(journalFile), err)
 		}
 	}
-	s.f, s.size = f, good
+	s.f, s.size = f, j.good
 	return nil
+}
+
+// journalRead is what read found: whether there is a journal, its size
+// and the length of its whole lines.
+type journalRead struct {
+	exists     bool
+	size, good int64
+}
+
+// read fills s.live from the journal's whole lines or, when there is no
+// journal, from the legacy whole-file store (if any). open and ReadStore
+// share it, so a tool reads exactly what the agent would.
+func (s *FileStore) read() (journalRead, error) {
+	b, err := os.ReadFile(s.path(journalFile))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		legacy, err := s.readLegacy()
+		for _, al := range legacy {
+			s.live[al.Key] = al
+		}
+		return journalRead{}, err
+	case err != nil:
+		return journalRead{}, fmt.Errorf("ipamd: read %s: %w", s.path(journalFile), err)
+	}
+	good, err := s.replay(b)
+	return journalRead{exists: true, size: int64(len(b)), good: good}, err
 }
 
 // replay applies every whole line and returns the length of the journal
@@ -179,14 +194,7 @@ func (s *FileStore) readLegacy() ([]Allocation, error) {
 // opened is empty.
 func ReadStore(dir string) ([]Allocation, error) {
 	s := &FileStore{dir: dir, live: map[Key]Allocation{}}
-	b, err := os.ReadFile(s.path(journalFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return s.readLegacy()
-	}
-	if err != nil {
-		return nil, err
-	}
-	if _, err := s.replay(b); err != nil {
+	if _, err := s.read(); err != nil {
 		return nil, err
 	}
 	return s.Load()

@@ -164,6 +164,12 @@ func TestFileStoreImportsLegacyFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, legacyFile), []byte(legacy), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	if all, err := ReadStore(dir); err != nil || len(all) != 1 || all[0].ContainerID != "old" {
+		t.Fatalf("ReadStore of a legacy store: %v, %v", all, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, legacyFile)); err != nil {
+		t.Fatalf("ReadStore must not import the legacy file: %v", err)
+	}
 	got := loadKeys(t, dir)
 	if al := got[Key{"old", "eth0"}]; len(got) != 1 || al.IPs[0].Address.String() != "10.1.0.5/16" {
 		t.Fatalf("imported %v", got)
@@ -173,6 +179,12 @@ func TestFileStoreImportsLegacyFile(t *testing.T) {
 	}
 	if got := loadKeys(t, dir); len(got) != 1 {
 		t.Fatalf("second open holds %d allocations", len(got))
+	}
+	if all, err := ReadStore(dir); err != nil || len(all) != 1 {
+		t.Fatalf("ReadStore of the imported journal: %v, %v", all, err)
+	}
+	if all, err := ReadStore(t.TempDir()); err != nil || len(all) != 0 {
+		t.Fatalf("ReadStore of a store never opened: %v, %v", all, err)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,9 +95,8 @@ func (c *Cluster) installChart(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ChartNamespace}}
-	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("lab: creating namespace %s: %w", ChartNamespace, err)
+	if err := ensureNamespace(ctx, c.cs, ChartNamespace); err != nil {
+		return err
 	}
 	groups, err := restmapper.GetAPIGroupResources(c.cs.Discovery())
 	if err != nil {

@@ -273,7 +273,9 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			return nil, fmt.Errorf("lab: waiting for Mooring's CRDs: %w", ctx.Err())
 		}
 		if c.cfg.usesPodIPAM() {
-			if err := c.prepareMooringNamespace(ctx); err != nil {
+			// The controller records the pod IPAM mode there, and refuses
+			// to start without it.
+			if err := ensureNamespace(ctx, c.cs, mooringNamespace); err != nil {
 				return nil, err
 			}
 		}

@@ -170,11 +170,12 @@ func kubeProxyComponent(c *Config, p paths, n nodeSpec) component {
 	return component{
 		Name: "kube-proxy/" + n.Name, Host: n.Name,
 		Path: filepath.Join(c.KubeBin, "kube-proxy"),
-		Args: []string{
+		Args: slices.Concat([]string{
 			"--kubeconfig=" + p.ClusterKubecfg,
 			"--hostname-override=" + n.Name,
 			"--proxy-mode=nftables",
 			"--cluster-cidr=" + ClusterCIDR4.String() + "," + ClusterCIDR6.String(),
+		}, kubeProxyLocalArgs(c), []string{
 			// nf_conntrack_max and the conntrack timeouts are not
 			// namespaced: a node namespace may not write them, so leave
 			// the machine's values alone.
@@ -184,8 +185,27 @@ func kubeProxyComponent(c *Config, p paths, n nodeSpec) component {
 			"--metrics-bind-address=127.0.0.1:10249",
 			"--healthz-bind-address=127.0.0.1:10256",
 			"--oom-score-adj=0",
-		},
+		}),
 	}
+}
+
+// kubeProxyLocalArgs say how kube-proxy tells pod traffic (never
+// masqueraded to a Service) from the rest. The static wiring and the
+// kubernetes and cluster-pool modes keep every pod inside --cluster-cidr,
+// but multi-pool pools lie anywhere: a pod of a second pool would reach
+// Services masqueraded, its backends seeing the node's address. So with
+// CNI, traffic is local by the interface it comes in on, as CNI-agnostic
+// as kube-proxy allows: the bridge for the bridge network, and for ptp
+// every host-side veth ("veth" + 8 hex, the reference plugins' names; the
+// node's own link is eth0).
+func kubeProxyLocalArgs(c *Config) []string {
+	switch {
+	case !c.usesPodIPAM():
+		return nil
+	case c.PodNetwork == PodNetworkBridge:
+		return []string{"--detect-local-mode=BridgeInterface", "--pod-bridge-interface=" + podBridge}
+	}
+	return []string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}
 }
 
 // controllerComponent runs `mooring controller` next to the apiserver.

@@ -41,9 +41,8 @@ func (c *Cluster) installMetalLB(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("lab: installing MetalLB's CRDs from %s (last error: %v): %w", dir, last, err)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: MetalLBNamespace}}
-	if _, err := c.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("lab: creating namespace %s: %w", MetalLBNamespace, err)
+	if err := ensureNamespace(ctx, c.cs, MetalLBNamespace); err != nil {
+		return err
 	}
 	dep, ds := metallbWorkloads()
 	if _, err := c.cs.AppsV1().Deployments(MetalLBNamespace).Create(ctx, dep, metav1.CreateOptions{}); err != nil {

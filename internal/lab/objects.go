@@ -115,14 +115,22 @@ func crdsEstablished(ctx context.Context, dyn dynamic.Interface, names []string)
 	return true, nil
 }
 
+// ensureNamespace creates the namespace name unless it exists.
+func ensureNamespace(ctx context.Context, cs kubernetes.Interface, name string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("lab: creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
 // createCore creates the built-in objects: Mooring's namespace, the echo
 // Service (of Mooring's class when mooring is set) and one echo pod on each
 // of the first two nodes (bound by spec.nodeName: one per node whatever a
 // scheduler would do, and no wait for one).
 func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec, mooring bool) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mooringNamespace}}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("lab: creating namespace %s: %w", mooringNamespace, err)
+	if err := ensureNamespace(ctx, cs, mooringNamespace); err != nil {
+		return err
 	}
 	if _, err := cs.CoreV1().Services(DemoNamespace).Create(ctx, demoService(mooring), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("lab: creating Service %s: %w", DemoService, err)

@@ -54,6 +54,9 @@ const (
 	PodIPAMMask6 = 120
 )
 
+// podBridge is the bridge of the bridge pod network.
+const podBridge = "mbr0"
+
 // PodNetworkName is the CNI network the lab's conflist defines.
 const PodNetworkName = "mooring-lab"
 
@@ -161,7 +164,7 @@ func conflist(network, socket string) string {
 	ipam := `{"type":"mooring-ipam","socket":` + sock + `}`
 	main := `{"type":"ptp","ipam":` + ipam + `}`
 	if network == PodNetworkBridge {
-		main = `{"type":"bridge","bridge":"mbr0","isGateway":true,"hairpinMode":true,"ipam":` + ipam + `}`
+		main = `{"type":"bridge","bridge":"` + podBridge + `","isGateway":true,"hairpinMode":true,"ipam":` + ipam + `}`
 	}
 	return `{"cniVersion":"1.1.0","name":"` + PodNetworkName + `","plugins":[` + main + `,{"type":"mooring-ipam","socket":` + sock + `}]}` + "\n"
 }

@@ -4,20 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"golang.org/x/sys/unix"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/podipamctl"
 )
 
@@ -49,17 +51,6 @@ func (c *Cluster) writeCNI() error {
 		if err := os.WriteFile(cp.ConfList, []byte(conflist(c.cfg.PodNetwork, cp.Socket)), 0o644); err != nil {
 			return err
 		}
-	}
-	return nil
-}
-
-// prepareMooringNamespace creates the namespace where the controller
-// records the pod IPAM mode: it refuses to start without it.
-func (c *Cluster) prepareMooringNamespace(ctx context.Context) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mooringNamespace}}
-	_, err := c.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("lab: creating namespace %s: %w", mooringNamespace, err)
 	}
 	return nil
 }
@@ -97,11 +88,14 @@ func createPodIPPool(ctx context.Context, dyn dynamic.Interface, pool *mooringv1
 }
 
 // MigratePodIPAM moves a running cluster-pool lab to multi-pool, the one
-// supported change of mode, the way an operator would: it creates the pool
-// "default" with cluster-pool's CIDRs and block sizes, restarts the
-// controller with --pod-ipam-mode=multi-pool (which records the change),
-// and starts each agent again once it has exited on seeing the recorded
-// mode change, as its DaemonSet would. Running pods are left alone.
+// supported change of mode, through the same code as `mooring podipam
+// migrate`: the plan and its checks (the lab's controller runs with the
+// lab's cluster-pool flags, given here: no Deployment runs it), the pool
+// "default" with cluster-pool's CIDRs and block sizes, the controller
+// restarted with --pod-ipam-mode=multi-pool (the lab plays
+// --controller-update=manual), each agent started again once it has exited
+// on seeing the recorded change, as its DaemonSet would, and the wait that
+// verifies every node from the API. Running pods are left alone.
 func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	c.mu.Lock()
 	mode := c.cfg.PodIPAM
@@ -109,10 +103,27 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	if mode != PodIPAMClusterPool {
 		return fmt.Errorf("lab: pod IPAM mode is %q: only cluster-pool → multi-pool is supported", mode)
 	}
-	if err := createPodIPPool(ctx, c.dyn, DefaultPodIPPool()); err != nil {
+	rc, err := kube.RESTConfig(c.paths.Kubeconfig, 50, 100)
+	if err != nil {
 		return err
 	}
-	if err := c.stopComponent("mooring-controller", 0); err != nil {
+	cl, err := client.New(rc, client.Options{Scheme: kube.Scheme()})
+	if err != nil {
+		return err
+	}
+	plan, err := podipamctl.PlanMigration(ctx, cl, podipamctl.MigrationInput{Namespace: mooringNamespace, ClusterPool: &podipamctl.ClusterPoolSettings{
+		V4: []netip.Prefix{PodIPAMCIDR4}, MaskV4: PodIPAMMask4, V6: []netip.Prefix{PodIPAMCIDR6}, MaskV6: PodIPAMMask6,
+		Source: "the lab's controller flags"}})
+	if err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	if err := podipamctl.CreateDefaultPool(ctx, cl, plan); err != nil {
+		return fmt.Errorf("lab: %w", err)
+	}
+	// SIGTERM, as a Deployment's rollout does: the controller gives up its
+	// Lease, so the new one leads at once instead of after the Lease ran
+	// out (SIGKILL left the blocks recorded in cluster-pool ~14 s longer).
+	if err := c.stopComponent("mooring-controller", 10*time.Second); err != nil {
 		return err
 	}
 	c.mu.Lock()
@@ -139,7 +150,35 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 		}
 	}
 	c.progress("agents restarted in multi-pool")
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	last, err := podipamctl.WaitMigrated(wctx, cl, plan, 200*time.Millisecond, func(m podipamctl.MigrationProgress) {
+		c.log.Debug("pod IPAM migration", "progress", fmt.Sprintf("%+v", m), "elapsed", time.Since(c.start).Round(time.Millisecond))
+	})
+	if err != nil {
+		return fmt.Errorf("lab: the migration did not complete: %w (last seen %+v)", err, last)
+	}
+	c.progress("pod IPAM migrated: every node kept its blocks and its agent re-registered")
 	return nil
+}
+
+// StopAgent stops node's Mooring agent (SIGTERM, then SIGKILL after 5 s),
+// as if its pod were gone: its CNI socket stops answering.
+func (c *Cluster) StopAgent(node string) error {
+	return c.stopComponent("mooring-agent/"+node, 5*time.Second)
+}
+
+// StartAgent starts node's Mooring agent again after StopAgent.
+func (c *Cluster) StartAgent(node string) error {
+	for _, n := range c.nodes {
+		if n.Name == node {
+			c.mu.Lock()
+			agent := agentComponent(&c.cfg, c.paths, n)
+			c.mu.Unlock()
+			return c.startComponent(agent)
+		}
+	}
+	return fmt.Errorf("lab: no node %q", node)
 }
 
 // stopComponent stops the running processes called name, marked killed so

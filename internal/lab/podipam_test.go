@@ -110,3 +110,33 @@ func TestPodIPAMValidate(t *testing.T) {
 		t.Errorf("off needs nothing: %v", err)
 	}
 }
+
+// kube-proxy tells pod traffic by the interface it comes in on whenever
+// pods are wired through CNI (a multi-pool pool lies outside
+// --cluster-cidr); the static wiring keeps --cluster-cidr alone.
+func TestKubeProxyDetectsPodTrafficByInterface(t *testing.T) {
+	for _, tc := range []struct {
+		ipam, network string
+		want          []string
+	}{
+		{"", "", nil},
+		{PodIPAMMultiPool, PodNetworkPTP, []string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}},
+		{PodIPAMClusterPool, "", []string{"--detect-local-mode=InterfaceNamePrefix", "--pod-interface-name-prefix=veth"}},
+		{PodIPAMKubernetes, PodNetworkBridge, []string{"--detect-local-mode=BridgeInterface", "--pod-bridge-interface=mbr0"}},
+	} {
+		c := &Config{KubeBin: "/kb", PodIPAM: tc.ipam, PodNetwork: tc.network}
+		args := kubeProxyComponent(c, newPaths("/run/x"), nodeSpec{Name: "node-1"}).Args
+		var got []string
+		for _, a := range args {
+			if strings.HasPrefix(a, "--detect-local-mode") || strings.HasPrefix(a, "--pod-") {
+				got = append(got, a)
+			}
+		}
+		if !slices.Equal(got, tc.want) || !slices.Contains(args, "--cluster-cidr=10.244.0.0/16,fd00:244::/56") {
+			t.Errorf("%s/%s: kube-proxy args %v, want %v beside --cluster-cidr", tc.ipam, tc.network, args, tc.want)
+		}
+		if tc.network == PodNetworkBridge && !strings.Contains(conflist(tc.network, "/s"), `"bridge":"mbr0"`) {
+			t.Error("the bridge network's bridge is not the one kube-proxy watches")
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"os"
 	"slices"
@@ -16,11 +17,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/lab"
 	"github.com/mooringlb/mooring/internal/lab/labtest"
 	"github.com/mooringlb/mooring/internal/netlab"
 	"github.com/mooringlb/mooring/internal/testenv"
@@ -33,12 +36,15 @@ const envBenchServices = "MOORING_LAB_BENCH_SERVICES"
 // agents, kube-controller-manager, kube-proxy): N LoadBalancer Services
 // created by 16 clients at the API server's pace, every Service asking for
 // its address (mooring.dev/ips, from a /18 pool). Measured: for every
-// 50th Service, the time from its create call returning to its address
-// answering ARP at the client (probed every 20 ms), split at the moment
-// its status showed the address (read every 20 ms); the API server's
-// mutating requests during the run by resource (apiserver_request_total),
-// less the test's own creates; the agents' and controller's RSS and CPU
-// from /proc.
+// Service, the stages of its way from creation to its address (see
+// scale_trace_e2e_linux_test.go: create call, watch delivery, controller,
+// agent up to the first gratuitous ARP); for 200 Services spread evenly
+// over the burst, also the first answer to an ARP probe (every 20 ms from
+// its create call returning); the controller's queue wait and reconcile
+// time and the agents' decision time from their own histograms; the API
+// server's mutating requests during the run by resource
+// (apiserver_request_total), less the test's own creates; the agents' and
+// controller's RSS and CPU from /proc; the load average and CPU pressure.
 //
 //	MOORING_LAB_BENCH_SERVICES=10000 go test ./internal/lab -run TestBenchLabServices -v -timeout 60m
 func TestBenchLabServices(t *testing.T) {
@@ -73,69 +79,33 @@ func TestBenchLabServices(t *testing.T) {
 	time.Sleep(3 * time.Second) // the agents publish the new eligibility
 	pids := labPIDs(t)
 	t.Logf("BENCH lab processes: %v", pids)
+
+	step := max(1, n/200) // ≥ 200 probed Services, evenly over the burst
+	tr := newTracer(n, func(i int) string { return fmt.Sprintf("bench-%05d", i) },
+		func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 100, byte((i + 1) >> 8), byte(i + 1)}) },
+		func(i int) bool { return i%step == step/2 })
+	pb := rest.CopyConfig(restCfg)
+	pb.ContentType = "application/vnd.kubernetes.protobuf" // the watch costs the API server less
+	tr.watchServices(ctx, t, kubernetes.NewForConfigOrDie(pb), "default")
+	client := r.Cluster.Host(netlab.ClientName)
+	tr.sniff(ctx, t, client)
+	hists := scrapeComponents(t, r)
 	before := apiWrites(ctx, t, cs)
 	cost0 := costs(t, pids)
+	load := startLoadSampler()
 
-	client := r.Cluster.Host(netlab.ClientName)
-	addrOf := func(i int) netip.Addr {
-		return netip.AddrFrom4([4]byte{10, 100, byte((i + 1) >> 8), byte(i + 1)})
-	}
-	var (
-		mu             sync.Mutex
-		lats, toStatus []time.Duration
-		lost           int
-		pw             sync.WaitGroup
-	)
-	// probe asks for a every 20 ms until it answers; alongside, the
-	// Service is read every 20 ms until its status holds the address (the
-	// controller's part of the delay).
-	probe := func(name string, a netip.Addr, created time.Time) {
-		defer pw.Done()
-		deadline := created.Add(60 * time.Second)
-		statusSeen := make(chan time.Duration, 1)
-		sctx, stop := context.WithCancel(ctx)
-		defer stop()
-		go func() {
-			for sctx.Err() == nil {
-				svc, err := cs.CoreV1().Services("default").Get(sctx, name, metav1.GetOptions{})
-				if err == nil && len(svc.Status.LoadBalancer.Ingress) > 0 {
-					statusSeen <- time.Since(created)
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-		}()
-		for time.Now().Before(deadline) {
-			macs, err := netlab.Probe(ctx, client, a, 20*time.Millisecond)
-			if err == nil && len(macs) > 0 {
-				answered := time.Since(created)
-				var st time.Duration
-				select {
-				case st = <-statusSeen:
-				case <-time.After(5 * time.Second):
-				}
-				mu.Lock()
-				lats, toStatus = append(lats, answered), append(toStatus, st)
-				mu.Unlock()
-				return
-			}
-		}
-		mu.Lock()
-		lost++
-		mu.Unlock()
-	}
 	start := time.Now()
-	work := make(chan int)
+	work := make(chan *svcTrace)
 	errs := make(chan error, 16)
 	var wg sync.WaitGroup
 	for range 16 {
 		wg.Go(func() {
-			for i := range work {
-				a := addrOf(i)
-				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("bench-%05d", i),
-					Annotations: map[string]string{mooringv1.AnnotationPool: "bench", mooringv1.AnnotationIPs: a.String()}},
+			for s := range work {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: s.name,
+					Annotations: map[string]string{mooringv1.AnnotationPool: "bench", mooringv1.AnnotationIPs: s.addr.String()}},
 					Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, AllocateLoadBalancerNodePorts: ptr.To(false),
 						Ports: []corev1.ServicePort{{Port: 80}}}}
+				sent := time.Now()
 				if _, err := cs.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 					select {
 					case errs <- err:
@@ -143,15 +113,14 @@ func TestBenchLabServices(t *testing.T) {
 					}
 					continue
 				}
-				if i%50 == 0 {
-					pw.Add(1)
-					go probe(svc.Name, a, time.Now())
-				}
+				now := time.Now()
+				tr.set(s, func(s *svcTrace) *time.Time { return &s.sent }, sent)
+				tr.set(s, func(s *svcTrace) *time.Time { return &s.created }, now) // the probe starts
 			}
 		})
 	}
-	for i := range n {
-		work <- i
+	for _, s := range tr.all {
+		work <- s
 	}
 	close(work)
 	wg.Wait()
@@ -160,27 +129,22 @@ func TestBenchLabServices(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	pw.Wait()
+	lost := tr.waitAnswers(time.Minute)
 	time.Sleep(10 * time.Second) // stragglers: status writes, Events
+	loadSeen := load.finish()
 	w := diffWrites(before, apiWrites(ctx, t, cs))
 	w["POST services"] -= float64(n) // the test's own creates
 	cost1 := costs(t, pids)
-	// The controller's share (creation to status) and the agents' (status
-	// seen to ARP answer; both polled every 20 ms) per sample.
-	var agentPart []time.Duration
-	for i := range lats {
-		agentPart = append(agentPart, lats[i]-toStatus[i])
-	}
-	t.Logf("BENCH lab: %d Services created in %v (%.1f/s); %d sampled, %d never answered within 60 s",
-		n, created.Round(time.Second), float64(n)/created.Seconds(), len(lats), lost)
-	for _, d := range []struct {
-		what string
-		ds   []time.Duration
-	}{{"creation to ARP answer", lats}, {"creation to the address in status", toStatus}, {"address in status to ARP answer", agentPart}} {
-		t.Logf("BENCH lab: %s: %s", d.what, percentiles(d.ds))
-	}
+	cancel() // the watch and the sniffer
+	time.Sleep(100 * time.Millisecond)
+
+	t.Logf("BENCH lab: %d Services created in %v (%.1f/s); %d probed, %d unanswered a minute after the last create",
+		n, created.Round(time.Second), float64(n)/created.Seconds(), len(tr.sampled), lost)
+	t.Logf("BENCH lab: %s", loadSeen)
+	tr.report(t, start)
+	hists.report(t, r)
 	var keys []string
-	total := 0.0
+	total, mooring := 0.0, 0.0
 	for k, v := range w {
 		if v != 0 {
 			keys = append(keys, k)
@@ -188,16 +152,66 @@ func TestBenchLabServices(t *testing.T) {
 		if !strings.HasSuffix(k, " leases") {
 			total += v
 		}
+		if mooringWrite(k) {
+			mooring += v
+		}
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
 		t.Logf("BENCH lab writes: %-40s %8.0f  (%.3f per Service)", k, w[k], w[k]/float64(n))
 	}
-	t.Logf("BENCH lab writes per Service, leases aside: %.3f", total/float64(n))
-	for name, pid := range pids {
+	t.Logf("BENCH lab writes per Service, leases aside: %.3f (the API server's own ipaddresses included); by Mooring: %.3f", total/float64(n), mooring/float64(n))
+	for _, name := range slices.Sorted(maps.Keys(pids)) {
 		t.Logf("BENCH lab %s: %v; %.1f CPU-s during the run (%.1f %% of a core)", name, cost1[name], cost1[name].cpu-cost0[name].cpu,
 			100*(cost1[name].cpu-cost0[name].cpu)/(created.Seconds()+10))
-		_ = pid
+	}
+}
+
+// mooringWrite says whether a "VERB resource" of apiserver_request_total is
+// one Mooring's controller or agents make for Services: Service status,
+// Events, pool status, the agents' L2Announcers (leases aside: leader
+// election renews on its own clock).
+func mooringWrite(k string) bool {
+	_, res, _ := strings.Cut(k, " ")
+	switch res {
+	case "services/status", "events", "loadbalancerippools/status", "l2announcers", "l2announcers/status":
+		return true
+	}
+	return false
+}
+
+// componentHistograms are the controller's and agents' own latency
+// histograms, read before the run and compared after it.
+type componentHistograms map[string]histogram
+
+// histogramsRead: where each lives (host, URL, metric, series filter).
+var histogramsRead = []struct{ what, host, url, metric, match string }{
+	{"controller queue wait (workqueue_queue_duration_seconds)", "control-plane", "http://127.0.0.1:8080/metrics", "workqueue_queue_duration_seconds", `name="lbipam-services"`},
+	{"controller reconcile (workqueue_work_duration_seconds)", "control-plane", "http://127.0.0.1:8080/metrics", "workqueue_work_duration_seconds", `name="lbipam-services"`},
+	{"agent node-1 decision (mooring_agent_decision_seconds)", "node-1", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", ""},
+	{"agent node-2 decision (mooring_agent_decision_seconds)", "node-2", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", ""},
+	{"agent node-3 decision (mooring_agent_decision_seconds)", "node-3", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", ""},
+}
+
+func scrapeComponents(t *testing.T, r *lab.Ready) componentHistograms {
+	out := componentHistograms{}
+	for _, h := range histogramsRead {
+		got, err := scrapeHistogram(r.Cluster.Host(h.host), h.url, h.metric, h.match)
+		if err != nil {
+			t.Logf("BENCH %s: not read: %v", h.what, err)
+			continue
+		}
+		out[h.what] = got
+	}
+	return out
+}
+
+func (before componentHistograms) report(t *testing.T, r *lab.Ready) {
+	after := scrapeComponents(t, r)
+	for _, h := range histogramsRead {
+		if a, ok := after[h.what]; ok {
+			t.Logf("BENCH lab %s: %s", h.what, a.since(before[h.what]))
+		}
 	}
 }
 

@@ -1,13 +1,10 @@
 package podipamctl_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"net/netip"
 	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,10 +14,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/podipamctl"
+	"github.com/mooringlb/mooring/internal/testenv"
 )
 
 // TestBlocksAtScale measures, for cluster-pool and multi-pool, the time
@@ -81,7 +78,7 @@ func TestBlocksAtScale(t *testing.T) {
 			}
 			close(work)
 			wg.Wait()
-			before := writes(t, e.Config)
+			before := writes(t, e)
 			start := time.Now()
 			startPodIPAM(t, e, cfg)
 			var took time.Duration
@@ -103,14 +100,12 @@ func TestBlocksAtScale(t *testing.T) {
 				return nil
 			})
 			time.Sleep(2 * time.Second) // let trailing writes (pool status) land
-			after := writes(t, e.Config)
+			after := writes(t, e)
 			var keys []string
 			total := 0.0
-			for k, v := range after {
-				if d := v - before[k]; d > 0 {
-					keys = append(keys, fmt.Sprintf("%s=%.0f (%.2f/node)", k, d, d/float64(nodes)))
-					total += d
-				}
+			for k, d := range testenv.DiffRequests(before, after) {
+				keys = append(keys, fmt.Sprintf("%s=%.0f (%.2f/node)", k, d, d/float64(nodes)))
+				total += d
 			}
 			sort.Strings(keys)
 			noOverlap(t, c)
@@ -121,47 +116,13 @@ func TestBlocksAtScale(t *testing.T) {
 	}
 }
 
-var requestLine = regexp.MustCompile(`^apiserver_request_total\{([^}]*)\} ([0-9.e+]+)$`)
-
-// writes sums the apiserver's mutating requests by resource/subresource.
-func writes(t testing.TB, cfg *rest.Config) map[string]float64 {
+// writes reads the apiserver's mutating-request counter (testenv's shared
+// reader).
+func writes(t testing.TB, e *testenv.Env) map[string]float64 {
 	t.Helper()
-	hc, err := rest.HTTPClientFor(cfg)
+	w, err := testenv.MutatingRequests(context.Background(), e.Clientset)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := hc.Get(strings.TrimSuffix(cfg.Host, "/") + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s", resp.Status)
-	}
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		m := requestLine.FindStringSubmatch(sc.Text())
-		if m == nil {
-			continue
-		}
-		labels := map[string]string{}
-		for _, kv := range strings.Split(m[1], ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			labels[k] = strings.Trim(v, `"`)
-		}
-		switch labels["verb"] {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
-			continue
-		}
-		v, _ := strconv.ParseFloat(m[2], 64)
-		key := labels["verb"] + " " + labels["resource"]
-		if labels["subresource"] != "" {
-			key += "/" + labels["subresource"]
-		}
-		out[key] += v
-	}
-	return out
+	return w
 }

@@ -127,7 +127,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return err
 	}
 	defer store.Close()
-	n := &nodeSide{cfg: cfg, mode: mode, cache: c, c: direct, demand: map[demandKey]*podipam.Demand{}}
+	n := &nodeSide{cfg: cfg, mode: mode, cache: c, c: direct, demand: map[demandKey]*podipam.Demand{}, releasing: map[netip.Prefix]bool{}}
 	alloc, err := ipamd.NewAllocator(store, n.poolOf)
 	if err != nil {
 		return err
@@ -189,6 +189,13 @@ type nodeSide struct {
 	c      client.Client
 	alloc  *ipamd.Allocator
 	demand map[demandKey]*podipam.Demand
+	// releasing holds the blocks this node decided to give back until the
+	// controller took them back (its status no longer lists them). The
+	// decision is kept, not taken again: a write that does not land (a
+	// 409 from a cache behind the controller's last status write, a
+	// timeout) is retried on the next tick, where deciding again would
+	// wait a whole grace period more for each lost write.
+	releasing map[netip.Prefix]bool
 }
 
 type modeChanged struct{ from, to Mode }
@@ -386,6 +393,14 @@ func (n *nodeSide) plan(rec *mooringv1.PodIPAMNode) ([]mooringv1.PodIPAMRequest,
 			release = append(release, r)
 		}
 	}
+	for p := range n.releasing {
+		switch {
+		case !held[p.String()]:
+			delete(n.releasing, p) // taken back
+		case !slices.Contains(release, p.String()):
+			release = append(release, p.String()) // its write did not land
+		}
+	}
 	reqs := map[string]*mooringv1.PodIPAMRequest{}
 	for pool, fams := range n.alloc.Usage() {
 		for f, u := range fams {
@@ -395,9 +410,12 @@ func (n *nodeSide) plan(rec *mooringv1.PodIPAMNode) ([]mooringv1.PodIPAMRequest,
 				d = &podipam.Demand{PreAllocate: n.cfg.PreAllocate, Grace: n.cfg.Grace}
 				n.demand[k] = d
 			}
-			plan := d.Decide(now, u.Blocks, u.Pending, pool == DefaultPool)
+			// A block on its way back is neither capacity nor a candidate.
+			blocks := slices.DeleteFunc(slices.Clone(u.Blocks), func(b podipam.BlockUse) bool { return n.releasing[b.Prefix] })
+			plan := d.Decide(now, blocks, u.Pending, pool == DefaultPool)
 			for _, p := range plan.Release {
 				if n.alloc.MarkReleasing(p) && !slices.Contains(release, p.String()) {
+					n.releasing[p] = true
 					release = append(release, p.String())
 				}
 			}

@@ -12,6 +12,9 @@ type network interface {
 	// STATUS succeeds and a GC has freed what an earlier run of this
 	// kubelet left behind.
 	ready(ctx context.Context) error
+	// status is the network's health as the runtime reports it to the
+	// kubelet (CNI STATUS): nil when pods can be wired.
+	status(ctx context.Context) error
 	// wire gives the running pod p its links and addresses (p.addrs).
 	wire(ctx context.Context, obj *corev1.Pod, p *pod) error
 	// unwire undoes wire (also a partial one); the pod's process may be

@@ -48,6 +48,23 @@ func newCNINet(cfg CNIConfig, log *slog.Logger) (*cniNet, error) {
 	return &cniNet{log: log, cni: libcni.NewCNIConfigWithCacheDir(cfg.BinDirs, cfg.CacheDir, nil), list: list, lo: lo}, nil
 }
 
+// status runs the network's CNI STATUS, as a runtime does for the
+// kubelet's NetworkReady, bounded so that a hung plugin reads as a failure.
+func (n *cniNet) status(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	err := n.cni.GetStatusNetworkList(ctx, n.list)
+	if te, ok := errors.AsType[*types.Error](err); ok {
+		// The CNI error code says which kind of failure (50: the plugin is
+		// not available); its message alone does not.
+		return fmt.Errorf("%w (CNI error code %d)", err, te.Code)
+	}
+	return err
+}
+
+// statusTimeout bounds one CNI STATUS.
+const statusTimeout = 10 * time.Second
+
 // ready waits for the network's STATUS to succeed (the agent serving with
 // a block), then GCs with no valid attachment: this kubelet runs no pod
 // yet, so whatever the cache and the IPAM still hold is an earlier run's.
@@ -55,7 +72,7 @@ func (n *cniNet) ready(ctx context.Context) error {
 	start := time.Now()
 	logged := false
 	for {
-		err := n.cni.GetStatusNetworkList(ctx, n.list)
+		err := n.status(ctx)
 		if err == nil {
 			break
 		}

@@ -69,8 +69,16 @@ type Config struct {
 	CACert       []byte
 	// LeaseInterval and StatusInterval are the heartbeat periods.
 	LeaseInterval, StatusInterval time.Duration
-	Log                           *slog.Logger
+	// NetworkInterval is how often the pod network's health (CNI STATUS)
+	// is checked for the Node's Ready condition; 0 means
+	// DefaultNetworkInterval. A change is written at once.
+	NetworkInterval time.Duration
+	Log             *slog.Logger
 }
+
+// DefaultNetworkInterval is how often the network is checked: the
+// kubelet asks the runtime every 5 s, and a runtime's answer can lag too.
+const DefaultNetworkInterval = 2 * time.Second
 
 // Validate reports the first unusable setting.
 func (c *Config) Validate() error {
@@ -87,7 +95,7 @@ func (c *Config) Validate() error {
 		return errors.New("kubelet: no mooring executable to run pods with")
 	case c.MooringImage != "" && (c.PodsDir == "" || len(c.CACert) == 0):
 		return errors.New("kubelet: running Mooring's pods needs --pods-dir and the cluster CA")
-	case c.LeaseInterval <= 0 || c.StatusInterval <= 0:
+	case c.LeaseInterval <= 0 || c.StatusInterval <= 0 || c.NetworkInterval < 0:
 		return errors.New("kubelet: heartbeat intervals must be positive")
 	}
 	return nil
@@ -98,7 +106,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	k := &kubelet{cfg: cfg, log: cfg.Log.With("node", cfg.NodeName), pods: map[string]*pod{}, ignored: map[string]bool{}}
+	if cfg.NetworkInterval == 0 {
+		cfg.NetworkInterval = DefaultNetworkInterval
+	}
+	k := &kubelet{cfg: cfg, log: cfg.Log.With("node", cfg.NodeName), pods: map[string]*pod{}, ignored: map[string]bool{},
+		statusNow: make(chan struct{}, 1)}
 	if cfg.CNI != nil {
 		n, err := newCNINet(*cfg.CNI, k.log)
 		if err != nil {
@@ -108,6 +120,9 @@ func Run(ctx context.Context, cfg Config) error {
 	} else {
 		k.net = newStaticNet(cfg.PodCIDRs)
 	}
+	// The Node is registered NotReady until its network says otherwise,
+	// as a kubelet's is while the runtime reports NetworkReady=false.
+	k.checkNetwork(ctx)
 	// The apiserver may answer /readyz before every write path works (its
 	// post-start hooks create kube-node-lease, for one): retry, bounded.
 	var err error
@@ -127,6 +142,7 @@ func Run(ctx context.Context, cfg Config) error {
 	k.log.Info("node registered", "ips", cfg.NodeIPs, "podCIDRs", cfg.PodCIDRs)
 	var wg sync.WaitGroup
 	wg.Go(func() { k.heartbeat(ctx) })
+	wg.Go(func() { k.watchNetwork(ctx) })
 	err = k.runPods(ctx)
 	wg.Wait()
 	k.stopAll()
@@ -143,6 +159,62 @@ type kubelet struct {
 	net     network
 
 	requeue func(key string) // set by runPods: re-sync a pod whose process exited
+
+	// netErr is the last network check's failure (nil: NetworkReady),
+	// under mu; statusNow asks the heartbeat for a status write now.
+	netErr    error
+	statusNow chan struct{}
+}
+
+// checkNetwork runs the network's STATUS and records the outcome; it
+// reports whether NetworkReady changed (or its reason did).
+func (k *kubelet) checkNetwork(ctx context.Context) bool {
+	err := k.net.status(ctx)
+	if ctx.Err() != nil {
+		return false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	changed := (err == nil) != (k.netErr == nil) || err != nil && err.Error() != k.netErr.Error()
+	k.netErr = err
+	return changed
+}
+
+// watchNetwork checks the network every NetworkInterval and has the
+// status written as soon as NetworkReady changes, until ctx ends.
+func (k *kubelet) watchNetwork(ctx context.Context) {
+	t := time.NewTicker(k.cfg.NetworkInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !k.checkNetwork(ctx) {
+			continue
+		}
+		if err := k.networkErr(); err != nil {
+			k.log.Warn("pod network not ready: the Node reports NotReady", "err", err)
+		} else {
+			k.log.Info("pod network ready again: the Node reports Ready")
+		}
+		k.writeStatusNow()
+	}
+}
+
+// writeStatusNow asks the heartbeat for a status write now.
+func (k *kubelet) writeStatusNow() {
+	select {
+	case k.statusNow <- struct{}{}:
+	default:
+	}
+}
+
+func (k *kubelet) networkErr() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.netErr
 }
 
 // register creates the Node (or takes over one left by an earlier run) with
@@ -181,16 +253,17 @@ func (k *kubelet) updateStatus(ctx context.Context) error {
 		return fmt.Errorf("kubelet: reading node %s: %w", k.cfg.NodeName, err)
 	}
 	now := metav1.Now()
-	node.Status = k.nodeStatus(node.Status, now)
+	node.Status = k.nodeStatus(node.Status, now, k.networkErr())
 	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("kubelet: updating node %s status: %w", k.cfg.NodeName, err)
 	}
 	return nil
 }
 
-// nodeStatus is the status a healthy node reports at now; transition times
-// are kept while a condition's status does not change.
-func (k *kubelet) nodeStatus(old corev1.NodeStatus, now metav1.Time) corev1.NodeStatus {
+// nodeStatus is the status the node reports at now: Ready unless netErr
+// (the pod network's STATUS failed); transition times are kept while a
+// condition's status does not change.
+func (k *kubelet) nodeStatus(old corev1.NodeStatus, now metav1.Time, netErr error) corev1.NodeStatus {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("2"),
 		corev1.ResourceMemory: resource.MustParse("4Gi"),
@@ -211,13 +284,8 @@ func (k *kubelet) nodeStatus(old corev1.NodeStatus, now metav1.Time) corev1.Node
 		st.Addresses = append(st.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a.String()})
 	}
 	st.Addresses = append(st.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: k.cfg.NodeName})
-	want := []struct {
-		t       corev1.NodeConditionType
-		s       corev1.ConditionStatus
-		reason  string
-		message string
-	}{
-		{corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "lab kubelet stand-in is posting ready status"},
+	want := []condition{
+		readyCondition(netErr),
 		{corev1.NodeMemoryPressure, corev1.ConditionFalse, "KubeletHasSufficientMemory", ""},
 		{corev1.NodeDiskPressure, corev1.ConditionFalse, "KubeletHasNoDiskPressure", ""},
 		{corev1.NodePIDPressure, corev1.ConditionFalse, "KubeletHasSufficientPID", ""},
@@ -233,6 +301,23 @@ func (k *kubelet) nodeStatus(old corev1.NodeStatus, now metav1.Time) corev1.Node
 		st.Conditions = append(st.Conditions, c)
 	}
 	return st
+}
+
+type condition struct {
+	t       corev1.NodeConditionType
+	s       corev1.ConditionStatus
+	reason  string
+	message string
+}
+
+// readyCondition is Ready, or NotReady in a kubelet's words when the
+// runtime's network is not ready (its CNI STATUS failed).
+func readyCondition(netErr error) condition {
+	if netErr != nil {
+		return condition{corev1.NodeReady, corev1.ConditionFalse, "KubeletNotReady",
+			"container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: " + netErr.Error()}
+	}
+	return condition{corev1.NodeReady, corev1.ConditionTrue, "KubeletReady", "lab kubelet stand-in is posting ready status"}
 }
 
 // heartbeat renews the node Lease every LeaseInterval and rewrites the
@@ -254,6 +339,12 @@ func (k *kubelet) heartbeat(ctx context.Context) {
 		case <-lease.C:
 			if err := k.renewLease(ctx); err != nil && ctx.Err() == nil {
 				k.log.Warn("renewing node lease", "err", err)
+			}
+		case <-k.statusNow:
+			if err := k.updateStatus(ctx); err != nil && ctx.Err() == nil {
+				// A change of Ready must not wait for the next tick.
+				k.log.Warn("updating node status; retrying", "err", err)
+				time.AfterFunc(500*time.Millisecond, k.writeStatusNow)
 			}
 		case <-status.C:
 			if err := k.updateStatus(ctx); err != nil && ctx.Err() == nil {

@@ -1,6 +1,8 @@
 package kubelet
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
@@ -129,3 +131,62 @@ func TestPodStatusUndoesFastEviction(t *testing.T) {
 		}
 	}
 }
+
+// The Node's Ready follows the pod network as a kubelet's follows the
+// runtime's NetworkReady: NotReady with the kubelet's reason and message
+// while STATUS fails, Ready again when it succeeds; the transition time
+// moves only when the status does.
+func TestNodeReadyFollowsTheNetwork(t *testing.T) {
+	k := &kubelet{cfg: Config{NodeName: "node-1"}, net: &fakeNet{}}
+	readyOf := func(st corev1.NodeStatus) corev1.NodeCondition {
+		for _, c := range st.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c
+			}
+		}
+		t.Fatal("no Ready condition")
+		return corev1.NodeCondition{}
+	}
+	t0 := metav1.NewTime(time.Unix(1000, 0))
+	st := k.nodeStatus(corev1.NodeStatus{}, t0, nil)
+	if c := readyOf(st); c.Status != corev1.ConditionTrue || c.Reason != "KubeletReady" {
+		t.Fatalf("healthy: %+v", c)
+	}
+	t1 := metav1.NewTime(t0.Add(time.Second))
+	st = k.nodeStatus(st, t1, errors.New(`plugin type="mooring-ipam" failed (status): the agent is unreachable`))
+	c := readyOf(st)
+	want := `container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:Network plugin returns error: plugin type="mooring-ipam" failed (status): the agent is unreachable`
+	if c.Status != corev1.ConditionFalse || c.Reason != "KubeletNotReady" || c.Message != want || !c.LastTransitionTime.Equal(&t1) {
+		t.Fatalf("network down: %+v", c)
+	}
+	t2 := metav1.NewTime(t1.Add(time.Second))
+	if c := readyOf(k.nodeStatus(st, t2, errors.New("still down"))); !c.LastTransitionTime.Equal(&t1) || !c.LastHeartbeatTime.Equal(&t2) {
+		t.Fatalf("still down: transition %v heartbeat %v", c.LastTransitionTime, c.LastHeartbeatTime)
+	}
+	if c := readyOf(k.nodeStatus(st, t2, nil)); c.Status != corev1.ConditionTrue || !c.LastTransitionTime.Equal(&t2) {
+		t.Fatalf("back: %+v", c)
+	}
+}
+
+// checkNetwork reports a change of NetworkReady, or of its reason, once.
+func TestCheckNetworkReportsChanges(t *testing.T) {
+	n := &fakeNet{}
+	k := &kubelet{net: n}
+	ctx := context.Background()
+	for i, step := range []struct {
+		err     error
+		changed bool
+	}{{nil, false}, {errors.New("down"), true}, {errors.New("down"), false}, {errors.New("other"), true}, {nil, true}, {nil, false}} {
+		n.err = step.err
+		if got := k.checkNetwork(ctx); got != step.changed || (k.networkErr() == nil) != (step.err == nil) {
+			t.Errorf("step %d (%v): changed %v, want %v; recorded %v", i, step.err, got, step.changed, k.networkErr())
+		}
+	}
+}
+
+type fakeNet struct{ err error }
+
+func (*fakeNet) ready(context.Context) error                   { return nil }
+func (f *fakeNet) status(context.Context) error                { return f.err }
+func (*fakeNet) wire(context.Context, *corev1.Pod, *pod) error { return nil }
+func (*fakeNet) unwire(context.Context, *pod)                  {}

@@ -121,6 +121,8 @@ func newStaticNet(cidrs []netip.Prefix) *staticNet { return &staticNet{cidrs: ci
 // ready: the static wiring needs nothing but the node.
 func (*staticNet) ready(context.Context) error { return nil }
 
+func (*staticNet) status(context.Context) error { return nil }
+
 func (s *staticNet) wire(_ context.Context, _ *corev1.Pod, p *pod) error {
 	s.mu.Lock()
 	s.next++

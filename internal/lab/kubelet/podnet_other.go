@@ -29,6 +29,7 @@ type staticNet struct{}
 
 func newStaticNet([]netip.Prefix) *staticNet                     { return &staticNet{} }
 func (*staticNet) ready(context.Context) error                   { return errNoPodNet }
+func (*staticNet) status(context.Context) error                  { return errNoPodNet }
 func (*staticNet) wire(context.Context, *corev1.Pod, *pod) error { return errNoPodNet }
 func (*staticNet) unwire(context.Context, *pod)                  {}
 func newCNINet(CNIConfig, *slog.Logger) (network, error)         { return nil, errNoPodNet }

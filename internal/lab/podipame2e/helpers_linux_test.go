@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -150,6 +151,28 @@ func (e *env) ready(pods []podSpec, limit time.Duration) []corev1.Pod {
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("pods not Ready after %v: %v", limit, waiting)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// gone waits until the pods' objects are deleted (the kubelet stand-in
+// confirms a deletion after the pod's CNI DEL).
+func (e *env) gone(pods []podSpec, limit time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var left []string
+		for _, s := range pods {
+			if _, err := e.cs.CoreV1().Pods(s.ns).Get(e.ctx, s.name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				left = append(left, s.ns+"/"+s.name)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("pods still there %v after their deletion: %v", limit, left)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
