@@ -32,8 +32,9 @@ import (
 // the decision reads (status updates of other fields, endpoint churn that
 // keeps the same ready nodes): they do not wake the decision loop.
 //
-// compactReader serves the agent's existing reads (syncService, Events)
-// from it, as client.Reader calls, so the decision code does not know.
+// The decision reads the core's Services straight from it (announceService:
+// no object built per event); compactReader serves every other read of
+// Services and slices (Events, tests) as client.Reader calls.
 
 // compactService is what the agent reads of a Service.
 type compactService struct {
