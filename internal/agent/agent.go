@@ -445,6 +445,13 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 
 // syncService re-reads one Service and its EndpointSlices from the cache.
 func (a *Agent) syncService(ctx context.Context, k types.NamespacedName) ([]announce.Change, error) {
+	if store := compactOf(a.deps.Reader); store != nil {
+		svc, ok := store.announceService(k)
+		if !ok {
+			return a.state.DeleteService(announce.ServiceKey{Namespace: k.Namespace, Name: k.Name}), nil
+		}
+		return a.state.SetService(svc), nil
+	}
 	var svc corev1.Service
 	if err := a.deps.Reader.Get(ctx, k, &svc); apierrors.IsNotFound(err) {
 		return a.state.DeleteService(announce.ServiceKey{Namespace: k.Namespace, Name: k.Name}), nil
@@ -463,6 +470,9 @@ func (a *Agent) syncService(ctx context.Context, k types.NamespacedName) ([]anno
 // syncAllServices reads every Service (start-up): the first decision must
 // see complete caches, or it would withdraw addresses for a moment.
 func (a *Agent) syncAllServices(ctx context.Context) ([]announce.Change, error) {
+	if store := compactOf(a.deps.Reader); store != nil {
+		return a.setAllServices(store.announceServices()), nil
+	}
 	var (
 		svcs corev1.ServiceList
 		es   discoveryv1.EndpointSliceList
@@ -473,19 +483,28 @@ func (a *Agent) syncAllServices(ctx context.Context) ([]announce.Change, error) 
 		}
 	}
 	ready := readyNodes(es.Items)
-	seen := make(map[announce.ServiceKey]bool, len(svcs.Items))
-	var changes []announce.Change
+	all := make([]announce.Service, 0, len(svcs.Items))
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
-		seen[serviceKey(svc)] = true
-		changes = append(changes, a.state.SetService(convertService(svc, ready[serviceKey(svc)]))...)
+		all = append(all, convertService(svc, ready[serviceKey(svc)]))
+	}
+	return a.setAllServices(all), nil
+}
+
+// setAllServices makes svcs the state's Services.
+func (a *Agent) setAllServices(svcs []announce.Service) []announce.Change {
+	seen := make(map[announce.ServiceKey]bool, len(svcs))
+	var changes []announce.Change
+	for _, svc := range svcs {
+		seen[svc.Key] = true
+		changes = append(changes, a.state.SetService(svc)...)
 	}
 	for _, k := range a.state.ServiceKeys() {
 		if !seen[k] {
 			changes = append(changes, a.state.DeleteService(k)...)
 		}
 	}
-	return changes, nil
+	return changes
 }
 
 // report logs and counts what changed for this node. A first
