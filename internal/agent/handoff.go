@@ -151,6 +151,15 @@ func (a *Agent) wakeLoop(ctx context.Context) error {
 	}
 }
 
+// stalled reports whether the responder must stay silent: a stall the
+// decision loop has not acted on yet, or a returning agent's hold-down
+// (whose table is empty anyway). It beats, so the first reply the
+// responder would send after a stall (an answer to a request queued
+// during it) already sees the stall.
+func (a *Agent) stalled() bool {
+	return a.wake.pending() || a.ready.holding.Load()
+}
+
 // resumed is called by the decision loop before each decision: after a
 // stall it drops the stale decision by becoming a returning agent (no
 // candidate for --hold-down, see holdDown) and reports that it did, so

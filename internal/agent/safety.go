@@ -172,7 +172,7 @@ func (a *Agent) probeLoop(ctx context.Context) error {
 		// After a stall the decision is stale until the decision loop
 		// has dropped it, and a returning agent answers nothing: another
 		// MAC answering is no split brain then (handoff.go).
-		if !ok || len(res.Local) == 0 || a.wake.pending() || a.ready.holding.Load() {
+		if !ok || len(res.Local) == 0 || a.stalled() {
 			a.met.splitBrain.Set(0)
 			clear(split)
 			continue
@@ -191,7 +191,7 @@ func (a *Agent) probeLoop(ctx context.Context) error {
 		}
 		known = next
 		changed := splitChanges(split, res.Local, batch, found)
-		if a.wake.pending() || a.ready.holding.Load() {
+		if a.stalled() {
 			continue // stalled during the round (see above)
 		}
 		for _, t := range changed {
