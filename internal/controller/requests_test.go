@@ -50,12 +50,15 @@ func TestRequestRules(t *testing.T) {
 		pending(t, env, "order", "c", string(lbipam.ReasonPoolExhausted))
 		// allowFirstLastIPs frees .0 and .3 at once; the pass re-looks at
 		// "want" and "c" in any order, and .0 must go to "want".
+		// A merge patch: the controller writes the pool's status at the
+		// same time, so a Get + Update can meet a conflict.
 		var cur mooringv1.LoadBalancerIPPool
 		if err := c.Get(context.Background(), types.NamespacedName{Name: "order"}, &cur); err != nil {
 			t.Fatal(err)
 		}
+		base := cur.DeepCopy()
 		cur.Spec.AllowFirstLastIPs = true
-		if err := c.Update(context.Background(), &cur); err != nil {
+		if err := c.Patch(context.Background(), &cur, client.MergeFrom(base)); err != nil {
 			t.Fatal(err)
 		}
 		waitIPs(t, c, "order", "want", "100.70.1.0")

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -104,6 +105,11 @@ func Start() (*Env, error) {
 		CRDDirectoryPaths:     []string{filepath.Join(root, "config", "crd")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: bin,
+		// envtest's 20 s is too short on a 2-core CI machine running
+		// several packages' control planes at once (a CI run saw
+		// kube-apiserver miss it 5 times at load 24).
+		ControlPlaneStartTimeout: 90 * time.Second,
+		ControlPlaneStopTimeout:  30 * time.Second,
 	}
 	env.ControlPlane.GetAPIServer().Configure().Set("service-cluster-ip-range", ServiceCIDR)
 	cfg, err := env.Start()

@@ -193,7 +193,7 @@ func Run(ctx context.Context, o Options, c client.Client, out, errw io.Writer) e
 		if plan.Controller.HelmRelease != "" {
 			fmt.Fprintf(errw, "warning: Helm release %q still says cluster-pool: set controller.flags.podIpamMode=multi-pool in its values, or the next helm upgrade puts cluster-pool back and the controller refuses to start\n", plan.Controller.HelmRelease)
 		}
-	case update == UpdateHelm && !plan.Done:
+	case update == UpdateHelm:
 		fmt.Fprintf(out, "now run:\n  %s\n", podipamctl.HelmUpgradeCommand(plan, o.Chart))
 		if !o.Wait {
 			fmt.Fprintln(out, waitHint)
@@ -336,6 +336,8 @@ func writePlan(w io.Writer, p *podipamctl.MigrationPlan, update, chart string) {
 	switch {
 	case p.Controller != nil && p.Controller.Mode == podipamctl.ModeMultiPool:
 		fmt.Fprintln(w, "  2. the controller's Deployment already runs --pod-ipam-mode=multi-pool")
+	case p.Done && p.Controller == nil:
+		fmt.Fprintln(w, "  2. a controller started with --pod-ipam-mode=multi-pool has recorded it")
 	case update == UpdatePatch && p.Controller != nil:
 		fmt.Fprintf(w, "  2. patch Deployment %s/%s: --pod-ipam-mode=multi-pool (its rollout restarts the controller)\n", p.Controller.Namespace, p.Controller.Name)
 	case update == UpdateHelm:
