@@ -131,6 +131,7 @@ type Agent struct {
 
 	// deferrals are the peers' L2Announcers that defer (partition.go).
 	deferrals *deferrals
+	wake      *wakeWatch // stalls longer than peers wait (handoff.go)
 }
 
 // New builds an agent; nothing runs until Run.
@@ -143,7 +144,7 @@ func New(cfg Config, deps Deps) *Agent {
 		log = slog.New(slog.DiscardHandler)
 	}
 	met := newMetrics(deps.Registerer)
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, deps: deps, log: log, met: met,
 		rec:          &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
 		elig:         newEligibility(cfg.NodeName, log, deps.Registerer, deps.Members),
@@ -157,6 +158,8 @@ func New(cfg Config, deps Deps) *Agent {
 		toSnapshot:   newMailbox[announce.Result](),
 		snapMet:      newSnapshotMetrics(deps.Registerer),
 	}
+	a.wake = newWakeWatch(resumeThreshold(cfg), a.Trigger, deps.Registerer)
+	return a
 }
 
 // Trigger asks for the Nodes, policies and interfaces to be re-read (link
@@ -180,6 +183,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
 	g.Go(func() error { return a.snapshotLoop(ctx) })
+	g.Go(func() error { return a.wakeLoop(ctx) })    // handoff.go
 	g.Go(func() error { return a.releaseLoop(ctx) }) // partition.go
 	if a.cfg.FastEndpointEviction {
 		g.Go(func() error { return a.evictLoop(ctx) }) // evict.go
@@ -272,6 +276,9 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
+	if a.resumed(ctx) { // handoff.go: a stall made the decision stale
+		d.nodes = true
+	}
 	members, listen, capability, prefixes := a.state.Members(), a.state.Listen(), a.ownCapability(), a.prefixes
 	found := a.nodeFound.Load()
 	changes, err := a.update(ctx, d)
