@@ -131,6 +131,7 @@ type Agent struct {
 
 	// deferrals are the peers' L2Announcers that defer (partition.go).
 	deferrals *deferrals
+	wake      *wakeWatch // stalls longer than peers wait (handoff.go)
 }
 
 // New builds an agent; nothing runs until Run.
@@ -143,7 +144,7 @@ func New(cfg Config, deps Deps) *Agent {
 		log = slog.New(slog.DiscardHandler)
 	}
 	met := newMetrics(deps.Registerer)
-	return &Agent{
+	a := &Agent{
 		cfg: cfg, deps: deps, log: log, met: met,
 		rec:          &recorder{c: deps.Client, clock: deps.Clock, node: cfg.NodeName, log: log, met: met},
 		elig:         newEligibility(cfg.NodeName, log, deps.Registerer, deps.Members),
@@ -157,6 +158,8 @@ func New(cfg Config, deps Deps) *Agent {
 		toSnapshot:   newMailbox[announce.Result](),
 		snapMet:      newSnapshotMetrics(deps.Registerer),
 	}
+	a.wake = newWakeWatch(resumeThreshold(cfg), a.Trigger, deps.Registerer)
+	return a
 }
 
 // Trigger asks for the Nodes, policies and interfaces to be re-read (link
@@ -180,6 +183,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Go(func() error { return a.probeLoop(ctx) })
 	}
 	g.Go(func() error { return a.snapshotLoop(ctx) })
+	g.Go(func() error { return a.wakeLoop(ctx) })    // handoff.go
 	g.Go(func() error { return a.releaseLoop(ctx) }) // partition.go
 	if a.cfg.FastEndpointEviction {
 		g.Go(func() error { return a.evictLoop(ctx) }) // evict.go
@@ -272,6 +276,9 @@ func (a *Agent) decide(ctx context.Context) error {
 		a.state = announce.NewState(a.cfg.NodeName)
 	}
 	d := a.dirty.take()
+	if a.resumed(ctx) { // handoff.go: a stall made the decision stale
+		d.nodes = true
+	}
 	members, listen, capability, prefixes := a.state.Members(), a.state.Listen(), a.ownCapability(), a.prefixes
 	found := a.nodeFound.Load()
 	changes, err := a.update(ctx, d)
@@ -446,6 +453,13 @@ func (a *Agent) update(ctx context.Context, d changed) ([]announce.Change, error
 
 // syncService re-reads one Service and its EndpointSlices from the cache.
 func (a *Agent) syncService(ctx context.Context, k types.NamespacedName) ([]announce.Change, error) {
+	if store := compactOf(a.deps.Reader); store != nil {
+		svc, ok := store.announceService(k)
+		if !ok {
+			return a.state.DeleteService(announce.ServiceKey{Namespace: k.Namespace, Name: k.Name}), nil
+		}
+		return a.state.SetService(svc), nil
+	}
 	var svc corev1.Service
 	if err := a.deps.Reader.Get(ctx, k, &svc); apierrors.IsNotFound(err) {
 		return a.state.DeleteService(announce.ServiceKey{Namespace: k.Namespace, Name: k.Name}), nil
@@ -464,6 +478,9 @@ func (a *Agent) syncService(ctx context.Context, k types.NamespacedName) ([]anno
 // syncAllServices reads every Service (start-up): the first decision must
 // see complete caches, or it would withdraw addresses for a moment.
 func (a *Agent) syncAllServices(ctx context.Context) ([]announce.Change, error) {
+	if store := compactOf(a.deps.Reader); store != nil {
+		return a.setAllServices(store.announceServices()), nil
+	}
 	var (
 		svcs corev1.ServiceList
 		es   discoveryv1.EndpointSliceList
@@ -474,19 +491,28 @@ func (a *Agent) syncAllServices(ctx context.Context) ([]announce.Change, error) 
 		}
 	}
 	ready := readyNodes(es.Items)
-	seen := make(map[announce.ServiceKey]bool, len(svcs.Items))
-	var changes []announce.Change
+	all := make([]announce.Service, 0, len(svcs.Items))
 	for i := range svcs.Items {
 		svc := &svcs.Items[i]
-		seen[serviceKey(svc)] = true
-		changes = append(changes, a.state.SetService(convertService(svc, ready[serviceKey(svc)]))...)
+		all = append(all, convertService(svc, ready[serviceKey(svc)]))
+	}
+	return a.setAllServices(all), nil
+}
+
+// setAllServices makes svcs the state's Services.
+func (a *Agent) setAllServices(svcs []announce.Service) []announce.Change {
+	seen := make(map[announce.ServiceKey]bool, len(svcs))
+	var changes []announce.Change
+	for _, svc := range svcs {
+		seen[svc.Key] = true
+		changes = append(changes, a.state.SetService(svc)...)
 	}
 	for _, k := range a.state.ServiceKeys() {
 		if !seen[k] {
 			changes = append(changes, a.state.DeleteService(k)...)
 		}
 	}
-	return changes, nil
+	return changes
 }
 
 // report logs and counts what changed for this node. A first

@@ -3,13 +3,10 @@
 package agent_test
 
 import (
-	"bytes"
 	"flag"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
@@ -336,14 +334,14 @@ func TestBenchChurn(t *testing.T) {
 	}
 	procs := map[string]int{"kube-apiserver": 0, "etcd": 0}
 	for name := range procs {
-		procs[name] = childPID(t, name)
+		procs[name] = agent.ChildPID(t, name)
 	}
 	cpuOf := func(pid int) float64 {
-		m, err := readProc(pid)
+		m, err := agent.ReadProc(pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return m.cpu
+		return m.CPU
 	}
 	// Phase 1: churn alone, every agent's and the API server's CPU.
 	snap := func() map[string]float64 {
@@ -485,35 +483,4 @@ loop:
 		res.p50, res.p99, res.max = lats[len(lats)/2].Round(time.Millisecond), lats[len(lats)*99/100].Round(time.Millisecond), lats[len(lats)-1].Round(time.Millisecond)
 	}
 	return res
-}
-
-// childPID returns the pid of this test process's child named comm (the
-// API server and etcd testenv started), failing t if there is none.
-func childPID(t *testing.T, comm string) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := os.Getpid()
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 || !bytes.HasSuffix(b[:i], []byte("("+comm)) {
-			continue
-		}
-		f := strings.Fields(string(b[i+2:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(self) {
-			return pid
-		}
-	}
-	t.Fatalf("no child process %s of this test", comm)
-	return 0
 }

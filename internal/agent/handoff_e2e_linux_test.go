@@ -88,6 +88,12 @@ func newHandOffCluster(t *testing.T) handOffCluster {
 	})
 	h := handOffCluster{failoverCluster: f, t: t}
 	h.servedBy(f.rank[0], 10*time.Second)
+	// A DaemonSet's rolling update comes long after the agents started.
+	// An agent restarted within ~2 s of its peers' first readiness
+	// (published in whole seconds) counts as part of a cold start and
+	// serves without a hold-down (eligibility.go holdDown), which is not
+	// what this test is about: let the cluster be ready for longer first.
+	time.Sleep(4 * time.Second)
 	return h
 }
 

@@ -20,65 +20,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
 
 var (
 	memBins = flag.String("agent.bench.bins", "", "comma-separated mooring binaries TestBenchMemory compares (default: this tree's)")
 )
-
-// procMem is what /proc says about one process's memory and CPU.
-type procMem struct {
-	rss, hwm, anon, file uint64 // bytes
-	cpu                  float64
-}
-
-func (m procMem) String() string {
-	return fmt.Sprintf("VmRSS=%.1fMiB (anon %.1f, file %.1f) VmHWM=%.1fMiB cpu=%.1fs",
-		mib(m.rss), mib(m.anon), mib(m.file), mib(m.hwm), m.cpu)
-}
-
-func mib(b uint64) float64 { return float64(b) / (1 << 20) }
-
-// readProc reads VmRSS, VmHWM, RssAnon, RssFile from /proc/<pid>/status
-// and utime+stime from /proc/<pid>/stat.
-func readProc(pid int) (procMem, error) {
-	var m procMem
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return m, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseUint(f[1], 10, 64)
-		switch f[0] {
-		case "VmRSS:":
-			m.rss = kb << 10
-		case "VmHWM:":
-			m.hwm = kb << 10
-		case "RssAnon:":
-			m.anon = kb << 10
-		case "RssFile:":
-			m.file = kb << 10
-		}
-	}
-	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return m, err
-	}
-	// Fields after the command (which may hold spaces): state is field 3,
-	// utime and stime fields 14 and 15, in clock ticks (100 a second).
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	if len(f) > 12 {
-		ut, _ := strconv.ParseFloat(f[11], 64)
-		st, _ := strconv.ParseFloat(f[12], 64)
-		m.cpu = (ut + st) / 100
-	}
-	return m, nil
-}
 
 // The agent's memory at -agent.bench.services Services on 3 nodes, each
 // Service with an EndpointSlice of two endpoints (as the endpointslice
@@ -127,7 +75,7 @@ func (c *cluster) memRound(bin, label string, ready func()) {
 	for _, settle := range []time.Duration{20 * time.Second, 60 * time.Second} {
 		time.Sleep(settle - time.Since(start) + synced) // GC cycles, the scavenger, the periodic loops
 		for _, h := range c.lab.Nodes() {
-			m, err := readProc(procs[h.Name].PID)
+			m, err := agent.ReadProc(procs[h.Name].PID)
 			if err != nil {
 				c.t.Fatal(err)
 			}
@@ -250,7 +198,7 @@ func smapsSummary(pid int) string {
 	var out []string
 	for _, k := range order {
 		if sums[k] >= 512<<10 {
-			out = append(out, fmt.Sprintf("%s=%.1fMiB", k, mib(sums[k])))
+			out = append(out, fmt.Sprintf("%s=%.1fMiB", k, agent.MiB(sums[k])))
 		}
 	}
 	return strings.Join(out, " ")

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
-	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -74,16 +72,9 @@ func TestReleaseStartupMemoryKeepsTheProcessWorking(t *testing.T) {
 
 func rssFile(t *testing.T) int {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	m, err := ReadProc(os.Getpid())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			return n
-		}
-	}
-	t.Fatal("no RssFile in /proc/self/status")
-	return 0
+	return int(m.File >> 10)
 }

@@ -17,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
 )
 
 // The agent keeps Services and EndpointSlices in a compact store of its
@@ -29,8 +32,9 @@ import (
 // the decision reads (status updates of other fields, endpoint churn that
 // keeps the same ready nodes): they do not wake the decision loop.
 //
-// compactReader serves the agent's existing reads (syncService, Events)
-// from it, as client.Reader calls, so the decision code does not know.
+// The decision reads the core's Services straight from it (announceService:
+// no object built per event); compactReader serves every other read of
+// Services and slices (Events, tests) as client.Reader calls.
 
 // compactService is what the agent reads of a Service.
 type compactService struct {
@@ -426,6 +430,68 @@ func (s sliceSink) Replace(list []any, _ string) error {
 	}
 	s.notify(changed...)
 	return nil
+}
+
+// compactOf returns the compact store r reads Services from, if any (not
+// while a switchReader serves a snapshot).
+func compactOf(r client.Reader) *compactStore {
+	switch v := r.(type) {
+	case *switchReader:
+		if v.over.Load() != nil {
+			return nil
+		}
+		return compactOf(v.live)
+	case compactReader:
+		return v.store
+	}
+	return nil
+}
+
+// announceService is the core's Service for k, read straight from the
+// compact form: what convertService gives for the objects compactReader
+// builds, without building them (addresses to strings and back, one
+// EndpointSlice per slice, a field-selector list) on every event.
+func (s *compactStore) announceService(k types.NamespacedName) (announce.Service, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	c, ok := s.services[k]
+	if !ok {
+		return announce.Service{}, false
+	}
+	return c.announce(k, s.readyOf(k)), true
+}
+
+// announceServices is announceService for every Service.
+func (s *compactStore) announceServices() []announce.Service {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]announce.Service, 0, len(s.services))
+	for k, c := range s.services {
+		out = append(out, c.announce(k, s.readyOf(k)))
+	}
+	return out
+}
+
+// readyOf is readyNodes of the slices of k, in the order the reader lists
+// them; called with mu held.
+func (s *compactStore) readyOf(k types.NamespacedName) []string {
+	var ready []string
+	for _, name := range s.bySvc[k] {
+		ready = append(ready, s.slices[types.NamespacedName{Namespace: k.Namespace, Name: name}].ready...)
+	}
+	return ready
+}
+
+// announce is convertService of the materialised Service (the store
+// replaces its slices and maps, never changes them, so the core may
+// share them).
+func (c *compactService) announce(k types.NamespacedName, ready []string) announce.Service {
+	out := announce.Service{Key: announce.ServiceKey{Namespace: k.Namespace, Name: k.Name}, Labels: c.labels,
+		ExternalIPs: c.externalIPs, LocalTraffic: c.local, ReadyNodes: ready}
+	if c.typ == corev1.ServiceTypeLoadBalancer && (c.class == nil || *c.class == mooringv1.LoadBalancerClass) {
+		out.IngressIPs = c.ingress
+	}
+	return out
 }
 
 // compactReader answers Service and EndpointSlice reads from the compact

@@ -131,9 +131,20 @@ func TestCompactStoreDecidesLikeFullObjects(t *testing.T) {
 			for i := range 70 {
 				full := variedService(i)
 				want := fullObjectsDecide(full, variedSlices(i))
-				if got := decisionOf(t, r, types.NamespacedName{Namespace: full.Namespace, Name: full.Name}); got != want {
+				k := types.NamespacedName{Namespace: full.Namespace, Name: full.Name}
+				if got := decisionOf(t, r, k); got != want {
 					t.Fatalf("Service %d: compact store decides\n%s\nfull objects\n%s", i, got, want)
 				}
+				// What syncService reads, with no object built.
+				if got, ok := s.announceService(k); !ok || fmt.Sprint(got) != want {
+					t.Fatalf("Service %d: the compact form converts to\n%v\nfull objects\n%s", i, got, want)
+				}
+			}
+			if got := s.announceServices(); len(got) != 70 {
+				t.Fatalf("announceServices: %d Services, want 70", len(got))
+			}
+			if _, ok := s.announceService(types.NamespacedName{Namespace: "bulk", Name: "nope"}); ok {
+				t.Fatal("announceService of a missing Service")
 			}
 			var all corev1.ServiceList
 			if err := r.List(context.Background(), &all, client.UnsafeDisableDeepCopy); err != nil || len(all.Items) != 70 {

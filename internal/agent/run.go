@@ -66,8 +66,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval},
-		log.With("sub", "responder"), reg)
+	var silent func() bool // the agent's stall gate (handoff.go), set before resp.Run
+	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval,
+		Silent: func() bool { return silent() }}, log.With("sub", "responder"), reg)
 	src := newSwitchReader(compactReader{informers, compact.store}) // snapshot_reader.go, mem_store.go
 	a := New(cfg, Deps{
 		Reader: src, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
@@ -75,6 +76,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Clock: clock.RealClock{}, Registerer: reg,
 		NodeCheck: NodeCheck(kernelCheck(cfg.NodeCheckWait)), Conntrack: conntrack.Delete,
 	})
+	silent = a.stalled
 	compact.notify(a.dirty)
 	if err := watch(ctx, informers, a.dirty, a.deferrals.handler(clock.RealClock{})); err != nil {
 		return err

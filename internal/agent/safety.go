@@ -169,7 +169,10 @@ func (a *Agent) probeLoop(ctx context.Context) error {
 		case <-tick.C():
 		}
 		res, ok := a.toProbe.get()
-		if !ok || len(res.Local) == 0 {
+		// After a stall the decision is stale until the decision loop
+		// has dropped it, and a returning agent answers nothing: another
+		// MAC answering is no split brain then (handoff.go).
+		if !ok || len(res.Local) == 0 || a.stalled() {
 			a.met.splitBrain.Set(0)
 			clear(split)
 			continue
@@ -187,7 +190,11 @@ func (a *Agent) probeLoop(ctx context.Context) error {
 			}
 		}
 		known = next
-		for _, t := range splitChanges(split, res.Local, batch, found) {
+		changed := splitChanges(split, res.Local, batch, found)
+		if a.stalled() {
+			continue // stalled during the round (see above)
+		}
+		for _, t := range changed {
 			a.reannounce(t)
 		}
 	}

@@ -41,20 +41,6 @@ type snapshotMark struct {
 	hash  [32]byte
 }
 
-// compactOf returns the compact store r reads Services from, if any.
-func compactOf(r client.Reader) *compactStore {
-	switch v := r.(type) {
-	case *switchReader:
-		if v.over.Load() != nil {
-			return nil
-		}
-		return compactOf(v.live)
-	case compactReader:
-		return v.store
-	}
-	return nil
-}
-
 // snapshotHead encodes what the snapshot holds besides the Services and
 // slices, and reports whether the whole content may differ from last's
 // (always, when r has no compact store).

@@ -35,11 +35,10 @@ import (
 // Every round also execs three floors the same way libcni execs a plugin
 // (invoke.RawExec: pipes for stdin, stdout, stderr): /bin/true, an empty
 // static Go program and mooring-ipam VERSION. And every mooring-ipam ADD
-// is split into phases with the agent's own timestamps (Server.Observe):
-// libcni before the exec, exec → agent accepted the connection, the
-// agent's work, agent's answer → plugin exited and reaped, libcni after
-// the exec (result parsing, cache file). The slowest 2 % are reported
-// apart: that is where the p99 lives.
+// is split into the phases of phaseNames from three clocks: libcni's exec
+// (timedExec), the plugin's trace line (cni.TraceEnv) and the agent's own
+// timestamps (Server.Observe). The slowest 2 % are reported one by one:
+// that is where the p99 lives.
 //
 // Skipped unless MOORING_CNI_BENCH is set: it measures, it does not
 // assert speed.

@@ -41,7 +41,8 @@ const envBenchServices = "MOORING_LAB_BENCH_SERVICES"
 // agent up to the first gratuitous ARP); for 200 Services spread evenly
 // over the burst, also the first answer to an ARP probe (every 20 ms from
 // its create call returning); the controller's queue wait and reconcile
-// time and the agents' decision time from their own histograms; the API
+// time, the agents' decision time and the API server's create and status
+// patch latency from their own histograms; the API
 // server's mutating requests during the run by resource
 // (apiserver_request_total), less the test's own creates; the agents' and
 // controller's RSS and CPU from /proc; the load average and CPU pressure.
@@ -89,7 +90,7 @@ func TestBenchLabServices(t *testing.T) {
 	tr.watchServices(ctx, t, kubernetes.NewForConfigOrDie(pb), "default")
 	client := r.Cluster.Host(netlab.ClientName)
 	tr.sniff(ctx, t, client)
-	hists := scrapeComponents(t, r)
+	hists := scrapeComponents(t, r, cs)
 	before := apiWrites(ctx, t, cs)
 	cost0 := costs(t, pids)
 	load := startLoadSampler()
@@ -142,7 +143,7 @@ func TestBenchLabServices(t *testing.T) {
 		n, created.Round(time.Second), float64(n)/created.Seconds(), len(tr.sampled), lost)
 	t.Logf("BENCH lab: %s", loadSeen)
 	tr.report(t, start)
-	hists.report(t, r)
+	hists.report(t, r, cs)
 	var keys []string
 	total, mooring := 0.0, 0.0
 	for k, v := range w {
@@ -162,8 +163,8 @@ func TestBenchLabServices(t *testing.T) {
 	}
 	t.Logf("BENCH lab writes per Service, leases aside: %.3f (the API server's own ipaddresses included); by Mooring: %.3f", total/float64(n), mooring/float64(n))
 	for _, name := range slices.Sorted(maps.Keys(pids)) {
-		t.Logf("BENCH lab %s: %v; %.1f CPU-s during the run (%.1f %% of a core)", name, cost1[name], cost1[name].cpu-cost0[name].cpu,
-			100*(cost1[name].cpu-cost0[name].cpu)/(created.Seconds()+10))
+		t.Logf("BENCH lab %s: %v; %.1f CPU-s during the run (%.1f %% of a core); its threads waited %.1f s for a CPU", name, cost1[name],
+			cost1[name].cpu-cost0[name].cpu, 100*(cost1[name].cpu-cost0[name].cpu)/(created.Seconds()+10), cost1[name].wait-cost0[name].wait)
 	}
 }
 
@@ -180,34 +181,53 @@ func mooringWrite(k string) bool {
 	return false
 }
 
-// componentHistograms are the controller's and agents' own latency
-// histograms, read before the run and compared after it.
+// componentHistograms are the API server's, the controller's and the
+// agents' own latency histograms, read before the run and compared after.
 type componentHistograms map[string]histogram
 
-// histogramsRead: where each lives (host, URL, metric, series filter).
-var histogramsRead = []struct{ what, host, url, metric, match string }{
-	{"controller queue wait (workqueue_queue_duration_seconds)", "control-plane", "http://127.0.0.1:8080/metrics", "workqueue_queue_duration_seconds", `name="lbipam-services"`},
-	{"controller reconcile (workqueue_work_duration_seconds)", "control-plane", "http://127.0.0.1:8080/metrics", "workqueue_work_duration_seconds", `name="lbipam-services"`},
-	{"agent node-1 decision (mooring_agent_decision_seconds)", "node-1", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", ""},
-	{"agent node-2 decision (mooring_agent_decision_seconds)", "node-2", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", ""},
-	{"agent node-3 decision (mooring_agent_decision_seconds)", "node-3", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", ""},
+// histogramsRead: where each lives (host, URL; no host: the API server's
+// /metrics through the client), the metric and the series' labels.
+var histogramsRead = []struct {
+	what, host, url, metric string
+	match                   []string
+}{
+	{"API server PATCH services/status (apiserver_request_duration_seconds)", "", "", "apiserver_request_duration_seconds",
+		[]string{`resource="services"`, `subresource="status"`, `verb="PATCH"`}},
+	{"API server POST services (apiserver_request_duration_seconds)", "", "", "apiserver_request_duration_seconds",
+		[]string{`resource="services"`, `subresource=""`, `verb="POST"`}},
+	{"controller queue wait (workqueue_queue_duration_seconds)", "control-plane", "http://127.0.0.1:8080/metrics", "workqueue_queue_duration_seconds", []string{`name="lbipam-services"`}},
+	{"controller reconcile (workqueue_work_duration_seconds)", "control-plane", "http://127.0.0.1:8080/metrics", "workqueue_work_duration_seconds", []string{`name="lbipam-services"`}},
+	{"agent node-1 decision (mooring_agent_decision_seconds)", "node-1", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", nil},
+	{"agent node-2 decision (mooring_agent_decision_seconds)", "node-2", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", nil},
+	{"agent node-3 decision (mooring_agent_decision_seconds)", "node-3", "http://127.0.0.1:9473/metrics", "mooring_agent_decision_seconds", nil},
 }
 
-func scrapeComponents(t *testing.T, r *lab.Ready) componentHistograms {
+func scrapeComponents(t *testing.T, r *lab.Ready, cs kubernetes.Interface) componentHistograms {
 	out := componentHistograms{}
+	pages := map[string][]byte{}
 	for _, h := range histogramsRead {
-		got, err := scrapeHistogram(r.Cluster.Host(h.host), h.url, h.metric, h.match)
-		if err != nil {
-			t.Logf("BENCH %s: not read: %v", h.what, err)
-			continue
+		key := h.host + h.url
+		page, ok := pages[key]
+		if !ok {
+			var err error
+			if h.host == "" {
+				page, err = cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+			} else {
+				page, err = fetchFrom(r.Cluster.Host(h.host), h.url)
+			}
+			if err != nil {
+				t.Logf("BENCH %s: not read: %v", h.what, err)
+				continue
+			}
+			pages[key] = page
 		}
-		out[h.what] = got
+		out[h.what] = parseHistogram(page, h.metric, h.match)
 	}
 	return out
 }
 
-func (before componentHistograms) report(t *testing.T, r *lab.Ready) {
-	after := scrapeComponents(t, r)
+func (before componentHistograms) report(t *testing.T, r *lab.Ready, cs kubernetes.Interface) {
+	after := scrapeComponents(t, r, cs)
 	for _, h := range histogramsRead {
 		if a, ok := after[h.what]; ok {
 			t.Logf("BENCH lab %s: %s", h.what, a.since(before[h.what]))
@@ -215,10 +235,11 @@ func (before componentHistograms) report(t *testing.T, r *lab.Ready) {
 	}
 }
 
-// procStat is one process's memory and CPU from /proc.
+// procStat is one process's memory and CPU from /proc; wait is the time
+// its threads spent runnable but waiting for a CPU (schedstat).
 type procStat struct {
-	rss, hwm uint64
-	cpu      float64
+	rss, hwm  uint64
+	cpu, wait float64
 }
 
 func (p procStat) String() string {
@@ -254,9 +275,29 @@ func costs(t *testing.T, pids map[string]int) map[string]procStat {
 		ut, _ := strconv.ParseFloat(f[11], 64)
 		st, _ := strconv.ParseFloat(f[12], 64)
 		p.cpu = (ut + st) / 100
+		p.wait = runQueueWait(pid)
 		out[name] = p
 	}
 	return out
+}
+
+// runQueueWait sums, over pid's threads, the seconds they waited on a run
+// queue (/proc/PID/task/TID/schedstat, second field; threads that exited
+// in between are not counted).
+func runQueueWait(pid int) float64 {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	total := 0.0
+	for _, e := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			ns, _ := strconv.ParseFloat(f[1], 64)
+			total += ns / 1e9
+		}
+	}
+	return total
 }
 
 // labPIDs finds this test's lab processes: the Mooring agents and

@@ -1,10 +1,10 @@
 package lab_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -290,6 +290,7 @@ var stages = []stage{
 	{"creation → status", atCreated, atStatus},
 	{"creation → first GARP", atCreated, atGARP},
 	{"creation → ARP answer", atCreated, atARP},
+	{"create call sent → ARP answer", atSent, atARP},
 }
 
 func span(s *svcTrace, st stage) (time.Duration, bool) {
@@ -444,9 +445,8 @@ func cpuPressure() float64 {
 // count), summed over the series a scrape matched.
 type histogram map[float64]float64
 
-// scrapeHistogram reads metric's buckets from url, fetched from inside h,
-// for the series whose labels contain match.
-func scrapeHistogram(h *netlab.Host, url, metric, match string) (histogram, error) {
+// fetchFrom GETs url from inside h (a component's /metrics on loopback).
+func fetchFrom(h *netlab.Host, url string) ([]byte, error) {
 	cl := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			var c net.Conn
@@ -462,12 +462,17 @@ func scrapeHistogram(h *netlab.Host, url, metric, match string) (histogram, erro
 		return nil, err
 	}
 	defer resp.Body.Close()
+	return io.ReadAll(resp.Body)
+}
+
+// parseHistogram reads metric's buckets from a /metrics page, summed over
+// the series whose labels contain every string of match.
+func parseHistogram(page []byte, metric string, match []string) histogram {
 	out := histogram{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, metric+"_bucket{") || !strings.Contains(line, match) {
+	for line := range strings.Lines(string(page)) {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, metric+"_bucket{") ||
+			slices.ContainsFunc(match, func(m string) bool { return !strings.Contains(line, m) }) {
 			continue
 		}
 		i := strings.Index(line, `le="`)
@@ -483,7 +488,7 @@ func scrapeHistogram(h *netlab.Host, url, metric, match string) (histogram, erro
 		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		out[bound] += v
 	}
-	return out, sc.Err()
+	return out
 }
 
 // since describes after − before: the count, the smallest bucket bounds

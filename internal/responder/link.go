@@ -28,6 +28,7 @@ type link struct {
 	groups map[[6]byte]int
 	joined map[[6]byte]struct{}
 	closed atomic.Bool
+	silent func() bool // Config.Silent
 }
 
 func newLink(pl *Link, met *metrics, clk clock.Clock, log *slog.Logger) *link {
@@ -161,6 +162,9 @@ func (l *link) announce(a netip.Addr) {
 		l.log.Error("cannot build announcement", "addr", a, "err", err)
 		return
 	}
+	if l.silent != nil && l.silent() {
+		return
+	}
 	for _, f := range frames {
 		if _, err := conn.WriteTo(f, hwAddr(f)); err != nil {
 			l.met.errors.WithLabelValues("write").Inc()
@@ -203,7 +207,7 @@ func (l *link) serve(conn GroupConn, fam string, handle handler) {
 			continue
 		}
 		l.met.requests.WithLabelValues(fam, l.Name, boolLabel(v == Answer)).Inc()
-		if v != Answer {
+		if v != Answer || (l.silent != nil && l.silent()) {
 			continue
 		}
 		if _, err := conn.WriteTo(reply, hwAddr(reply)); err != nil {

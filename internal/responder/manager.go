@@ -38,6 +38,10 @@ type Config struct {
 	RetryInterval time.Duration
 	// Clock drives the gratuitous schedule and retries; the real clock if nil.
 	Clock clock.Clock
+	// Silent, when set, is asked before every reply and announcement: while
+	// it returns true nothing is sent (the agent's table may be stale: it
+	// has just resumed from a stall, internal/agent handoff.go).
+	Silent func() bool
 }
 
 // Validate reports a field that is out of range.
@@ -487,6 +491,7 @@ func (s *runState) openLink(ifindex int) (*link, error) {
 			ifindex, pl.Name, pl.MAC)
 	}
 	l := newLink(pl, s.m.met, s.m.cfg.Clock, s.m.log)
+	l.silent = s.m.cfg.Silent
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); l.serve(l.ARP, familyIPv4, HandleARP) }()
 	go func() { defer s.wg.Done(); l.serve(l.NDP, familyIPv6, HandleNDP) }()
