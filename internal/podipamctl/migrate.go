@@ -188,6 +188,8 @@ func PlanMigration(ctx context.Context, c client.Reader, in MigrationInput) (*Mi
 	case in.ClusterPool != nil && fromDeploy != nil && !in.ClusterPool.same(*fromDeploy):
 		p.refuse("the given cluster-pool settings (%s) differ from the controller Deployment's (%s): give exactly what the controller runs with, or leave them out",
 			in.ClusterPool, fromDeploy)
+	case in.ClusterPool != nil && !p.Done && len(in.ClusterPool.V4)+len(in.ClusterPool.V6) == 0:
+		p.refuse("the given cluster-pool settings name no CIDR: give the controller's --cluster-pool-ipv4-cidr and/or --cluster-pool-ipv6-cidr")
 	case in.ClusterPool != nil:
 		p.ClusterPool = *in.ClusterPool
 	case fromDeploy != nil:
@@ -403,6 +405,11 @@ func (p *MigrationPlan) checkNodes(recs []mooringv1.PodIPAMNode) {
 			continue
 		}
 		for _, b := range blocks {
+			if b.Pool != DefaultPool {
+				// Cut by multi-pool from another pool after the change
+				// (a re-run): not the migration's to keep.
+				continue
+			}
 			nb.Blocks = append(nb.Blocks, b.Prefix)
 			if p.Pool == nil || p.Done {
 				continue

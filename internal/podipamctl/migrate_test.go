@@ -159,9 +159,12 @@ func TestMigratePlanAndRun(t *testing.T) {
 	}()
 	time.Sleep(500 * time.Millisecond)
 	for _, n := range []string{"node-1", "node-2"} {
+		// A merge patch: the controller writes the record's status at
+		// the same time, so a Get + Update could meet a conflict.
 		r := record(t, c, n)
+		base := r.DeepCopy()
 		r.Spec.Requests = []mooringv1.PodIPAMRequest{{Pool: "default", IPv4Addresses: 8, IPv6Addresses: 8}}
-		if err := c.Update(ctx, r); err != nil {
+		if err := c.Patch(ctx, r, client.MergeFrom(base)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -211,6 +214,8 @@ func TestMigrateRefusals(t *testing.T) {
 			want: []string{"no pod IPAM mode is recorded", "--pod-ipam-mode=multi-pool, no migration needed"}},
 		{name: "settings unknown", mode: podipamctl.ModeClusterPool,
 			want: []string{"cluster-pool's CIDRs are unknown", "(--deployment)", "--cluster-pool-ipv4-cidr"}},
+		{name: "given settings without a CIDR", mode: podipamctl.ModeClusterPool, in: podipamctl.MigrationInput{ClusterPool: &podipamctl.ClusterPoolSettings{MaskV4: 24, Source: "test"}},
+			want: []string{"the given cluster-pool settings name no CIDR", "--cluster-pool-ipv4-cidr"}},
 		{name: "named Deployment missing", mode: podipamctl.ModeClusterPool, in: podipamctl.MigrationInput{Deployment: "nope"},
 			want: []string{"Deployment mooring-system/nope does not run the Mooring controller"}},
 		{name: "two controllers", mode: podipamctl.ModeClusterPool,

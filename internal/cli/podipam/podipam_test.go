@@ -157,15 +157,15 @@ func TestMigrateMessages(t *testing.T) {
 	})
 
 	t.Run("patch, wait runs out", func(t *testing.T) {
-		code, out, errs := f.run(podipam.Options{Update: podipam.UpdatePatch, Wait: true, Timeout: time.Second})
+		code, out, errs := f.run(podipam.Options{Update: podipam.UpdatePatch, Wait: true, Timeout: 10 * time.Second})
 		if code != 1 {
 			t.Fatalf("exit %d\n%s\n%s", code, out, errs)
 		}
 		contains(t, "stdout", out, `created PodIPPool "default"`,
 			"patched Deployment mooring-system/mooring-controller: --pod-ipam-mode=multi-pool",
-			"waiting up to 1s", "  recorded mode: cluster-pool")
+			"waiting up to 10s", "  recorded mode: cluster-pool")
 		contains(t, "stderr", errs, `warning: Helm release "mooring" still says cluster-pool: set controller.flags.podIpamMode=multi-pool`,
-			"not migrated after 1s:", `the recorded mode is still "cluster-pool": the controller has not started with --pod-ipam-mode=multi-pool`,
+			"not migrated after 10s:", `the recorded mode is still "cluster-pool": the controller has not started with --pod-ipam-mode=multi-pool`,
 			"  - node-1: waiting: blocks kept, still recorded in cluster-pool (the controller has not re-recorded it), agent not re-registered yet")
 		var d appsv1.Deployment
 		if err := f.c.Get(f.ctx, client.ObjectKeyFromObject(dep), &d); err != nil {
