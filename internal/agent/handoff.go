@@ -15,8 +15,9 @@ import (
 // its peers take them when that reaches them by gossip, so no address has
 // two responders on the way (capabilities). When the label goes, the node
 // comes back as a restarted agent does: no candidate for --hold-down, then
-// it publishes its readiness and takes its addresses TakeDelay later, once
-// its peers have let them go.
+// it publishes its readiness and takes its addresses once every ready peer
+// has confirmed that it let them go (at least TakeDelay, at most
+// TakeMaxWait after the readiness; eligibility.go).
 
 // excludedReturn notes this node's exclusion and, when it ends, starts the
 // hold-down (holdDown then publishes readiness and delays the take).
@@ -59,8 +60,8 @@ func afterClosed(ctx context.Context, done <-chan struct{}) context.Context {
 // from that decision. It notices the stall as a gap in the monotonic
 // clock between two beats of wakeLoop (or of any loop that beats) and
 // then comes back as a returning agent: no candidate at once, so it stops
-// answering, hold-down, then readiness, then its addresses TakeDelay
-// later, once its peers have let them go.
+// answering, hold-down, then readiness, then its addresses once its peers
+// have confirmed that they let them go.
 
 // wakeBeat paces wakeLoop: a gap is measured to the last beat.
 const wakeBeat = 200 * time.Millisecond
