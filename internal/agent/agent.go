@@ -298,6 +298,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	} else if up := a.responderUpdates(changes); len(up) > 0 {
 		a.deps.Responder.Update(up)
 	}
+	a.confirmApplied() // eligibility.go: only now may peers' returning nodes take
 	a.met.decisions.Observe(a.deps.Clock.Since(start).Seconds())
 	a.pending = append(a.pending, changes...)
 	// What the L2Announcer shows (members, interfaces), moves and losses

@@ -37,10 +37,13 @@ type Config struct {
 	// decides); a member whose node answers stays for AgentLossTimeout.
 	NodeCheckWait    time.Duration
 	AgentLossTimeout time.Duration
-	// TakeDelay is how long after publishing its readiness an agent waits
-	// before it takes addresses: several gossip rounds, so that its peers
-	// know and have let them go (eligibility.go). Not a flag.
-	TakeDelay time.Duration
+	// TakeDelay is the least a returning agent waits after publishing its
+	// readiness before it takes addresses; it then waits until every ready
+	// peer confirms (gossip metadata, published after its responder let
+	// them go) that it counts it, or TakeMaxWait has passed (a stuck or
+	// older peer): eligibility.go holdDown. Not flags.
+	TakeDelay   time.Duration
+	TakeMaxWait time.Duration
 	// HoldDown is how long an agent that comes back to a cluster serving
 	// without it waits before it is a candidate again (0: at once).
 	HoldDown time.Duration
@@ -89,6 +92,7 @@ func DefaultConfig() Config {
 		AgentLossTimeout:    4 * time.Second,
 		HoldDown:            3 * time.Second,
 		TakeDelay:           500 * time.Millisecond,
+		TakeMaxWait:         5 * time.Second,
 		GratuitousCount:     5,
 		GratuitousInterval:  200 * time.Millisecond,
 		MetricsAddr:         ":9473",

@@ -67,7 +67,12 @@ type eligibility struct {
 	excluded     bool                           // this Node has the exclude-from-external-load-balancers label
 	readyAt      time.Time                      // the end of the hold-down, by the agent's clock (zero: none)
 	since        int64                          // wall clock (Unix s) when first ready, published
-	takeAt       time.Time                      // when this node may take addresses, by the agent\'s clock
+	takeAt       time.Time                      // when this node may take addresses at the earliest, by the agent\'s clock
+	takeBy       time.Time                      // when it takes them even unconfirmed (TakeMaxWait)
+	taking       bool                           // returning, ready, waiting for its peers to confirm
+	counting     []string                       // the Taking members the last caps count (peer side)
+	confirmed    []string                       // what this node publishes in Counted: applied
+	pubMeta      membership.NodeMeta            // the last metadata computed, Counted aside
 	gen          uint64                         // gossip generation caps were computed at
 	caps         announce.Capabilities          // the last result
 	last         map[string]announce.Capability // every node's last known capability
@@ -84,6 +89,7 @@ type eligibility struct {
 type eligibilityMetrics struct {
 	deferringNow                                          bool
 	eligible, usable, unservable, otherRanking, deferring prometheus.Gauge
+	takeUnconfirmed                                       prometheus.Counter
 }
 
 // newEligibility also publishes "not ready yet", so that from its first
@@ -102,9 +108,11 @@ func newEligibility(node string, log *slog.Logger, reg prometheus.Registerer, me
 			"1 while gossip is cut from most nodes whose kernels still answer (a partition) and this side, not being the majority, announces nothing."),
 		otherRanking: g("mooring_agent_members_other_ranking",
 			"Live members that rank with another hash version (a mixed-version cluster): owners may disagree until every agent runs one version."),
+		takeUnconfirmed: prometheus.NewCounter(prometheus.CounterOpts{Name: "mooring_agent_take_unconfirmed_total",
+			Help: "Times this returning agent took its addresses after the maximum wait without every ready peer confirming it had let them go (a stuck or older peer)."}),
 	}}
 	if reg != nil {
-		reg.MustRegister(e.met.eligible, e.met.usable, e.met.unservable, e.met.otherRanking, e.met.deferring)
+		reg.MustRegister(e.met.eligible, e.met.usable, e.met.unservable, e.met.otherRanking, e.met.deferring, e.met.takeUnconfirmed)
 	}
 	if g, ok := members.(Gossip); ok {
 		if err := g.SetMeta(membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: reasonStarting}); err != nil {
@@ -173,6 +181,10 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		meta.Ready = false
 		meta.Reason = "the Node has the label " + corev1.LabelNodeExcludeBalancers
 	}
+	meta.Confirms = true
+	e.pubMeta = meta
+	meta.Counted = e.confirmed // what the responder has applied (confirmApplied)
+	meta = meta.FitCounted()
 	if b, err := meta.Encode(); err == nil && string(b) != string(e.published) {
 		if err := g.SetMeta(meta); err != nil {
 			a.log.Warn("publishing what this node can serve", "err", err)
@@ -184,8 +196,11 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 	if e.last == nil {
 		e.last = map[string]announce.Capability{}
 	}
-	var other []string
+	var other, taking []string
 	for _, m := range g.Snapshot() {
+		if m.Name != a.cfg.NodeName && m.MetaErr == nil && m.Meta.Ready && m.Meta.Taking {
+			taking = append(taking, m.Name)
+		}
 		switch {
 		case m.Name == a.cfg.NodeName:
 		case errors.Is(m.MetaErr, membership.ErrNoMeta):
@@ -225,6 +240,12 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		}
 	}
 	e.caps = caps
+	e.counting = e.counting[:0:0]
+	for _, n := range taking { // sorted: Snapshot is
+		if _, ok := caps[n]; ok && len(e.counting) < membership.MaxCounted {
+			e.counting = append(e.counting, n)
+		}
+	}
 	a.reportEligibility(self, caps, converted, other)
 	return caps, nil
 }
@@ -263,19 +284,111 @@ func (a *Agent) holdDown(ctx context.Context, g Gossip, meta *membership.NodeMet
 	if meta.Ready && e.since == 0 {
 		e.since = time.Now().Unix()
 		if e.returning {
-			// Ready is published now; a returning node takes its
-			// addresses a few gossip rounds later, once its peers know
-			// and have let them go. Taking them first would leave a peer
-			// answering beside it, and were this node to die before its
-			// readiness spread, that peer would never re-announce them
-			// (it never saw them move). At a cold start peers count it
+			// Ready is published now (with Taking); a returning node
+			// takes its addresses once every ready peer has confirmed,
+			// in its own metadata published after its responder applied
+			// the decision, that it counts this node: it has let them go.
+			// Taking them first would leave a peer answering beside it,
+			// and were this node to die before its readiness spread,
+			// that peer would never re-announce them (it never saw them
+			// move). TakeDelay is the least wait, TakeMaxWait the most (a
+			// stuck or older peer). At a cold start peers count it
 			// already (capabilities), so it takes them at once.
+			e.taking = true
 			e.takeAt = now.Add(a.cfg.TakeDelay)
+			e.takeBy = now.Add(max(a.cfg.TakeMaxWait, a.cfg.TakeDelay))
 			a.triggerAfter(ctx, a.cfg.TakeDelay)
+			a.triggerAfter(ctx, e.takeBy.Sub(now))
 		}
 	}
 	meta.Since = e.since
-	return now.Before(e.takeAt)
+	if e.taking {
+		switch awaited := unconfirmed(a.cfg.NodeName, g.Snapshot()); takeDecision(now, e.takeAt, e.takeBy, awaited) {
+		case takeWait:
+			meta.Taking = true
+			return true
+		case takeConfirmed:
+			a.log.Info("every ready peer has let this node's addresses go: taking them", "after", now.Sub(e.takeAt)+a.cfg.TakeDelay)
+		case takeUnconfirmed:
+			e.met.takeUnconfirmed.Inc()
+			a.log.Warn("taking addresses without every peer's confirmation: the maximum wait passed", "waited", max(a.cfg.TakeMaxWait, a.cfg.TakeDelay), "unconfirmed", awaited)
+		}
+		e.taking = false
+	}
+	return false
+}
+
+// What a returning node does about its addresses (takeDecision).
+const (
+	takeWait = iota
+	takeConfirmed
+	takeUnconfirmed
+)
+
+// takeDecision: a returning node waits at least until takeAt, then until
+// no peer is awaited, but never past takeBy.
+func takeDecision(now, takeAt, takeBy time.Time, awaited []string) int {
+	switch {
+	case now.Before(takeAt):
+		return takeWait
+	case len(awaited) == 0:
+		return takeConfirmed
+	case now.Before(takeBy):
+		return takeWait
+	}
+	return takeUnconfirmed
+}
+
+// unconfirmed returns the live peers that serve (ready, not leaving) but
+// have not confirmed that they count self: an agent that publishes no
+// confirmations (older) or whose metadata cannot be read is awaited too,
+// so only the maximum wait ends the wait for it.
+func unconfirmed(self string, members []membership.Member) []string {
+	var out []string
+	for _, m := range members {
+		switch {
+		case m.Name == self:
+		case m.MetaErr != nil && !errors.Is(m.MetaErr, membership.ErrNoMeta):
+			out = append(out, m.Name)
+		case errors.Is(m.MetaErr, membership.ErrNoMeta):
+			if !m.Meta.Leaving {
+				out = append(out, m.Name) // an older agent: a candidate for everything
+			}
+		case !m.Meta.Ready || m.Meta.Leaving:
+			// Serves nothing: not a candidate in anyone's ranking.
+		case !m.Meta.Confirms || !m.Meta.Counts(self):
+			out = append(out, m.Name)
+		}
+	}
+	return out
+}
+
+// confirmApplied publishes, once the responder has been handed the
+// decision (agent.go decide), which returning members that decision
+// counts: they may take their addresses, this node has let them go.
+func (a *Agent) confirmApplied() {
+	g, ok := a.deps.Members.(Gossip)
+	e := a.elig
+	if !ok || e == nil || slices.Equal(e.counting, e.confirmed) {
+		return
+	}
+	e.confirmed = slices.Clone(e.counting)
+	meta := e.pubMeta
+	meta.Counted = e.confirmed
+	meta = meta.FitCounted()
+	b, err := meta.Encode()
+	if err != nil {
+		a.log.Warn("publishing which returning nodes this node counts", "err", err)
+		return
+	}
+	if string(b) == string(e.published) {
+		return
+	}
+	if err := g.SetMeta(meta); err != nil {
+		a.log.Warn("publishing which returning nodes this node counts", "err", err)
+		return
+	}
+	e.published = b
 }
 
 // triggerAfter re-decides after d (bounded by ctx: Run's).

@@ -99,7 +99,8 @@ func eligibilityFixture(t *testing.T, local string, links []LinkInfo, metas map[
 	resp := &fakeResponder{}
 	cfg := DefaultConfig()
 	cfg.NodeName = local
-	cfg.TakeDelay = 0 // TestHoldDownAfterRestart tests it
+	cfg.TakeDelay = 0   // TestHoldDownAfterRestart tests it
+	cfg.TakeMaxWait = 0 // static peers never confirm (take_confirm_test.go)
 	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Responder: resp, Links: inspectLinks{links: links},
 		Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
 	return a, c, mem, resp, vips

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,7 @@ type wakeWatch struct {
 	seen      atomic.Uint64
 	handled   atomic.Uint64
 	gap       atomic.Int64 // the last stall noticed
+	mu        sync.Mutex   // serialises counting a stall
 	resumes   prometheus.Counter
 }
 
@@ -116,12 +118,23 @@ func (w *wakeWatch) beat() bool {
 		return false
 	}
 	now := int64(w.now())
-	prev := w.last.Swap(now)
+	prev := w.last.Load()
 	if prev >= now || time.Duration(now-prev) <= w.threshold {
+		w.last.CompareAndSwap(prev, now)
 		return false
+	}
+	// The stall is counted before the new beat is published: a beat of
+	// another goroutine in between still sees the gap, so no caller of
+	// pending can miss it (and answer from the stale table). Only the
+	// caller whose swap wins counts it.
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.last.Load() != prev {
+		return false // another beat counted it (or it was no stall)
 	}
 	w.gap.Store(now - prev)
 	w.seen.Add(1)
+	w.last.Store(now)
 	if w.kick != nil {
 		w.kick()
 	}

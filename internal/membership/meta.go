@@ -33,6 +33,41 @@ type NodeMeta struct {
 	Reason string `json:"why,omitempty"`
 	// Leaving is set just before a graceful leave.
 	Leaving bool `json:"bye,omitempty"`
+	// Taking is set by a returning agent from publishing its readiness
+	// until it takes its addresses: it waits for every ready peer to list
+	// it in Counted.
+	Taking bool `json:"tk,omitempty"`
+	// Confirms says the agent publishes Counted; an older agent does not,
+	// and a returning node waits its bounded maximum for it instead.
+	Confirms bool `json:"cf,omitempty"`
+	// Counted names the Taking members that the decision this agent's
+	// responder has applied counts as candidates: it has let their
+	// addresses go. Usually empty or one name, at most MaxCounted.
+	Counted []string `json:"cn,omitempty"`
+}
+
+// MaxCounted bounds NodeMeta.Counted, so that the metadata stays within
+// gossip's limit; a returning node left out waits its bounded maximum.
+const MaxCounted = 8
+
+// FitCounted returns m with Counted shortened until m encodes within
+// gossip's limit (long node names); a name left out is not confirmed, and
+// its node waits its bounded maximum.
+func (m NodeMeta) FitCounted() NodeMeta {
+	m.Counted = m.Counted[:min(len(m.Counted), MaxCounted):min(len(m.Counted), MaxCounted)]
+	for len(m.Counted) > 0 {
+		if _, err := m.Encode(); err == nil {
+			break
+		}
+		m.Counted = m.Counted[:len(m.Counted)-1]
+	}
+	return m
+}
+
+// Counts reports whether m confirms that its agent counts name (see
+// Counted).
+func (m NodeMeta) Counts(name string) bool {
+	return slices.Contains(m.Counted, name)
 }
 
 // metaVersion prefixes the encoding, so that a future format is told apart

@@ -355,18 +355,27 @@ func (s *runState) update(delta map[int]map[netip.Addr]bool) {
 			}
 			continue
 		}
+		// Additions first: an address leaving with another of the same
+		// solicited-node group arriving keeps the group joined throughout.
 		var added []netip.Addr
+		for a, on := range delta[ifindex] {
+			if on && l.add(a) {
+				added = append(added, a)
+			}
+		}
 		for a, on := range delta[ifindex] {
 			if !on {
 				l.remove(a)
-			} else if l.add(a) {
-				added = append(added, a)
 			}
 		}
 		slices.SortFunc(added, netip.Addr.Compare)
 		s.schedule(ifindex, added)
 		if l.size() == 0 {
 			s.release(ifindex, l)
+		} else if len(l.groups) != len(l.joined) && s.retryAt.IsZero() {
+			// A group join failed: the retry's reconcile joins again
+			// (setOwned), as it does after an open failure.
+			s.retryAt = m.cfg.Clock.Now().Add(m.cfg.RetryInterval)
 		}
 	}
 	m.met.interfaces.Set(float64(len(s.links)))
