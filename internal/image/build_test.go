@@ -199,6 +199,25 @@ func TestPodmanRunsTheImage(t *testing.T) {
 	if !strings.Contains(out, `"supportedVersions"`) || !strings.Contains(out, `"1.1.0"`) {
 		t.Errorf("CNI_COMMAND=VERSION %s in the container printed %q, want the supported versions with 1.1.0", IPAMPluginPath, out)
 	}
+	// The chart's init container (templates/agent.yaml) as podman runs it:
+	// root, no capabilities, a read-only root; the host folder receives the
+	// image's plugin, byte for byte.
+	host := t.TempDir()
+	run("--user", "0", "--cap-drop", "ALL", "--read-only", "--volume", host+":/host/cni-bin",
+		"oci-archive:"+arc, "agent", "install-cni", "--from="+IPAMPluginPath, "--to=/host/cni-bin")
+	got, err := os.ReadFile(filepath.Join(host, "mooring-ipam"))
+	if err != nil {
+		t.Fatalf("install-cni in the container: %v", err)
+	}
+	sum := fileSum(t, filepath.Join(filepath.Dir(arc), "bin", HostPlatform().OS+"-"+HostPlatform().Arch, "mooring-ipam"))
+	if sha256.Sum256(got) != sum {
+		t.Error("install-cni wrote a file that differs from the image's mooring-ipam")
+	}
+	if st, err := os.Stat(filepath.Join(host, "mooring-ipam")); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o755 {
+		t.Errorf("installed plugin mode %v, want 0755 (the runtime execs it)", st.Mode())
+	}
 }
 
 // make push: push the index to an in-process registry, pull it back, the
