@@ -144,7 +144,8 @@ func TestCustomValues(t *testing.T) {
 	if len(ofKind(objs, "Secret")) != 0 {
 		t.Error("with existingSecret the chart must not create a Secret")
 	}
-	// Pod IPAM on: the agents get the host folders of the socket and state.
+	// Pod IPAM on: the agents get the host folders of the socket and state,
+	// and the CNI plugin folder the init container installs mooring-ipam in.
 	agent := find(t, objs, "DaemonSet", "lb-agent")
 	vols, _, _ := unstructured.NestedSlice(agent.Object, "spec", "template", "spec", "volumes")
 	var hostPaths []string
@@ -153,7 +154,7 @@ func TestCustomValues(t *testing.T) {
 			hostPaths = append(hostPaths, p)
 		}
 	}
-	if fmt.Sprint(hostPaths) != "[/run/mooring /var/lib/mooring-ipam /var/lib/mooring/agent]" {
+	if fmt.Sprint(hostPaths) != "[/run/mooring /var/lib/mooring-ipam /opt/cni/bin /var/lib/mooring/agent]" {
 		t.Errorf("pod IPAM host folders %v", hostPaths)
 	}
 	args := fmt.Sprint(container(t, d)["args"])

@@ -35,7 +35,8 @@ type Options struct {
 	// Dir is the module root (where ./cmd/mooring is).
 	Dir string
 	// Out is the output folder: Out/oci is the OCI layout, Out/mooring.oci.tar
-	// the OCI archive of it, Out/bin/<os>-<arch>/mooring the binaries.
+	// the OCI archive of it, Out/bin/<os>-<arch>/{mooring,mooring-ipam} the
+	// binaries.
 	Out string
 	// Version is stamped into the binary (-X VersionVar) and the image.
 	Version string
@@ -59,9 +60,9 @@ type Result struct {
 	Archive string
 }
 
-// Build compiles mooring for every platform and writes the OCI layout and
-// archive. Cost: one `go build` per platform (cached by Go's build cache),
-// then gzip of each binary.
+// Build compiles mooring and mooring-ipam for every platform and writes the
+// OCI layout and archive. Cost: two `go build`s per platform (cached by Go's
+// build cache), then gzip of each binary.
 func Build(ctx context.Context, o Options) (Result, error) {
 	if o.Go == "" {
 		o.Go = "go"
@@ -83,15 +84,21 @@ func Build(ctx context.Context, o Options) (Result, error) {
 		return Result{}, fmt.Errorf("image: CA bundle: %w (install Debian's ca-certificates, or pass --ca-certs)", err)
 	}
 	spec := Spec{Version: o.Version, Revision: gitRevision(ctx, o.Dir), Created: o.Created, CACerts: ca,
-		Binaries: map[Platform]string{}}
+		Binaries: map[Platform]string{}, IPAMPlugins: map[Platform]string{}}
 	for _, p := range o.Platforms {
-		bin := filepath.Join(o.Out, "bin", p.OS+"-"+p.Arch, "mooring")
-		start := time.Now()
-		if err := goBuild(ctx, o, p, spec.Revision, bin); err != nil {
-			return Result{}, err
+		dir := filepath.Join(o.Out, "bin", p.OS+"-"+p.Arch)
+		for _, b := range []struct {
+			pkg string
+			to  map[Platform]string
+		}{{"./cmd/mooring", spec.Binaries}, {"./cmd/mooring-ipam", spec.IPAMPlugins}} {
+			bin := filepath.Join(dir, filepath.Base(b.pkg))
+			start := time.Now()
+			if err := goBuild(ctx, o, p, spec.Revision, b.pkg, bin); err != nil {
+				return Result{}, err
+			}
+			fmt.Fprintf(o.Log, "image: built %s in %s\n", bin, time.Since(start).Round(time.Millisecond))
+			b.to[p] = bin
 		}
-		fmt.Fprintf(o.Log, "image: built %s in %s\n", bin, time.Since(start).Round(time.Millisecond))
-		spec.Binaries[p] = bin
 	}
 	idx, err := Index(spec)
 	if err != nil {
@@ -111,23 +118,24 @@ func Build(ctx context.Context, o Options) (Result, error) {
 	return res, nil
 }
 
-// goBuild compiles one platform's binary. No VCS stamp (-buildvcs=false):
+// goBuild compiles one platform's binary of pkg (mooring and mooring-ipam
+// alike: static, the same flags). No VCS stamp (-buildvcs=false):
 // the binary must not depend on the work tree's git state (Go's stamp
 // holds the commit time and a dirty flag); the commit alone is stamped
 // with -X, so the same commit gives the same binary, and the index's
 // revision label carries it too.
-func goBuild(ctx context.Context, o Options, p Platform, rev, out string) error {
+func goBuild(ctx context.Context, o Options, p Platform, rev, pkg, out string) error {
 	ld := fmt.Sprintf("-s -w -X %s=%s", VersionVar, o.Version)
 	if rev != "" {
 		ld += fmt.Sprintf(" -X %s=%s", RevisionVar, rev)
 	}
-	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags", ld, "-o", out, "./cmd/mooring")
+	cmd := exec.CommandContext(ctx, o.Go, "build", "-trimpath", "-buildvcs=false", "-ldflags", ld, "-o", out, pkg)
 	cmd.Dir = o.Dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("image: go build for %s: %w\n%s", p, err, stderr.Bytes())
+		return fmt.Errorf("image: go build %s for %s: %w\n%s", pkg, p, err, stderr.Bytes())
 	}
 	return nil
 }

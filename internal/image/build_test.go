@@ -162,34 +162,61 @@ func TestPodmanRunsTheImage(t *testing.T) {
 	// A storage of its own (vfs: no overlay-on-overlay trouble), removed
 	// afterwards, so the test leaves nothing in the host's podman store.
 	store := t.TempDir()
-	args := []string{
-		"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"), "--storage-driver", "vfs",
-		"--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
-		"run", "--rm", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
-		"oci-archive:" + arc, "version",
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, podman, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	start := time.Now()
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("podman %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	t.Logf("podman run took %s", time.Since(start).Round(time.Millisecond))
+	base := []string{"--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"), "--storage-driver", "vfs"}
 	t.Cleanup(func() {
 		// vfs layers are plain folders; podman's own reset removes them.
-		_ = exec.Command(podman, "--root", filepath.Join(store, "root"), "--runroot", filepath.Join(store, "run"),
-			"--storage-driver", "vfs", "system", "reset", "--force").Run()
+		_ = exec.Command(podman, append(base, "system", "reset", "--force")...).Run()
 	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := func(runArgs ...string) string {
+		args := append(append([]string(nil), base...),
+			"--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
+			"run", "--rm", "--network", "none", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")
+		args = append(args, runArgs...)
+		cmd := exec.CommandContext(ctx, podman, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		start := time.Now()
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("podman %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
+		}
+		t.Logf("podman run took %s", time.Since(start).Round(time.Millisecond))
+		return stdout.String()
+	}
+	out := run("oci-archive:"+arc, "version")
 	want := "mooring " + testVersion + " "
 	// The commit is stamped too (the binary carries no VCS stamp of Go's).
 	if rev := gitRevision(ctx, moduleRoot(t)); rev != "" {
 		want += "(commit " + rev + ","
 	}
-	if !strings.HasPrefix(stdout.String(), want) {
-		t.Errorf("`mooring version` in the container printed %q, want it to start with %q", stdout.String(), want)
+	if !strings.HasPrefix(out, want) {
+		t.Errorf("`mooring version` in the container printed %q, want it to start with %q", out, want)
+	}
+	// The CNI plugin the agent's init container copies to the node is
+	// there, static, and answers the CNI VERSION command.
+	out = run("--entrypoint", IPAMPluginPath, "--env", "CNI_COMMAND=VERSION", "oci-archive:"+arc)
+	if !strings.Contains(out, `"supportedVersions"`) || !strings.Contains(out, `"1.1.0"`) {
+		t.Errorf("CNI_COMMAND=VERSION %s in the container printed %q, want the supported versions with 1.1.0", IPAMPluginPath, out)
+	}
+	// The chart's init container (templates/agent.yaml) as podman runs it:
+	// root, no capabilities, a read-only root; the host folder receives the
+	// image's plugin, byte for byte.
+	host := t.TempDir()
+	run("--user", "0", "--cap-drop", "ALL", "--read-only", "--volume", host+":/host/cni-bin",
+		"oci-archive:"+arc, "agent", "install-cni", "--from="+IPAMPluginPath, "--to=/host/cni-bin")
+	got, err := os.ReadFile(filepath.Join(host, "mooring-ipam"))
+	if err != nil {
+		t.Fatalf("install-cni in the container: %v", err)
+	}
+	sum := fileSum(t, filepath.Join(filepath.Dir(arc), "bin", HostPlatform().OS+"-"+HostPlatform().Arch, "mooring-ipam"))
+	if sha256.Sum256(got) != sum {
+		t.Error("install-cni wrote a file that differs from the image's mooring-ipam")
+	}
+	if st, err := os.Stat(filepath.Join(host, "mooring-ipam")); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o755 {
+		t.Errorf("installed plugin mode %v, want 0755 (the runtime execs it)", st.Mode())
 	}
 }
 

@@ -1,5 +1,7 @@
 // Package image builds Mooring's container image without a Docker daemon:
-// a static mooring binary per platform, CA certificates and a non-root user,
+// static mooring and mooring-ipam (the CNI IPAM plugin, which the agent's
+// init container copies to the node) binaries per platform, CA
+// certificates and a non-root user,
 // assembled from scratch into an OCI image index with go-containerregistry.
 // The build is reproducible: the same source, version and timestamp give the
 // same index digest (fixed mtimes, sorted tar entries, fixed owners).
@@ -30,6 +32,9 @@ import (
 const (
 	// Entrypoint is the binary; `<image> version` runs `/mooring version`.
 	Entrypoint = "/mooring"
+	// IPAMPluginPath is the CNI IPAM plugin; `mooring agent install-cni`
+	// copies it onto the node (the chart's init container, pod IPAM on).
+	IPAMPluginPath = "/mooring-ipam"
 	// CACertsPath is where Go's crypto/x509 looks first on Linux.
 	CACertsPath = "/etc/ssl/certs/ca-certificates.crt"
 	// NonRootUID is the image's default user (distroless' "nonroot"). The
@@ -71,11 +76,14 @@ type Spec struct {
 	CACerts []byte
 	// Binaries maps each platform to its static mooring binary.
 	Binaries map[Platform]string
+	// IPAMPlugins maps each platform to its static mooring-ipam binary
+	// (every platform of Binaries needs one).
+	IPAMPlugins map[Platform]string
 }
 
 // Index assembles the multi-platform index. Each image has two layers: a
 // base shared by every platform (passwd, group, CA bundle, /tmp) and the
-// platform's binary.
+// platform's binaries (mooring and mooring-ipam).
 func Index(s Spec) (v1.ImageIndex, error) {
 	if len(s.Binaries) == 0 {
 		return nil, errors.New("image: no binaries to package")
@@ -129,7 +137,17 @@ func platformImage(s Spec, p Platform, base v1.Layer) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	binLayer, err := layer([]file{{path: Entrypoint[1:], mode: 0o755, data: bin}}, s.Created)
+	if s.IPAMPlugins[p] == "" {
+		return nil, fmt.Errorf("no mooring-ipam binary for %s", p)
+	}
+	plugin, err := os.ReadFile(s.IPAMPlugins[p])
+	if err != nil {
+		return nil, err
+	}
+	binLayer, err := layer([]file{
+		{path: Entrypoint[1:], mode: 0o755, data: bin},
+		{path: IPAMPluginPath[1:], mode: 0o755, data: plugin},
+	}, s.Created)
 	if err != nil {
 		return nil, fmt.Errorf("binary layer: %w", err)
 	}
@@ -138,7 +156,7 @@ func platformImage(s Spec, p Platform, base v1.Layer) (v1.Image, error) {
 	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "mooring hack/image: passwd, group, CA certificates, /tmp"}},
-		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "mooring hack/image: " + Entrypoint}},
+		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer, History: v1.History{Created: created, CreatedBy: "mooring hack/image: " + Entrypoint + ", " + IPAMPluginPath}},
 	)
 	if err != nil {
 		return nil, err

@@ -21,13 +21,18 @@ func fakeSpec(t *testing.T) Spec {
 	t.Helper()
 	dir := t.TempDir()
 	s := Spec{Version: "v1.2.3", Revision: "abc", Created: testCreated, CACerts: []byte("-----BEGIN CERTIFICATE-----\n"),
-		Binaries: map[Platform]string{}}
+		Binaries: map[Platform]string{}, IPAMPlugins: map[Platform]string{}}
 	for _, p := range DefaultPlatforms {
 		f := filepath.Join(dir, p.Arch)
 		if err := os.WriteFile(f, []byte("binary for "+p.String()), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		s.Binaries[p] = f
+		g := filepath.Join(dir, p.Arch+"-ipam")
+		if err := os.WriteFile(g, []byte("plugin for "+p.String()), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		s.IPAMPlugins[p] = g
 	}
 	return s
 }
@@ -98,7 +103,7 @@ func TestIndexContents(t *testing.T) {
 		}
 		files := fileTree(t, img)
 		want := []string{"etc/", "etc/group", "etc/passwd", "etc/ssl/", "etc/ssl/certs/", "etc/ssl/certs/ca-certificates.crt",
-			"home/", "home/nonroot/", "mooring", "tmp/"}
+			"home/", "home/nonroot/", "mooring", "mooring-ipam", "tmp/"}
 		var got []string
 		for name := range files {
 			got = append(got, name)
@@ -112,6 +117,9 @@ func TestIndexContents(t *testing.T) {
 		}
 		if files["mooring"] != "binary for linux/"+d.Platform.Architecture {
 			t.Errorf("%s: /mooring is %q", d.Platform, files["mooring"])
+		}
+		if files["mooring-ipam"] != "plugin for linux/"+d.Platform.Architecture {
+			t.Errorf("%s: /mooring-ipam is %q", d.Platform, files["mooring-ipam"])
 		}
 	}
 	sort.Strings(plats)
@@ -195,6 +203,16 @@ func TestLayoutAndArchive(t *testing.T) {
 	}
 	if sums[0] != sums[1] {
 		t.Error("the archive differs between two writes")
+	}
+}
+
+// An image without the CNI plugin would leave pod IPAM nodes without it:
+// Index refuses a platform that lacks one.
+func TestIndexNeedsThePlugin(t *testing.T) {
+	s := fakeSpec(t)
+	delete(s.IPAMPlugins, Platform{"linux", "arm64"})
+	if _, err := Index(s); err == nil || !strings.Contains(err.Error(), "mooring-ipam") {
+		t.Errorf("a spec without linux/arm64's mooring-ipam: %v, want an error naming it", err)
 	}
 }
 

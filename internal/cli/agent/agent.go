@@ -67,5 +67,6 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.BoolVar(&cfg.FastEndpointEviction, "fast-endpoint-eviction", cfg.FastEndpointEviction, "when gossip loses a node AND its kernel answers no ARP/NDP, mark its pods NotReady at once (reason "+agent.PodReasonNodeUnreachable+") so their endpoints leave Services now, not after the node-monitor grace period; the kubelet marks them Ready again if the node is alive")
 	f.Float64Var(&cfg.FastEvictionMaxShare, "fast-eviction-max-share", cfg.FastEvictionMaxShare, "at most this share of the Nodes (but at least one) have their pods marked NotReady by --fast-endpoint-eviction at a time")
 	addPodIPAMFlags(f, &cfg.PodIPAM)
+	cmd.AddCommand(newInstallCNICommand(deps))
 	return cmd
 }
