@@ -25,15 +25,25 @@ func roundTrip(socket string, deadline time.Time, req []byte) ([]byte, error) {
 		return nil, os.NewSyscallError("socket", err)
 	}
 	defer syscall.Close(fd)
-	if err := setTimeout(fd, syscall.SO_SNDTIMEO, deadline); err != nil {
-		return nil, err
-	}
-	if err := retry(func() error { return syscall.Connect(fd, &syscall.SockaddrUnix{Name: socket}) }); err != nil {
+	// Each attempt (and each retry after a signal) gets what is left of
+	// the deadline, so the calls together never outlast it.
+	if err := retry(func() error {
+		if err := setTimeout(fd, syscall.SO_SNDTIMEO, deadline); err != nil {
+			return err
+		}
+		return syscall.Connect(fd, &syscall.SockaddrUnix{Name: socket})
+	}); err != nil {
 		return nil, &os.PathError{Op: "connect", Path: socket, Err: timeoutErr(err)}
 	}
 	for len(req) > 0 {
 		var n int
-		if err := retry(func() (err error) { n, err = syscall.Write(fd, req); return err }); err != nil {
+		if err := retry(func() (err error) {
+			if err := setTimeout(fd, syscall.SO_SNDTIMEO, deadline); err != nil {
+				return err
+			}
+			n, err = syscall.Write(fd, req)
+			return err
+		}); err != nil {
 			return nil, os.NewSyscallError("write", timeoutErr(err))
 		}
 		req = req[n:]
@@ -43,11 +53,14 @@ func roundTrip(socket string, deadline time.Time, req []byte) ([]byte, error) {
 		if len(out) == cap(out) {
 			out = append(out, 0)[:len(out)]
 		}
-		if err := setTimeout(fd, syscall.SO_RCVTIMEO, deadline); err != nil {
-			return nil, err
-		}
 		var n int
-		if err := retry(func() (err error) { n, err = syscall.Read(fd, out[len(out):cap(out)]); return err }); err != nil {
+		if err := retry(func() (err error) {
+			if err := setTimeout(fd, syscall.SO_RCVTIMEO, deadline); err != nil {
+				return err
+			}
+			n, err = syscall.Read(fd, out[len(out):cap(out)])
+			return err
+		}); err != nil {
 			return nil, os.NewSyscallError("read", timeoutErr(err))
 		}
 		if n == 0 {
