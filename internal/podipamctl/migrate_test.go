@@ -183,6 +183,30 @@ func TestMigratePlanAndRun(t *testing.T) {
 	if err != nil || final.Err() != nil || !final.Done {
 		t.Errorf("plan after the migration: %v, %v, done %v", err, final.Err(), final.Done)
 	}
+
+	// Later a node gets a block of another pool; a re-run's check must
+	// still see the migration done (it judges only default's blocks).
+	mkPool(t, c, "blue", []string{"10.250.0.0/16"}, 26, nil, 0)
+	r := record(t, c, "node-1")
+	base := r.DeepCopy()
+	r.Spec.Requests = append(r.Spec.Requests, mooringv1.PodIPAMRequest{Pool: "blue", IPv4Addresses: 4})
+	if err := c.Patch(ctx, r, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "node-1 holds a block of blue", func() error {
+		if bs := record(t, c, "node-1").Status.Blocks; !slices.ContainsFunc(bs, func(b mooringv1.PodIPAMBlock) bool { return b.Pool == "blue" }) {
+			return fmt.Errorf("blocks %+v", bs)
+		}
+		return nil
+	})
+	rerun, err := podipamctl.PlanMigration(ctx, c, podipamctl.MigrationInput{Namespace: ns})
+	if err != nil || rerun.Err() != nil || !rerun.Done {
+		t.Fatalf("plan of a re-run: %v, %v, done %v", err, rerun.Err(), rerun.Done)
+	}
+	progress, err := podipamctl.CheckMigration(ctx, c, rerun)
+	if err != nil || !progress.Done() {
+		t.Errorf("a re-run's check with another pool's block: %v, %+v", err, progress)
+	}
 }
 
 // TestMigrateRefusals: each precondition that fails refuses the plan with
