@@ -147,6 +147,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	t := time.NewTicker(cfg.Interval)
 	defer t.Stop()
 	var loopErr error
+	running := 2 // c.Start and srv.Run each send once on errc
 	for loopErr == nil {
 		if err := n.sync(ctx); err != nil && ctx.Err() == nil {
 			cfg.Log.Warn("pod IPAM sync", "err", err)
@@ -160,16 +161,21 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		case <-ctx.Done():
 			loopErr = context.Cause(ctx)
 		case err := <-errc:
+			running--
 			loopErr = err
 			if loopErr == nil {
 				loopErr = ctx.Err()
+			}
+			if loopErr == nil {
+				loopErr = errors.New("pod IPAM: the cache or the CNI socket stopped")
 			}
 		case <-t.C:
 		}
 	}
 	cancel(nil)
-	<-errc
-	<-errc
+	for ; running > 0; running-- {
+		<-errc // one was taken in the loop when it ended it: wait only for the rest
+	}
 	if errors.Is(loopErr, context.Canceled) {
 		return nil
 	}
