@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/mooringlb/mooring/internal/testenv"
 )
@@ -83,7 +84,7 @@ func (k *fakeKubelet) start(ctx context.Context, p *corev1.Pod) error {
 	k.mu.Lock()
 	k.servers = append(k.servers, srv)
 	k.mu.Unlock()
-	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
+	status := corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip, PodIPs: []corev1.PodIP{{IP: ip}},
 		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "echo", Ready: true, ContainerID: LabContainerPrefix + strconv.Itoa(os.Getpid())}}}
 	rmu.Lock()
@@ -92,8 +93,17 @@ func (k *fakeKubelet) start(ctx context.Context, p *corev1.Pod) error {
 		reachableAt = reachableAt.Add(k.delay)
 	}
 	rmu.Unlock()
-	_, err = k.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	return err
+	// The pod may have changed since its Added event (a conflict seen in
+	// CI): write the status onto the current object.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := k.cs.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Status = status
+		_, err = k.cs.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func (k *fakeKubelet) stop() {
