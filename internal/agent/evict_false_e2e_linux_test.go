@@ -28,7 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/evict"
 	"github.com/mooringlb/mooring/internal/failover"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
@@ -140,7 +140,7 @@ table ip6 mooring_e2e_evict6 {
 	cut := time.Now()
 	waitFor(t, 20*time.Second, pod+" marked NotReady by Mooring", func() (bool, string) {
 		c := podCondition(ctx, t, cs, pod)
-		return c.Status == corev1.ConditionFalse && c.Reason == agent.PodReasonNodeUnreachable, fmt.Sprintf("%s %s", c.Status, c.Reason)
+		return c.Status == corev1.ConditionFalse && c.Reason == evict.PodReasonNodeUnreachable, fmt.Sprintf("%s %s", c.Status, c.Reason)
 	})
 	marked := time.Since(cut)
 	waitFor(t, 20*time.Second, pod+"'s endpoint not ready in every EndpointSlice", func() (bool, string) {

@@ -67,11 +67,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return fmt.Errorf("controller: register metrics: %w", err)
-	}
-	if err := wire(mgr, &cfg, newState(m)); err != nil {
+	if err := wire(mgr, &cfg, newState(newMetrics(reg))); err != nil {
 		return err
 	}
 	if err := setupPodIPAM(mgr, &cfg); err != nil {

@@ -21,7 +21,7 @@ type Cluster interface {
 	// Endpoints returns the Service's endpoints now.
 	Endpoints(ctx context.Context) ([]Endpoint, error)
 	// AnnouncedBy returns the node the API says announces addr (the
-	// agents' L2Announcers, agent.Announcements), or "" when none does.
+	// agents' L2Announcers, internal/agent/status.Announcements), or "" when none does.
 	AnnouncedBy(ctx context.Context, addr netip.Addr) (string, error)
 	// WatchEndpoints calls fn with the Service's endpoints on every change
 	// until ctx ends, then returns.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/mooringlb/mooring/internal/ipalloc"
 	"github.com/mooringlb/mooring/internal/podipam"
 )
 
@@ -134,7 +135,7 @@ func (a *Allocator) free(pl Pool, f podipam.Family) (IP, bool) {
 			continue
 		}
 		gw := b.Addr().Next()
-		last := lastOf(b)
+		last := ipalloc.LastAddr(b)
 		for x := gw.Next(); x.IsValid() && b.Contains(x); x = x.Next() {
 			if f == podipam.IPv4 && x == last {
 				break // broadcast
@@ -145,18 +146,6 @@ func (a *Allocator) free(pl Pool, f podipam.Family) (IP, bool) {
 		}
 	}
 	return IP{}, false
-}
-
-func lastOf(b netip.Prefix) netip.Addr {
-	s := b.Addr().AsSlice()
-	host := len(s)*8 - b.Bits()
-	for i := len(s) - 1; i >= 0 && host > 0; i-- {
-		n := min(host, 8)
-		s[i] |= byte(1<<n - 1)
-		host -= n
-	}
-	x, _ := netip.AddrFromSlice(s)
-	return x
 }
 
 // Del frees the allocation of a container and interface; an unknown one

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/evict"
 	"github.com/mooringlb/mooring/internal/cliutil"
 )
 
@@ -64,7 +65,7 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.DurationVar(&cfg.SnapshotWait, "snapshot-wait", cfg.SnapshotWait, "how long a starting agent waits for the API server before it serves from the snapshot in --state-dir")
 	f.Float32Var(&cfg.QPS, "kube-api-qps", cfg.QPS, "client-side limit of API requests per second")
 	f.IntVar(&cfg.Burst, "kube-api-burst", cfg.Burst, "client-side burst of API requests")
-	f.BoolVar(&cfg.FastEndpointEviction, "fast-endpoint-eviction", cfg.FastEndpointEviction, "when gossip loses a node AND its kernel answers no ARP/NDP, mark its pods NotReady at once (reason "+agent.PodReasonNodeUnreachable+") so their endpoints leave Services now, not after the node-monitor grace period; the kubelet marks them Ready again if the node is alive")
+	f.BoolVar(&cfg.FastEndpointEviction, "fast-endpoint-eviction", cfg.FastEndpointEviction, "when gossip loses a node AND its kernel answers no ARP/NDP, mark its pods NotReady at once (reason "+evict.PodReasonNodeUnreachable+") so their endpoints leave Services now, not after the node-monitor grace period; the kubelet marks them Ready again if the node is alive")
 	f.Float64Var(&cfg.FastEvictionMaxShare, "fast-eviction-max-share", cfg.FastEvictionMaxShare, "at most this share of the Nodes (but at least one) have their pods marked NotReady by --fast-endpoint-eviction at a time")
 	addPodIPAMFlags(f, &cfg.PodIPAM)
 	cmd.AddCommand(newInstallCNICommand(deps))

@@ -43,7 +43,7 @@ type options struct {
 	scheme, path, host             string
 	insecure, noNeighbour          bool
 	clientNetNS                    string
-	// reader names the announcing node (agent.Announcements from the
+	// reader names the announcing node (agentstatus.Announcements from the
 	// agents' L2Announcers) when the client's MAC does not; not a flag.
 	reader crclient.Reader
 	// announcedBy replaces reader in tests (loopback addresses, which no

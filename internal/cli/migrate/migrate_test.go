@@ -131,7 +131,7 @@ func installMetalLBPool(t *testing.T, cs kubernetes.Interface, dc dynamic.Interf
 
 // playAgent stands in for Mooring's agent on node-1: the Node exists and
 // its agent's L2Announcer sees only itself alive, so once the migration
-// applies Mooring's policy, agent.Announcements names node-1.
+// applies Mooring's policy, internal/agent/status.Announcements names node-1.
 func playAgent(t *testing.T, ctx context.Context, cs kubernetes.Interface, c client.Client) {
 	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{})
 	must(t, err)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 )
 
 // Row is one LoadBalancer Service as `mooring status` shows it; -o json
@@ -27,7 +27,7 @@ type Row struct {
 	// Assigned is the controller's AddressAssigned condition.
 	Assigned *Condition `json:"assigned,omitempty"`
 	// AnnouncedBy has one entry per announced address, recomputed from the
-	// API objects and the agents' L2Announcers (agent.Announcements).
+	// API objects and the agents' L2Announcers (agentstatus.Announcements).
 	AnnouncedBy []Announcement `json:"announcedBy,omitempty"`
 	// Messages are what needs the operator's attention now: conditions that
 	// are not as they should be.
@@ -87,12 +87,12 @@ func lastSeen(e *corev1.Event) time.Time {
 }
 
 // Announced is what the API says about announcing: who announces every
-// address (agent.Announcements) and every node's L2Announcer. The zero
+// address (agentstatus.Announcements) and every node's L2Announcer. The zero
 // value means it was not read: ANNOUNCED BY stays empty, and only Events
 // are problems.
 type Announced struct {
 	Known         bool
-	Announcements []agent.Announcement
+	Announcements []agentstatus.Announcement
 	Announcers    []mooringv1.L2Announcer
 }
 
@@ -137,10 +137,10 @@ const (
 
 // forAddresses is who announces each of addrs, in their order, and the
 // current problems: every L2Announcer's for these addresses, else the
-// reason agent.Announcements gives, so that every address nobody
+// reason internal/agent/status.Announcements gives, so that every address nobody
 // announces has one.
 func (an Announced) forAddresses(addrs []string, now time.Time) ([]Announcement, []Problem) {
-	byAddr := map[netip.Addr]*agent.Announcement{}
+	byAddr := map[netip.Addr]*agentstatus.Announcement{}
 	for i := range an.Announcements {
 		byAddr[an.Announcements[i].Addr.Unmap()] = &an.Announcements[i]
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/kube"
@@ -45,13 +45,13 @@ type Options struct {
 	PodIPAM func(context.Context) (*PodIPAM, error)
 }
 
-// FromAPI reads Announced through r: agent.Announcements recomputes the
+// FromAPI reads Announced through r: internal/agent/status.Announcements recomputes the
 // agents' decision from the Services, EndpointSlices, Nodes, policies and
 // L2Announcers (cluster-wide lists, whatever -n says), and the
 // L2Announcers' status.problems are listed as they are.
 func FromAPI(r client.Reader) func(context.Context) (Announced, error) {
 	return func(ctx context.Context) (Announced, error) {
-		anns, err := agent.Announcements(ctx, r)
+		anns, err := agentstatus.Announcements(ctx, r)
 		if err != nil {
 			return Announced{}, err
 		}

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -77,7 +77,7 @@ func run(t *testing.T, output string) string {
 	var out, errw bytes.Buffer
 	o := Options{Output: output, Since: DefaultSince, Now: now, Announced: func(context.Context) (Announced, error) {
 		return Announced{Known: true, Announcers: []mooringv1.L2Announcer{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}},
-			Announcements: []agent.Announcement{
+			Announcements: []agentstatus.Announcement{
 				{Addr: netip.MustParseAddr("10.213.0.100"), Node: "node-2", Interfaces: []string{"eth0"}, Claimants: []string{"node-2"}},
 				{Addr: netip.MustParseAddr("fd00:213::100"), Node: "node-1", Interfaces: []string{"eth0"}, Claimants: []string{"node-1"}},
 			}}, nil
@@ -212,7 +212,7 @@ func TestCurrentProblems(t *testing.T) {
 	an := Announced{Known: true,
 		Announcers: []mooringv1.L2Announcer{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: mooringv1.L2AnnouncerStatus{
 			Problems: []mooringv1.AnnouncementProblem{{Address: "10.0.0.2", Reason: mooringv1.ProblemNoMatchingInterface, Message: "no interface matches eth9"}}}}},
-		Announcements: []agent.Announcement{
+		Announcements: []agentstatus.Announcement{
 			{Addr: netip.MustParseAddr("10.0.0.1"), Node: "node-2", Interfaces: []string{"eth0", "eth1"}, Claimants: []string{"node-2"}},
 			{Addr: netip.MustParseAddr("10.0.0.2"), Node: "node-1", Claimants: []string{"node-1"}, Reason: "no match"},
 			{Addr: netip.MustParseAddr("10.0.0.3"), Reason: "every endpoint is on node-3, which the policy excludes"},

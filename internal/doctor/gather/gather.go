@@ -24,6 +24,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/doctor"
+	"github.com/mooringlb/mooring/internal/ipalloc"
 )
 
 // Options say what the cluster cannot tell.
@@ -132,7 +133,7 @@ func blockRange(cidr, start, stop string) (doctor.Range, bool) {
 			return doctor.Range{}, false
 		}
 		p = p.Masked()
-		return doctor.Range{First: p.Addr(), Last: lastOf(p)}, true
+		return doctor.Range{First: p.Addr(), Last: ipalloc.LastAddr(p)}, true
 	}
 	a, err1 := netip.ParseAddr(strings.TrimSpace(start))
 	b, err2 := netip.ParseAddr(strings.TrimSpace(stop))
@@ -140,15 +141,6 @@ func blockRange(cidr, start, stop string) (doctor.Range, bool) {
 		return doctor.Range{}, false
 	}
 	return doctor.Range{First: a, Last: b}, true
-}
-
-func lastOf(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 var gvrAnnouncers = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "l2announcers"}
