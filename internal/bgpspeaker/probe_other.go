@@ -1,0 +1,16 @@
+//go:build !linux
+
+package bgpspeaker
+
+import (
+	"context"
+	"net/netip"
+)
+
+// KernelProber needs Linux; elsewhere it learns nothing.
+type KernelProber struct{}
+
+// Probe implements AuthProber.
+func (KernelProber) Probe(context.Context, netip.Addr, netip.Addr, uint16) ProbeResult {
+	return ProbeNotRun
+}
