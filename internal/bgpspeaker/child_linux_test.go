@@ -28,8 +28,11 @@ import (
 const childEnv = "MOORING_BGPSPEAKER_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) == "1" {
+	switch os.Getenv(childEnv) {
+	case "1":
 		os.Exit(childMain())
+	case "garbage":
+		os.Exit(garbageMain())
 	}
 	os.Exit(m.Run())
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 )
 
@@ -27,7 +28,7 @@ type GoBGP struct {
 	log   *slog.Logger
 	hook  *connHook
 	now   func() time.Time
-	probe AuthProber
+	probe Prober
 
 	srv     *server.BgpServer
 	served  chan struct{}
@@ -40,6 +41,9 @@ type GoBGP struct {
 	nextID uint32
 	attrs  attrCache
 	probes map[netip.Addr]probeCache
+	opens  map[netip.Addr]openCache
+	// routerID is the running instance's, for the OPEN probe.
+	routerID netip.Addr
 }
 
 // goPeer is one configured session.
@@ -56,13 +60,20 @@ type goPeer struct {
 	// shut down until retryAt.
 	asMismatch string
 	retryAt    time.Time
-	lastReason string
-	lastMsg    string
+	// down is why the session last failed, from GoBGP's state events
+	// (its peer listing does not carry the reason).
+	down downEvent
+}
+
+type downEvent struct {
+	kind downKind
+	msg  string
+	at   time.Time
 }
 
 // NewGoBGP returns a stopped backend logging through log. probe may be
 // nil (no authentication-failure probing).
-func NewGoBGP(log *slog.Logger, probe AuthProber) *GoBGP {
+func NewGoBGP(log *slog.Logger, probe Prober) *GoBGP {
 	return &GoBGP{
 		log: log, hook: newConnHook(log.Handler(), time.Now), now: time.Now, probe: probe,
 		changed: make(chan struct{}, 1),
@@ -104,19 +115,40 @@ func (g *GoBGP) Start(ctx context.Context, gl Global) error {
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	if err := srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{
-		OnPeerUpdate: func(*apiutil.WatchEventMessage_PeerEvent, time.Time) { g.notify() },
+		OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) { g.peerEvent(ev, at) },
 	}, server.WatchPeer()); err != nil {
 		cancel()
 		srv.Stop()
 		<-served
 		return fmt.Errorf("watching BGP sessions: %w", err)
 	}
-	g.srv, g.served, g.cancel = srv, served, cancel
+	g.srv, g.served, g.cancel, g.routerID = srv, served, cancel, gl.RouterID
 	g.mu.Lock()
 	g.peers, g.byAddr = map[string]*goPeer{}, map[netip.Addr]*goPeer{}
 	g.attrs = attrCache{}
 	g.mu.Unlock()
 	return nil
+}
+
+// peerEvent keeps why a session failed and wakes the status writer.
+func (g *GoBGP) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) {
+	if ev.Type == apiutil.PEER_EVENT_STATE {
+		st := ev.Peer.State
+		g.mu.Lock()
+		if gp := g.byAddr[st.NeighborAddress]; gp != nil {
+			switch k := downKindOf(st.DisconnectReason); {
+			case st.SessionState == bgp.BGP_FSM_ESTABLISHED:
+				gp.down = downEvent{}
+			case k != downNone && k != downOther:
+				gp.down = downEvent{kind: k, msg: st.DisconnectMessage, at: at}
+			}
+		}
+		g.mu.Unlock()
+		if st.SessionState == bgp.BGP_FSM_ESTABLISHED {
+			g.hook.errs.forget(st.NeighborAddress)
+		}
+	}
+	g.notify()
 }
 
 // Stop closes every session and the server. Graceful sends no Cease, so
@@ -172,9 +204,18 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 		return fmt.Errorf("peer %s: %w", p.Peer, err)
 	}
 	g.mu.Lock()
+	shut := gp.asMismatch != ""
 	gp.cfg = p
-	gp.asMismatch = ""
+	gp.asMismatch, gp.down = "", downEvent{}
+	delete(g.probes, p.Address)
+	delete(g.opens, p.Address)
 	g.mu.Unlock()
+	g.hook.errs.forget(p.Address) // what failed before the change says nothing now
+	if shut { // shut for dynamicASN: the change may have fixed it
+		if err := g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: p.Address.String()}); err != nil {
+			return fmt.Errorf("peer %s: %w", p.Peer, err)
+		}
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	mbgp "github.com/mooringlb/mooring/internal/bgp"
 )
@@ -66,16 +67,67 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer) Sessi
 		gp.asMismatch = ""
 		_ = g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: gp.cfg.Address.String()})
 	}
-	connErr, _ := g.hook.errs.lastError(gp.cfg.Address)
-	o := observation{
-		peer: gp.cfg.Peer, address: gp.cfg.Address, down: downKindOf(st.GetDisconnectReason()), downMessage: st.GetDisconnectMessage(),
-		connErr: connErr, hasPassword: gp.cfg.Password != "", bfdFailed: failures > gp.bfdFailures, asMismatch: gp.asMismatch,
+	connErr, connAt := g.hook.errs.lastError(gp.cfg.Address)
+	g.mu.Lock()
+	down := gp.down
+	g.mu.Unlock()
+	if n, ok := g.hook.errs.lastNotification(gp.cfg.Address); ok && n.at.After(down.at) {
+		down = n.event()
 	}
-	if o.hasPassword && g.probe != nil && isTimeout(connErr) {
-		o.probe = g.probeAuth(ctx, gp)
+	o := observation{
+		peer: gp.cfg.Peer, address: gp.cfg.Address, hasPassword: gp.cfg.Password != "",
+		bfdFailed: failures > gp.bfdFailures, asMismatch: gp.asMismatch,
+	}
+	// The latest of the two says why the session is not up now.
+	if down.kind != downNone && !down.at.Before(connAt) {
+		o.down, o.downMessage = down.kind, down.msg
+	} else {
+		o.connErr = connErr
+	}
+	if g.probe != nil && isTimeout(o.connErr) {
+		o.link = g.probe.Link(gp.cfg.Address)
+		if o.hasPassword {
+			o.probe = g.probeAuth(ctx, gp)
+		}
 	}
 	s.Reason, s.Message = classify(o)
+	if refusedOpen(o) {
+		if ref, ok := g.probeOpenCached(ctx, gp); ok {
+			s.Reason, s.Message = ref.describe(gp.cfg)
+		}
+	}
 	return s
+}
+
+// refusedOpen: the router answered this node's OPEN with something else
+// than an OPEN (GoBGP then reports an invalid message or sends an FSM
+// error) — in practice a NOTIFICATION whose code GoBGP keeps to itself.
+func refusedOpen(o observation) bool {
+	return (o.down == downInvalidMessage && strings.HasSuffix(o.downMessage, "invalid-msg")) ||
+		(o.down == downNotificationSent && strings.Contains(o.downMessage, "code 5("))
+}
+
+// probeOpenCached asks the router why it refuses the OPEN, at most once
+// per probeEvery per peer.
+func (g *GoBGP) probeOpenCached(ctx context.Context, gp *goPeer) (openRefusal, bool) {
+	if g.opens == nil {
+		g.opens = map[netip.Addr]openCache{}
+	}
+	c, ok := g.opens[gp.cfg.Address]
+	if ok && g.now().Sub(c.at) < probeEvery {
+		return c.r, c.ok
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r, found := probeOpen(pctx, gp.cfg, g.routerID)
+	g.opens[gp.cfg.Address] = openCache{at: g.now(), r: r, ok: found}
+	return r, found
+}
+
+type openCache struct {
+	at time.Time
+	r  openRefusal
+	ok bool
 }
 
 func isTimeout(e string) bool {
@@ -198,4 +250,16 @@ func downKindOf(r api.PeerState_DisconnectReason) downKind {
 		return downBadPeerAS
 	}
 	return downOther
+}
+
+// event turns a logged NOTIFICATION into a down event.
+func (n notification) event() downEvent {
+	kind, verb := downNotificationReceived, "notification-received"
+	if n.sent {
+		kind, verb = downNotificationSent, "notification-sent"
+	}
+	if n.code == bgp.BGP_ERROR_OPEN_MESSAGE_ERROR && n.subcode == bgp.BGP_ERROR_SUB_BAD_PEER_AS && n.sent {
+		kind = downBadPeerAS
+	}
+	return downEvent{kind: kind, at: n.at, msg: verb + " " + bgp.NewNotificationErrorCode(uint8(n.code), uint8(n.subcode)).String()}
 }

@@ -23,9 +23,19 @@ type connHook struct {
 
 // connErrors is shared by every handler derived with WithAttrs.
 type connErrors struct {
-	mu   sync.Mutex
-	last map[netip.Addr]connError
-	now  func() time.Time
+	mu    sync.Mutex
+	last  map[netip.Addr]connError
+	notes map[netip.Addr]notification
+	now   func() time.Time
+}
+
+// notification is the last NOTIFICATION sent or received on a session.
+// GoBGP exchanges OPENs of outgoing connections without a state change,
+// so a refused OPEN shows only in its log.
+type notification struct {
+	sent          bool
+	code, subcode int64
+	at            time.Time
 }
 
 type connError struct {
@@ -34,13 +44,15 @@ type connError struct {
 }
 
 func newConnHook(inner slog.Handler, now func() time.Time) *connHook {
-	return &connHook{inner: inner, errs: &connErrors{last: map[netip.Addr]connError{}, now: now}}
+	return &connHook{inner: inner, errs: &connErrors{last: map[netip.Addr]connError{}, notes: map[netip.Addr]notification{}, now: now}}
 }
 
 // Messages GoBGP logs that the hook records.
 const (
 	msgFailedToConnect = "failed to connect"
 	msgPeerUp          = "Peer Up"
+	msgSentNotif       = "sent notification"
+	msgReceivedNotif   = "received notification"
 )
 
 func (h *connHook) Enabled(context.Context, slog.Level) bool { return true }
@@ -49,6 +61,8 @@ func (h *connHook) Handle(ctx context.Context, r slog.Record) error {
 	switch r.Message {
 	case msgFailedToConnect:
 		h.record(r)
+	case msgSentNotif, msgReceivedNotif:
+		h.recordNotification(r, r.Message == msgSentNotif)
 	case msgPeerUp:
 		if a, ok := h.key(r); ok {
 			h.errs.forget(a)
@@ -76,6 +90,35 @@ func (h *connHook) record(r slog.Record) {
 	h.errs.mu.Lock()
 	h.errs.last[a] = connError{err: msg, at: h.errs.now()}
 	h.errs.mu.Unlock()
+}
+
+func (h *connHook) recordNotification(r slog.Record, sent bool) {
+	a, ok := h.key(r)
+	if !ok {
+		return
+	}
+	n := notification{sent: sent}
+	r.Attrs(func(at slog.Attr) bool {
+		switch at.Key {
+		case "Code":
+			n.code = at.Value.Int64()
+		case "Subcode":
+			n.subcode = at.Value.Int64()
+		}
+		return true
+	})
+	h.errs.mu.Lock()
+	n.at = h.errs.now()
+	h.errs.notes[a] = n
+	h.errs.mu.Unlock()
+}
+
+// lastNotification returns the last NOTIFICATION of a.
+func (e *connErrors) lastNotification(a netip.Addr) (notification, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n, ok := e.notes[a]
+	return n, ok
 }
 
 // key finds the neighbor address GoBGP attached ("Key").
@@ -115,5 +158,6 @@ func (e *connErrors) lastError(a netip.Addr) (string, time.Time) {
 func (e *connErrors) forget(a netip.Addr) {
 	e.mu.Lock()
 	delete(e.last, a)
+	delete(e.notes, a)
 	e.mu.Unlock()
 }

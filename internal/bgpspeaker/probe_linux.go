@@ -11,14 +11,12 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// KernelProber probes a router with a plain (unsigned) TCP connection and,
-// when that gets no answer either, asks the kernel's neighbour table
-// whether the router answers ARP/NDP.
+// KernelProber probes a router with a plain (unsigned) TCP connection and
+// reads the kernel's neighbour table.
 type KernelProber struct{}
 
-// Probe implements AuthProber. It sends one SYN (the connection is closed
-// at once if it opens) and reads one neighbour entry. Cost: one round trip
-// or ctx's deadline.
+// Probe implements Prober. It sends one SYN (the connection is closed at
+// once if it opens). Cost: one round trip or ctx's deadline.
 func (KernelProber) Probe(ctx context.Context, peer, source netip.Addr, port uint16) ProbeResult {
 	d := net.Dialer{}
 	if source.IsValid() {
@@ -32,22 +30,20 @@ func (KernelProber) Probe(ctx context.Context, peer, source netip.Addr, port uin
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return ProbeRefused
 	}
-	if neighborReachable(peer) {
-		return ProbeSilentReachable
-	}
 	return ProbeSilent
 }
 
-// neighborReachable reports whether the kernel holds a resolved
-// link-layer address for a.
-func neighborReachable(a netip.Addr) bool {
+// Link implements Prober: whether the kernel holds a resolved link-layer
+// address for a, or failed to resolve it. Cost: one netlink dump of the
+// family's neighbour table.
+func (KernelProber) Link(a netip.Addr) LinkState {
 	family := netlink.FAMILY_V4
 	if a.Is6() && !a.Is4In6() {
 		family = netlink.FAMILY_V6
 	}
 	neighs, err := netlink.NeighList(0, family)
 	if err != nil {
-		return false
+		return LinkUnknown
 	}
 	for _, n := range neighs {
 		ip, ok := netip.AddrFromSlice(n.IP)
@@ -55,9 +51,12 @@ func neighborReachable(a netip.Addr) bool {
 			continue
 		}
 		const resolved = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE | netlink.NUD_PERMANENT
-		if n.State&resolved != 0 {
-			return true
+		switch {
+		case n.State&resolved != 0:
+			return LinkReachable
+		case n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) != 0:
+			return LinkFailed
 		}
 	}
-	return false
+	return LinkUnknown
 }

@@ -34,6 +34,7 @@ type observation struct {
 	bfdFailed   bool   // BFD declared the path down since the session was last up
 	asMismatch  string // set when a learned AS broke dynamicASN
 	probe       ProbeResult
+	link        LinkState
 }
 
 // ProbeResult is what an unsigned probe of the router found while signed
@@ -46,17 +47,31 @@ const (
 	ProbeAnswered
 	// ProbeRefused: the router answered with a RST.
 	ProbeRefused
-	// ProbeSilentReachable: no answer, but the router answers ARP/NDP.
-	ProbeSilentReachable
-	// ProbeSilent: no answer and no link-layer answer either.
+	// ProbeSilent: no answer.
 	ProbeSilent
 )
 
-// AuthProber tells a password mismatch from an unreachable router when
-// TCP-MD5-signed SYNs get no answer (the router's kernel drops segments
-// with a wrong or unexpected signature without a word).
-type AuthProber interface {
+// LinkState is what the kernel's neighbour table says about an address.
+type LinkState int
+
+const (
+	// LinkUnknown: no entry (not on a connected link, or not tried yet).
+	LinkUnknown LinkState = iota
+	// LinkReachable: the router answered ARP/NDP.
+	LinkReachable
+	// LinkFailed: ARP/NDP for the router got no answer.
+	LinkFailed
+)
+
+// Prober tells apart why connection attempts time out: a password
+// mismatch (the router's kernel drops TCP-MD5 segments with a wrong or
+// unexpected signature without a word), a router that is not there, or
+// one that filters BGP.
+type Prober interface {
+	// Probe opens (and closes) one plain, unsigned TCP connection.
 	Probe(ctx context.Context, peer, source netip.Addr, port uint16) ProbeResult
+	// Link reads the neighbour table entry of peer.
+	Link(peer netip.Addr) LinkState
 }
 
 // classify names the reason a session is not Established and what to
@@ -124,15 +139,18 @@ func classifyConnect(o observation) (string, string) {
 // mismatch looks like (the router's kernel drops it), unless the router
 // is not there at all.
 func classifyTimeout(o observation) (string, string) {
+	if o.link == LinkFailed {
+		return ReasonNoRoute, fmt.Sprintf("%s does not answer ARP/NDP on the node's link: the router is down or the address is wrong", o.address)
+	}
 	if !o.hasPassword {
 		return ReasonConnectTimeout, fmt.Sprintf("%s does not answer: the router is down, a firewall drops BGP, or the router has a TCP-MD5 password this peer lacks", o.address)
 	}
-	switch o.probe {
-	case ProbeAnswered:
+	switch {
+	case o.probe == ProbeAnswered:
 		return ReasonAuthFailure, fmt.Sprintf("%s accepts TCP without TCP-MD5 but drops this node's signed SYNs: the router has no password for this node; set the same password there", o.address)
-	case ProbeSilentReachable:
+	case o.probe == ProbeSilent && o.link == LinkReachable:
 		return ReasonAuthFailure, fmt.Sprintf("%s is on the link but drops this node's TCP-MD5-signed SYNs: the passwords differ; set the same password on both ends", o.address)
-	case ProbeRefused:
+	case o.probe == ProbeRefused:
 		return ReasonConnectRefused, fmt.Sprintf("%s refuses connections on the BGP port (its unsigned RST is ignored by a TCP-MD5 socket): check the router's neighbor configuration", o.address)
 	}
 	return ReasonConnectTimeout, fmt.Sprintf("%s does not answer TCP-MD5-signed SYNs: a password mismatch, or the router is down or filtered", o.address)

@@ -16,11 +16,11 @@ import (
 	"github.com/mooringlb/mooring/internal/bgp"
 )
 
-// Password is a peer's resolved TCP-MD5 password: Err when the Secret or
-// its key cannot be read.
+// Password is a peer's resolved TCP-MD5 password. Unavailable says why
+// the Secret or its key cannot be read ("" when it can).
 type Password struct {
-	Value string
-	Err   error
+	Value       string
+	Unavailable string
 }
 
 // Desired is one node's decision and what the adapter resolved for it.
@@ -106,10 +106,12 @@ func (s *Speaker) split(d Desired) (map[string]PeerConfig, map[string]SessionSta
 		if ses.PasswordSecret != "" {
 			pw, ok := d.Passwords[ses.PasswordSecret]
 			switch {
-			case !ok || (pw.Err == nil && pw.Value == ""):
-				st.Reason, st.Message = ReasonPasswordUnavailable, fmt.Sprintf("Secret %q has no key %q yet: the session stays closed (never unauthenticated) until it does", ses.PasswordSecret, "password")
-			case pw.Err != nil:
-				st.Reason, st.Message = ReasonPasswordUnavailable, fmt.Sprintf("the password Secret cannot be read: %v; the session stays closed (never unauthenticated)", pw.Err)
+			case !ok:
+				st.Reason, st.Message = ReasonPasswordUnavailable, fmt.Sprintf("Secret %q is not known yet: the session stays closed (never unauthenticated) until it is read", ses.PasswordSecret)
+			case pw.Unavailable != "":
+				st.Reason, st.Message = ReasonPasswordUnavailable, fmt.Sprintf("%s; the session stays closed (never unauthenticated)", pw.Unavailable)
+			case pw.Value == "":
+				st.Reason, st.Message = ReasonPasswordUnavailable, fmt.Sprintf("Secret %q has an empty %q: the session stays closed (never unauthenticated); put the password there", ses.PasswordSecret, "password")
 			}
 			if st.Reason != "" {
 				closed[ses.Peer] = s.keepSince(st)
