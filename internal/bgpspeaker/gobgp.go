@@ -211,7 +211,7 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 	delete(g.opens, p.Address)
 	g.mu.Unlock()
 	g.hook.errs.forget(p.Address) // what failed before the change says nothing now
-	if shut { // shut for dynamicASN: the change may have fixed it
+	if shut {                     // shut for dynamicASN: the change may have fixed it
 		if err := g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: p.Address.String()}); err != nil {
 			return fmt.Errorf("peer %s: %w", p.Peer, err)
 		}
