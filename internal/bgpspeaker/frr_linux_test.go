@@ -224,12 +224,14 @@ func (r *frrRouter) nextHops(prefix string) []string {
 type frrNeighbor struct {
 	State          string `json:"bgpState"`
 	UpMsec         int64  `json:"bgpTimerUpMsec"`
+	EstablishedAt  int64  `json:"bgpTimerUpEstablishedEpoch"`
 	EstablishedCnt int    `json:"connectionsEstablished"`
 	DroppedCnt     int    `json:"connectionsDropped"`
 	LastReset      string `json:"lastResetDueTo"`
 	MessageStats   struct {
 		NotificationsRecv int `json:"notificationsRecv"`
 		NotificationsSent int `json:"notificationsSent"`
+		TotalRecv         int `json:"totalRecv"`
 	} `json:"messageStats"`
 	GR struct {
 		RemoteGrMode string `json:"remoteGrMode"`
