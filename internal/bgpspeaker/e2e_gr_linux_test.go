@@ -2,36 +2,26 @@ package bgpspeaker_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/bgp"
+	"github.com/mooringlb/mooring/internal/frr"
 )
 
-// frrLog returns the router's log.
-func (r *frrRouter) log() string {
-	b, _ := os.ReadFile(filepath.Join(r.dir, "frr.log"))
-	return string(b)
-}
-
 // pathOf returns the path of prefix whose next hop is nh.
-func (f *fabric) pathOf(prefix, nh string) (frrPath, bool) {
-	ps, err := f.frr.paths(prefix)
-	if err != nil {
-		return frrPath{}, false
-	}
-	for _, p := range ps {
+func (f *fabric) pathOf(prefix, nh string) (frr.Path, bool) {
+	for _, p := range f.paths(prefix) {
 		for _, n := range p.Nexthops {
-			if n.IP == nh {
+			if n.String() == nh {
 				return p, true
 			}
 		}
 	}
-	return frrPath{}, false
+	return frr.Path{}, false
 }
 
 // restartCheck stops one node's speaker (stop), checks the router keeps
@@ -53,7 +43,7 @@ func (f *fabric) restartCheck(node string, stop func(*speakerProc)) time.Duratio
 	if p, ok := f.pathOf(prefix, nh); !ok || !p.Stale {
 		f.t.Fatalf("%s's stale route went away: %+v", node, p)
 	}
-	if strings.Contains(f.frr.log(), "NOTIFICATION: received from neighbor "+nh) {
+	if strings.Contains(f.frr.LogTail("bgpd", 100000), "NOTIFICATION: received from neighbor "+nh) {
 		f.t.Fatalf("the router received a NOTIFICATION from %s when its speaker stopped", node)
 	}
 	start := time.Now()
@@ -71,28 +61,27 @@ func (f *fabric) restartCheck(node string, stop func(*speakerProc)) time.Duratio
 // restarted speaker's End-of-RIB refreshes it within 5 s, and the other
 // node's session is never touched.
 func TestGracefulRestart(t *testing.T) {
-	f := newFabric(t, 2, "")
+	f := newFabric(t, 2, nil)
 	f.in.Peers = []bgp.Peer{v4peer()}
 	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
 	f.apply(nil)
 	f.waitEstablished("tor-v4")
 	f.wantNextHops("10.213.0.100/32", nodeAddrs(f, bgp.IPv4)...)
-	other := f.lab.Host("node-2").Addr4.String()
+	other := f.lab.Host("node-2").Addr4
 	before := f.snapshotNeighbors()
-	delete(before, f.lab.Host("node-1").Addr4.String())
 
 	eor := f.restartCheck("node-1", (*speakerProc).terminate)
 	t.Logf("SIGTERM: End-of-RIB %v after the new speaker started", eor)
 	if eor > 5*time.Second {
 		t.Fatalf("End-of-RIB %v after the restart, want <= 5 s", eor)
 	}
-	f.noResets(map[string]frrNeighbor{other: before[other]}, "restarting node-1")
+	f.noResets(map[netip.Addr]frr.Session{other: before[other]}, "restarting node-1")
 
 	eor = f.restartCheck("node-1", (*speakerProc).kill)
 	t.Logf("SIGKILL: End-of-RIB %v after the new speaker started", eor)
 	if eor > 5*time.Second {
 		t.Fatalf("End-of-RIB %v after the restart, want <= 5 s", eor)
 	}
-	f.noResets(map[string]frrNeighbor{other: before[other]}, "restarting node-1")
+	f.noResets(map[netip.Addr]frr.Session{other: before[other]}, "restarting node-1")
 	f.wantNextHops("10.213.0.100/32", nodeAddrs(f, bgp.IPv4)...)
 }

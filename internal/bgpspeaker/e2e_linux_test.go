@@ -6,13 +6,13 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/bgp"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
+	"github.com/mooringlb/mooring/internal/frr"
 	"github.com/mooringlb/mooring/internal/ipalloc"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
@@ -27,54 +27,41 @@ type fabric struct {
 	t        *testing.T
 	lab      *netlab.Lab
 	router   *netlab.Host
-	frr      *frrRouter
+	frr      *frr.Instance
 	speakers map[string]*speakerProc
 	in       bgp.Input
 }
 
-// frrConf is the router's configuration: eBGP with every node over IPv4
-// (both families) and IPv6 (IPv6 only), from listen ranges, ECMP on.
-func frrConf(extra string) string {
-	return fmt.Sprintf(`frr defaults datacenter
-hostname router
-router bgp %d
- bgp router-id 10.213.0.1
- no bgp ebgp-requires-policy
- bgp bestpath as-path multipath-relax
- neighbor nodes4 peer-group
- neighbor nodes4 remote-as external
- neighbor nodes4 timers 3 9
- neighbor nodes6 peer-group
- neighbor nodes6 remote-as external
- neighbor nodes6 timers 3 9
-%s bgp listen range 10.213.0.0/24 peer-group nodes4
- bgp listen range fd00:213::/64 peer-group nodes6
- address-family ipv4 unicast
-  maximum-paths 16
- exit-address-family
- address-family ipv6 unicast
-  neighbor nodes4 activate
-  neighbor nodes6 activate
-  maximum-paths 16
- exit-address-family
-`, routerASN, extra)
+// routerConfig is the router: eBGP with every node from listen ranges
+// (each session may carry both families), 3/9 s timers, ECMP, graceful
+// restart helper. mut changes it for a test.
+func routerConfig(mut func(*frr.Config)) frr.Config {
+	c := frr.Config{
+		Hostname: "router", ASN: routerASN, RouterID: netip.MustParseAddr("10.213.0.1"),
+		ListenRanges: []netip.Prefix{netip.MustParsePrefix("10.213.0.0/24"), netip.MustParsePrefix("fd00:213::/64")},
+		Dynamic:      frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second},
+	}
+	if mut != nil {
+		mut(&c)
+	}
+	return c
 }
 
 // newFabric builds n nodes and the router and starts a speaker per node;
 // nothing is applied yet.
-func newFabric(t *testing.T, n int, frrExtra string) *fabric {
+func newFabric(t *testing.T, n int, routerMut func(*frr.Config)) *fabric {
 	netlab.RequirePrivileges(t)
-	requireFRR(t)
+	frr.RequireFRR(t)
 	lab := netlab.NewForTest(t, netlab.Config{Nodes: n})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	router, err := lab.AttachHost(ctx, "router", 1, nil)
+	host, err := lab.AttachHost(ctx, "router", 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = router.Release() })
-	f := &fabric{t: t, lab: lab, router: router, speakers: map[string]*speakerProc{}}
-	f.frr = startFRR(t, router, frrConf(frrExtra))
+	t.Cleanup(func() { _ = host.Release() })
+	f := &fabric{t: t, lab: lab, router: host, speakers: map[string]*speakerProc{}}
+	f.frr = frr.StartForTest(t, host, routerConfig(routerMut))
 	for _, h := range lab.Nodes() {
 		f.in.Nodes = append(f.in.Nodes, bgp.Node{Name: h.Name, Addresses: []netip.Addr{h.Addr4, h.Addr6}})
 		f.speakers[h.Name] = startSpeaker(t, h)
@@ -146,11 +133,11 @@ func (f *fabric) wantNextHops(prefix string, want ...string) time.Duration {
 	f.t.Helper()
 	want = sortedStrings(want)
 	return eventually(f.t, 15*time.Second, "next hops of "+prefix, func() (bool, string) {
-		got := f.frr.nextHops(prefix)
+		got := f.nextHops(prefix)
 		if slices.Equal(got, want) {
 			return true, ""
 		}
-		table, _ := f.frr.vtysh("show bgp ipv4 unicast", "show bgp ipv6 unicast", "show bgp summary")
+		table, _ := f.frr.Vtysh(context.Background(), "show bgp ipv4 unicast", "show bgp ipv6 unicast", "show bgp summary")
 		return false, fmt.Sprintf("%v, want %v; router:\n%s", got, want, table)
 	})
 }
@@ -168,10 +155,42 @@ func (f *fabric) waitEstablished(peers ...string) {
 	}
 }
 
-// snapshotNeighbors records FRR's per-session uptime counters.
-func (f *fabric) snapshotNeighbors() map[string]frrNeighbor {
+// paths returns the router's paths of prefix.
+func (f *fabric) paths(prefix string) []frr.Path {
+	ps, err := f.frr.BGPPrefix(context.Background(), netip.MustParsePrefix(prefix))
+	if err != nil {
+		f.t.Logf("reading %s: %v", prefix, err)
+	}
+	return ps
+}
+
+// nextHops lists the global next hops of prefix's valid paths, sorted,
+// each once (a node may send a prefix on two sessions).
+func (f *fabric) nextHops(prefix string) []string {
+	var out []string
+	for _, p := range f.paths(prefix) {
+		if !p.Valid {
+			continue
+		}
+		for _, nh := range p.Nexthops {
+			if !nh.IsLinkLocalUnicast() {
+				out = append(out, nh.String())
+			}
+		}
+	}
+	return slices.Compact(sortedStrings(out))
+}
+
+func sortedStrings(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// snapshotNeighbors records the router's sessions.
+func (f *fabric) snapshotNeighbors() map[netip.Addr]frr.Session {
 	f.t.Helper()
-	ns, err := f.frr.neighbors()
+	ns, err := f.frr.Sessions(context.Background())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -179,7 +198,7 @@ func (f *fabric) snapshotNeighbors() map[string]frrNeighbor {
 }
 
 // noResets fails if a session of before was re-established or dropped.
-func (f *fabric) noResets(before map[string]frrNeighbor, what string) {
+func (f *fabric) noResets(before map[netip.Addr]frr.Session, what string) {
 	f.t.Helper()
 	after := f.snapshotNeighbors()
 	for addr, b := range before {
@@ -187,9 +206,10 @@ func (f *fabric) noResets(before map[string]frrNeighbor, what string) {
 		// A dynamic neighbor that reset comes back as a new one with
 		// fresh counters: its establishment time (FRR computes it from
 		// the uptime in whole seconds, hence the second of slack) and its
-		// message count tell.
-		if !ok || a.EstablishedCnt != b.EstablishedCnt || a.DroppedCnt != b.DroppedCnt || a.State != "Established" ||
-			b.EstablishedAt == 0 || a.EstablishedAt-b.EstablishedAt > 1 || a.MessageStats.TotalRecv < b.MessageStats.TotalRecv {
+		// message counts tell.
+		if !ok || a.ConnectionsEstablished != b.ConnectionsEstablished || a.ConnectionsDropped != b.ConnectionsDropped ||
+			a.State != "Established" || b.Established.IsZero() || a.Established.Sub(b.Established) > time.Second ||
+			a.Messages.KeepalivesRecv < b.Messages.KeepalivesRecv {
 			f.t.Fatalf("%s reset the session with %s: before %+v, after %+v", what, addr, b, a)
 		}
 	}
@@ -216,17 +236,17 @@ func nodeAddrs(f *fabric, fam bgp.Family, names ...string) []string {
 // one); taking one node's eligibility away removes only its next hop and
 // resets no session; deleting the Service withdraws the routes.
 func TestECMPEligibilityAndWithdraw(t *testing.T) {
-	f := newFabric(t, 3, "")
+	f := newFabric(t, 3, nil)
 	f.in.Peers = []bgp.Peer{v4peer(), v6peer()}
 	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
 	f.apply(nil)
 	f.waitEstablished("tor-v4", "tor-v6")
 	f.wantNextHops("10.213.0.100/32", nodeAddrs(f, bgp.IPv4)...)
 	f.wantNextHops("fd00:213::100/128", nodeAddrs(f, bgp.IPv6)...)
-	for _, p := range mustPaths(t, f.frr, "fd00:213::100/128") {
+	for _, p := range f.paths("fd00:213::100/128") {
 		for _, nh := range p.Nexthops {
-			if strings.HasPrefix(nh.IP, "::ffff:") {
-				t.Fatalf("v4-mapped next hop %s", nh.IP)
+			if nh.Is4In6() {
+				t.Fatalf("v4-mapped next hop %s", nh)
 			}
 		}
 	}
@@ -245,21 +265,12 @@ func TestECMPEligibilityAndWithdraw(t *testing.T) {
 	f.noResets(before, "deleting the Service")
 }
 
-func mustPaths(t *testing.T, r *frrRouter, prefix string) []frrPath {
-	t.Helper()
-	ps, err := r.paths(prefix)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ps
-}
-
 // TestChurnAndPeerChangesResetNothing: 100 Services created and deleted,
 // a peer added and removed, reset none of the existing sessions (the
 // router's established and dropped counters stay put), and every Service
 // still reaches the router.
 func TestChurnAndPeerChangesResetNothing(t *testing.T) {
-	f := newFabric(t, 2, "")
+	f := newFabric(t, 2, nil)
 	f.in.Peers = []bgp.Peer{v4peer()}
 	f.apply(nil)
 	f.waitEstablished("tor-v4")

@@ -14,6 +14,7 @@ import (
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/bgp"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
+	"github.com/mooringlb/mooring/internal/frr"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
 
@@ -48,7 +49,12 @@ func ptr[T any](v T) *T { return &v }
 // missing Secret keeps the session closed (PasswordUnavailable, never
 // unauthenticated); the right one establishes.
 func TestPasswords(t *testing.T) {
-	f := newFabric(t, 1, " neighbor nodes4 password s3cret\n")
+	// The router wants a password from the IPv4 range; node-1's IPv6
+	// address is an explicit neighbour without one.
+	f := newFabric(t, 1, func(c *frr.Config) {
+		c.Dynamic.Password = "s3cret"
+		c.Neighbors = []frr.Neighbor{{Addr: netip.MustParseAddr("fd00:213::b"), Peer: frr.Peer{RemoteAS: "external", Passive: true}}}
+	})
 	v4, v6 := quick(v4peer()), quick(v6peer())
 	v4.PasswordSecret, v6.PasswordSecret = "tor", "tor"
 	f.in.Peers = []bgp.Peer{v4, v6}
@@ -60,8 +66,10 @@ func TestPasswords(t *testing.T) {
 	f.wantReason("node-1", "tor-v4", bgpspeaker.ReasonPasswordUnavailable, "never unauthenticated", "does not exist")
 	f.apply(nil) // no Secret at all
 	f.wantReason("node-1", "tor-v4", bgpspeaker.ReasonPasswordUnavailable)
-	if ns, _ := f.frr.neighbors(); len(ns) != 0 {
-		t.Fatalf("a session came up without its password: %+v", ns)
+	for a, ses := range f.snapshotNeighbors() {
+		if ses.State == "Established" {
+			t.Fatalf("a session with %s came up without its password: %+v", a, ses)
+		}
 	}
 
 	f.apply(map[string]bgpspeaker.Password{"tor": {Value: "s3cret"}})
@@ -72,7 +80,10 @@ func TestPasswords(t *testing.T) {
 // it), the router refuses this node's AS, or a learned AS breaks
 // dynamicASN: each says PeerASMismatch.
 func TestASMismatch(t *testing.T) {
-	f := newFabric(t, 1, " neighbor nodes6 remote-as 65000\n")
+	// node-1's IPv6 address is an explicit neighbour expected in AS 65000.
+	f := newFabric(t, 1, func(c *frr.Config) {
+		c.Neighbors = []frr.Neighbor{{Addr: netip.MustParseAddr("fd00:213::b"), Peer: frr.Peer{RemoteAS: "65000", Passive: true}}}
+	})
 	v4, v6 := quick(v4peer()), quick(v6peer())
 	v4.PeerASN = 64501
 	f.in.Peers = []bgp.Peer{v4, v6}
@@ -94,7 +105,7 @@ func TestASMismatch(t *testing.T) {
 // that sends garbage each get a reason; the speaker never crashes and the
 // healthy router's session and routes are never touched.
 func TestBadPeers(t *testing.T) {
-	f := newFabric(t, 1, "")
+	f := newFabric(t, 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	junk, err := f.lab.AttachHost(ctx, "junk", 3, nil)
