@@ -72,6 +72,16 @@ func TestPasswords(t *testing.T) {
 		}
 	}
 
+	// A key the kernel refuses (TCP-MD5 keys are at most 80 bytes): the
+	// session stays closed rather than opening unauthenticated.
+	f.apply(map[string]bgpspeaker.Password{"tor": {Value: strings.Repeat("k", 100)}})
+	f.wantReason("node-1", "tor-v4", bgpspeaker.ReasonMD5Unsupported, "never unauthenticated")
+	for a, ses := range f.snapshotNeighbors() {
+		if ses.State == "Established" {
+			t.Fatalf("a session with %s came up without TCP-MD5: %+v", a, ses)
+		}
+	}
+
 	f.apply(map[string]bgpspeaker.Password{"tor": {Value: "s3cret"}})
 	f.waitEstablished("tor-v4")
 }

@@ -124,7 +124,7 @@ func classifyConnect(o observation) (string, string) {
 	case e == "":
 		return ReasonConnecting, fmt.Sprintf("connecting to %s", o.address)
 	case o.hasPassword && (strings.Contains(e, "setsockopt") || strings.Contains(e, "protocol not available")):
-		return ReasonMD5Unsupported, fmt.Sprintf("the kernel refused TCP-MD5 for %s (%s): the session stays closed rather than unauthenticated; enable CONFIG_TCP_MD5SIG or remove passwordSecret", o.address, o.connErr)
+		return ReasonMD5Unsupported, fmt.Sprintf("the kernel refused TCP-MD5 for %s (%s): the session stays closed (never unauthenticated); keep the password at most 80 bytes and the kernel built with CONFIG_TCP_MD5SIG, or remove passwordSecret", o.address, o.connErr)
 	case strings.Contains(e, "connection refused"):
 		return ReasonConnectRefused, fmt.Sprintf("%s refused the connection: nothing listens on the BGP port, or the router has no neighbor (or listen range) for this node", o.address)
 	case strings.Contains(e, "no route to host") || strings.Contains(e, "network is unreachable") || strings.Contains(e, "cannot assign requested address"):
