@@ -13,11 +13,15 @@ import (
 
 func main() {
 	in, err := io.ReadAll(os.Stdin)
+	var removed []string
 	if err == nil {
-		_, err = chart.SplitRoles(".", in)
+		removed, _, err = chart.SplitRoles(".", in)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
+	}
+	for _, f := range removed {
+		fmt.Fprintf(os.Stderr, "rbac: removed %s: no marker names its role any more (remove its folder's bindings too)\n", f)
 	}
 }

@@ -99,11 +99,11 @@ func ParseRoles(generated []byte) ([]Role, error) {
 // config/rbac/<name>/role.yaml and removes the role.yaml of a folder whose
 // role is no longer generated (the folder's other files are the
 // installer's: bindings, kustomization, admission policies). It reports
-// whether anything changed.
-func SplitRoles(root string, generated []byte) (changed bool, err error) {
+// the files it removed and whether anything changed.
+func SplitRoles(root string, generated []byte) (removed []string, changed bool, err error) {
 	roles, err := ParseRoles(generated)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	want := map[string][]byte{}
 	for _, r := range roles {
@@ -111,26 +111,26 @@ func SplitRoles(root string, generated []byte) (changed bool, err error) {
 	}
 	old, err := filepath.Glob(filepath.Join(root, configRBAC, "*", "role.yaml"))
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	for _, f := range old {
 		rel, _ := filepath.Rel(root, f)
 		if _, ok := want[rel]; !ok {
 			if err := os.Remove(f); err != nil {
-				return false, err
+				return nil, false, err
 			}
-			fmt.Fprintf(os.Stderr, "rbac: removed %s (no marker names its role any more; remove its folder's bindings too)\n", rel)
-			changed = true
+			removed = append(removed, rel)
 		}
 	}
+	changed = len(removed) > 0
 	for rel, b := range want {
 		c, err := writeIfChanged(filepath.Join(root, rel), b)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		changed = changed || c
 	}
-	return changed, nil
+	return removed, changed, nil
 }
 
 // GeneratedRoles lists the role folders under config/rbac that hold a

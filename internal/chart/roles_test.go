@@ -60,9 +60,9 @@ func TestSplitRoles(t *testing.T) {
 	if err := os.WriteFile(stale, []byte(genController), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	changed, err := SplitRoles(dir, []byte(genOutput+genController))
-	if err != nil || !changed {
-		t.Fatalf("SplitRoles: changed %v, err %v", changed, err)
+	removed, changed, err := SplitRoles(dir, []byte(genOutput+genController))
+	if err != nil || !changed || len(removed) != 1 || removed[0] != filepath.Join(configRBAC, "podipam", "role.yaml") {
+		t.Fatalf("SplitRoles: removed %v, changed %v, err %v", removed, changed, err)
 	}
 	got, err := os.ReadFile(filepath.Join(dir, configRBAC, "agent-pod-ipam", "role.yaml"))
 	if err != nil || string(got) != genOutput {
@@ -77,7 +77,7 @@ func TestSplitRoles(t *testing.T) {
 	if roles, _ := GeneratedRoles(dir); strings.Join(roles, " ") != "agent-pod-ipam controller" {
 		t.Errorf("GeneratedRoles %v", roles)
 	}
-	if changed, err := SplitRoles(dir, []byte(genController+genOutput)); changed || err != nil {
+	if _, changed, err := SplitRoles(dir, []byte(genController+genOutput)); changed || err != nil {
 		t.Errorf("the same roles again: changed %v, err %v", changed, err)
 	}
 }
