@@ -57,6 +57,9 @@ func (c *Config) validateRuntime() error {
 	if c.MetalLB != "" {
 		return errors.New("lab: --runtime=containerd with --metallb is not supported yet: use the process runtime for the MetalLB hand-over")
 	}
+	if c.usesPodIPAM() {
+		return fmt.Errorf("lab: --runtime=containerd with --pod-ipam=%s is not supported yet: real nodes use the bridge plugin with host-local", c.PodIPAM)
+	}
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
 		if !isExecFile(filepath.Join(c.Containerd, b)) {
 			return fmt.Errorf("lab: --runtime=containerd: %s not found in %q: run `hack/containerd/build.sh` and set %s to its last line (or pass --containerd)", b, c.Containerd, EnvContainerd)
