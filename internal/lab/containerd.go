@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,5 +250,23 @@ func realNodeChartArgs(args []string, imgs []labImage) []string {
 		}
 		out = append(out, "--set", "image.tag="+img.Tag)
 	}
+	return out
+}
+
+// kubeletMaySet says whether NodeRestriction lets a kubelet set label k
+// on its own Node (docs: kubernetes.io/k8s.io labels only from an allowed
+// list).
+func kubeletMaySet(k string) bool {
+	prefix, _, ok := strings.Cut(k, "/")
+	if !ok {
+		return true
+	}
+	return !(prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") || prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io"))
+}
+
+// kubeletLabels are the labels a real kubelet registers with.
+func kubeletLabels(l map[string]string) map[string]string {
+	out := maps.Clone(l)
+	maps.DeleteFunc(out, func(k, _ string) bool { return !kubeletMaySet(k) })
 	return out
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -292,24 +291,6 @@ func (c *Cluster) labelNode(ctx context.Context, name string) {
 		_, err := c.cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		return err == nil || !apierrors.IsNotFound(err), nil
 	})
-}
-
-// kubeletMaySet says whether NodeRestriction lets a kubelet set label k
-// on its own Node (docs: kubernetes.io/k8s.io labels only from an allowed
-// list).
-func kubeletMaySet(k string) bool {
-	prefix, _, ok := strings.Cut(k, "/")
-	if !ok {
-		return true
-	}
-	return !(prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") || prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io"))
-}
-
-// kubeletLabels are the labels a real kubelet registers with.
-func kubeletLabels(l map[string]string) map[string]string {
-	out := maps.Clone(l)
-	maps.DeleteFunc(out, func(k, _ string) bool { return !kubeletMaySet(k) })
-	return out
 }
 
 // killRealNode SIGKILLs every container of the node (its cgroup

@@ -151,7 +151,10 @@ func (c *Cluster) Restore(node string) error {
 	comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
 	if c.cfg.realNodes() {
 		// A reboot: containerd, the kubelet, then the pods it restarts.
-		if err := c.bootRealNode(context.Background(), node, false); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := c.bootRealNode(ctx, node, false)
+		cancel()
+		if err != nil {
 			return err
 		}
 		comps = comps[1:]
