@@ -307,7 +307,9 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	for _, n := range c.nodes {
 		comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
 		if c.cfg.realNodes() {
-			comps = comps[1:] // the real kubelet starts with its node
+			// The real kubelet starts with its node, and kube-proxy once
+			// the kubelet has registered the Node (registered).
+			comps = nil
 		}
 		for _, comp := range comps {
 			if err := c.startComponent(comp); err != nil {

@@ -190,7 +190,7 @@ func (c *Cluster) bootRealNode(ctx context.Context, name string, first bool) err
 	}
 	c.log.Info("real node booted", "node", name, "took", time.Since(start).Round(time.Millisecond))
 	if first {
-		go c.labelNode(ctx, name)
+		c.wg.Go(func() { c.registered(ctx, name) })
 	}
 	return nil
 }
@@ -264,10 +264,23 @@ func (c *Cluster) importImages(ctx context.Context, rn *realnode.Node, enter []s
 	return nil
 }
 
-// labelNode adds the labels a kubelet may not set on itself under
-// NodeRestriction (node-role.kubernetes.io/...) once its Node exists.
-func (c *Cluster) labelNode(ctx context.Context, name string) {
+// registered waits for the kubelet to register its Node, then adds the
+// labels a kubelet may not set on itself under NodeRestriction
+// (node-role.kubernetes.io/...) and starts kube-proxy: a kube-proxy that
+// starts before its Node exists exits as soon as the Node appears ("NodeIPs
+// changed for the node").
+func (c *Cluster) registered(ctx context.Context, name string) {
 	n, _ := c.node(name)
+	err := poll(ctx, 100*time.Millisecond, func() (bool, error) {
+		_, err := c.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil, nil
+	})
+	if err != nil {
+		return
+	}
+	if err := c.startComponent(kubeProxyComponent(&c.cfg, c.paths, n)); err != nil {
+		c.log.Warn("starting kube-proxy", "node", name, "err", err)
+	}
 	restricted := map[string]string{}
 	for k, v := range n.Labels {
 		if !kubeletMaySet(k) {
