@@ -52,7 +52,7 @@ test: deps
 	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
 	MOORING_METALLB=$$(hack/metallb/build.sh | tail -n 1); export MOORING_METALLB; \
 	MOORING_CONTAINERD=$$(hack/containerd/build.sh | tail -n 1); export MOORING_CONTAINERD; \
-	$(MAKE) --no-print-directory image labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
+	$(MAKE) --no-print-directory labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
 	$(MAKE) --no-print-directory vet verify; \
 	$(GO) test -count=1 -timeout 30m ./...
 

@@ -12,14 +12,19 @@ import (
 // cgroupfs and not systemd (cgroup v1, no systemd), restrict_oom_score_adj
 // (the lab runs without CAP_SYS_RESOURCE: without it the first sandbox
 // fails with "can't get final child's PID from pipe: EOF"), a pinned
-// sandbox image (no registry to pull registry.k8s.io/pause from), and the
-// pods' netns files under the node's state (not the host's /run/netns).
+// sandbox image (no registry to pull registry.k8s.io/pause from), the
+// pods' netns files under the node's state (not the host's /run/netns),
+// and NRI off (its socket is another fixed host path).
 func (n *Node) ContainerdTOML() string {
 	q := strconv.Quote
 	var b strings.Builder
 	fmt.Fprintf(&b, "version = 3\nroot = %s\nstate = %s\n\n", q(n.ContainerdRoot()), q(n.ContainerdState()))
 	fmt.Fprintf(&b, "[grpc]\n  address = %s\n\n[ttrpc]\n  address = %s\n\n", q(Socket), q(Socket+".ttrpc"))
 	b.WriteString("[plugins]\n")
+	// NRI's socket is a fixed host path (/var/run/nri/nri.sock): two
+	// nodes' containerds race for it and the loser exits ("failed to set
+	// up NRI for CRI service"). The lab runs no NRI plugin.
+	b.WriteString("  [plugins.'io.containerd.nri.v1.nri']\n    disable = true\n")
 	fmt.Fprintf(&b, "  [plugins.'io.containerd.cri.v1.images']\n    snapshotter = \"overlayfs\"\n")
 	fmt.Fprintf(&b, "    [plugins.'io.containerd.cri.v1.images'.pinned_images]\n      sandbox = %s\n", q(n.SandboxImage))
 	b.WriteString("  [plugins.'io.containerd.cri.v1.runtime']\n")

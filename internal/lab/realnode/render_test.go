@@ -35,6 +35,7 @@ func TestContainerdTOMLHoldsWhatTheMachineForces(t *testing.T) {
 		"SystemdCgroup = false",
 		`bin_dirs = ["/opt/cni/bin"]`,
 		`conf_dir = "/etc/cni/net.d"`,
+		"[plugins.'io.containerd.nri.v1.nri']\n    disable = true",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("containerd config lacks %q:\n%s", want, s)
