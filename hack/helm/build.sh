@@ -5,8 +5,16 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
-out="${XDG_CACHE_HOME:-$HOME/.cache}/mooring/helm/$key"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/mooring/helm"
+out="$cache/$key"
+. "$here/../lib/cache.sh"
 if [ ! -x "$out/helm" ]; then
+  # One build at a time per cache: a second caller waits (saying for whom),
+  # then finds it done.
+  cache_lock "$cache" helm
+fi
+if [ ! -x "$out/helm" ]; then
+  rm -rf "$out.tmp"
   mkdir -p "$out.tmp"
   cd "$here"
   ver=$(go list -m -f '{{.Version}}' helm.sh/helm/v3)
@@ -17,9 +25,11 @@ if [ ! -x "$out/helm" ]; then
   for p in pkg/lint/rules pkg/chartutil; do
     ld="$ld -X helm.sh/helm/v3/$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$p.k8sVersionMinor=$kminor"
   done
-  echo "helm: building helm $ver into $out (cold: minutes on 2 cores; seconds with a warm Go build cache)" >&2
+  cache_start helm "helm $ver (make demo and the chart tests render charts/mooring with it)" \
+    "$cache" "$key" "about 15 min on 2 cores when Go's build cache is cold, under a minute when warm"
   CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$out.tmp/helm" helm.sh/helm/v3/cmd/helm
   rm -rf "$out" && mv "$out.tmp" "$out"
-  ln -sfn "$key" "$(dirname "$out")/current"
+  ln -sfn "$key" "$cache/current"
+  cache_done helm
 fi
 echo "$out"

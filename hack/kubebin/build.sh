@@ -15,11 +15,11 @@ out="$cache/$key"
 bins=(etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubectl)
 have=1
 for b in "${bins[@]}"; do [ -x "$out/$b" ] || have=0; done
+. "$here/../lib/cache.sh"
 if [ "$have" = 0 ]; then
-  # One build at a time per cache: a second caller waits, then finds it done.
-  mkdir -p "$cache"
-  exec 9>"$cache/.lock"
-  flock 9
+  # One build at a time per cache: a second caller waits (saying for whom),
+  # then finds it done.
+  cache_lock "$cache" kubebin
   have=1
   for b in "${bins[@]}"; do [ -x "$out/$b" ] || have=0; done
 fi
@@ -33,7 +33,8 @@ if [ "$have" = 0 ]; then
     ld="$ld -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
   done
   cd "$here"
-  echo "kubebin: building the Kubernetes binaries into $out (cold: 8-17 min on 2 cores; seconds with a warm Go build cache)" >&2
+  cache_start kubebin "etcd, kube-apiserver, kube-controller-manager, kube-proxy, kube-scheduler and kubectl $ver (the lab's and the tests' control plane)" \
+    "$cache" "$key" "8-17 min on 2 cores when Go's build cache is cold, 1-3 min when only linking"
   go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" ./etcd
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
@@ -41,6 +42,7 @@ if [ "$have" = 0 ]; then
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kubectl" k8s.io/kubernetes/cmd/kubectl
   rm -rf "$out" && mv "$out.tmp" "$out"
+  cache_done kubebin
 fi
 ln -sfn "$key" "$cache/current"
 echo "$out"
