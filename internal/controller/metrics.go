@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mooringlb/mooring/internal/buildinfo"
 	"github.com/mooringlb/mooring/internal/lbipam"
 )
 
@@ -18,6 +19,7 @@ type metrics struct {
 	allocations prometheus.Counter
 	outside     prometheus.Gauge
 	adoptOnly   *prometheus.GaugeVec
+	buildInfo   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -46,8 +48,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "mooring_lbipam_adopt_only_services",
 			Help: "Services without a loadBalancerClass that --adopt-only leaves to another controller, by state: in_pools (every held address lies in a pool), outside_pools, no_address. Switch --adopt-only off when outside_pools is 0.",
 		}, []string{"state"}),
+		buildInfo: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "mooring_controller_build_info",
+			Help:        "Always 1; the labels say which build runs: the version and commit `mooring version` and /version report.",
+			ConstLabels: buildinfo.Get().Labels(),
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.poolAddrs, m.pending, m.conflicting, m.allocations, m.outside, m.adoptOnly} {
+	m.buildInfo.Set(1)
+	for _, c := range []prometheus.Collector{m.poolAddrs, m.pending, m.conflicting, m.allocations, m.outside, m.adoptOnly, m.buildInfo} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
