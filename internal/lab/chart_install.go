@@ -121,15 +121,15 @@ func FindChartDir(self string) string {
 }
 
 // helmTemplateArgs are the arguments of `helm template` for the lab: the
-// chart's defaults except the image (the lab's marker, never pulled), a
-// fresh gossip key (the chart refuses to run gossip without one) and fast
-// endpoint eviction on, as the lab's own agents run (agentComponent).
+// chart's defaults and what docs/install.md tells a user to set (a gossip
+// key: the chart refuses to run gossip without one), and the image (the
+// lab's marker, never pulled: its kubelet stand-ins run this binary).
+// Nothing else: the lab measures what a default install runs.
 func helmTemplateArgs(chartDir, gossipKey string) []string {
 	return []string{"template", ChartRelease, chartDir,
 		"--namespace", ChartNamespace,
 		"--set", "image.repository=" + kubelet.MooringImage,
 		"--set", "agent.gossipKey.value=" + gossipKey,
-		"--set", "agent.flags.fastEndpointEviction=true",
 	}
 }
 
@@ -179,4 +179,10 @@ func applyRank(u *unstructured.Unstructured) int {
 		return 3
 	}
 	return 2
+}
+
+// ChartTemplateArgs are the `helm template` arguments `lab up
+// --install=chart` renders chartDir with (gossipKey as the key).
+func ChartTemplateArgs(chartDir, gossipKey string) []string {
+	return helmTemplateArgs(chartDir, gossipKey)
 }

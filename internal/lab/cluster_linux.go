@@ -173,6 +173,9 @@ func (c *Cluster) build(ctx context.Context) error {
 	if c.pki, err = newPKI(c.paths.PKI, sans); err != nil {
 		return err
 	}
+	if err := writeGossipKey(c.paths); err != nil {
+		return fmt.Errorf("lab: gossip key: %w", err)
+	}
 	fwdLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("lab: listening for kubectl: %w", err)
