@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # Builds the reference CNI plugins bridge, ptp, loopback and host-local
 # (containernetworking/plugins, pinned in this module's go.mod) into a cache
-# folder keyed by go.mod, go.sum and this script, and prints that folder as
+# folder keyed by go.mod, go.sum and this script's commands (lib/cache.sh: cache_key), and prints that folder as
 # the last line. A warm cache costs a hash. Static (CGO_ENABLED=0), as
 # mooring-ipam is built: the latency benchmark compares the two, and a
 # dynamically linked host-local pays the dynamic loader on every call.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+. "$here/../lib/cache.sh"
+key=$(cache_key "$here/build.sh" "$here/go.mod" "$here/go.sum")
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/mooring/cniplugins"
 out="$cache/$key"
 bins=(bridge ptp loopback host-local)
 have() { for b in "${bins[@]}"; do [ -x "$out/$b" ] || return 1; done; }
-. "$here/../lib/cache.sh"
 if ! have; then
   # One build at a time per cache: a second caller waits (saying for whom),
   # then finds it done.

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds helm from Go modules into a cache folder keyed by this module's
-# go.mod, go.sum and this script, and prints that folder as the last line.
+# go.mod, go.sum and this script's commands, and prints that folder as the last line.
 # A warm cache costs a hash.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+. "$here/../lib/cache.sh"
+key=$(cache_key "$here/build.sh" "$here/go.mod" "$here/go.sum")
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/mooring/helm"
 out="$cache/$key"
-. "$here/../lib/cache.sh"
 if [ ! -x "$out/helm" ]; then
   # One build at a time per cache: a second caller waits (saying for whom),
   # then finds it done.

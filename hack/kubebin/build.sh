@@ -2,20 +2,20 @@
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-proxy,
 # kube-scheduler and kubectl (v1.37.2, matching the apiserver) from Go
 # modules into a per-user cache folder keyed by this module's go.mod, go.sum
-# and this script, and prints that folder as the last line. A warm cache
+# and this script's commands, and prints that folder as the last line. A warm cache
 # costs a hash, so a second clone of the repository starts in seconds.
 #
 # The cache is ${MOORING_KUBEBIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/mooring/kubebin}/<key>,
 # with <cache>/current pointing at the newest build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/etcd/main.go" | sha256sum | cut -c1-16)
+. "$here/../lib/cache.sh"
+key=$(cache_key "$here/build.sh" "$here/go.mod" "$here/go.sum" "$here/etcd/main.go")
 cache="${MOORING_KUBEBIN_CACHE:-${XDG_CACHE_HOME:-${HOME:?neither XDG_CACHE_HOME nor HOME is set}/.cache}/mooring/kubebin}"
 out="$cache/$key"
 bins=(etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubectl)
 have=1
 for b in "${bins[@]}"; do [ -x "$out/$b" ] || have=0; done
-. "$here/../lib/cache.sh"
 if [ "$have" = 0 ]; then
   # One build at a time per cache: a second caller waits (saying for whom),
   # then finds it done.

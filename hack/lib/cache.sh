@@ -45,3 +45,12 @@ cache_start() {
 cache_done() {
   echo "$1: built in $((SECONDS - _cache_t0)) s" >&2
 }
+
+# cache_key SCRIPT FILE... prints the cache key: a hash of the files the
+# build is made of and of SCRIPT's commands, without its comments,
+# messages and locking, so that editing those rebuilds nothing.
+cache_key() {
+  local script=$1
+  shift
+  { cat "$@"; grep -vE '^[[:space:]]*(#|$|echo |cache_[a-z_]+ |\. )' "$script"; } | sha256sum | cut -c1-16
+}

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds MetalLB's controller and speaker (go.universe.tf/metallb, pinned in
 # this module's go.mod) into a per-user cache folder keyed by go.mod, go.sum
-# and this script, copies MetalLB's CRDs from the module's source
+# and this script's commands, copies MetalLB's CRDs from the module's source
 # (config/crd/bases in the module zip) next to them, and prints that folder as
 # the last line. A warm cache costs a hash.
 #
@@ -9,11 +9,11 @@
 # <cache>/current pointing at the newest build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+. "$here/../lib/cache.sh"
+key=$(cache_key "$here/build.sh" "$here/go.mod" "$here/go.sum")
 cache="${XDG_CACHE_HOME:-${HOME:?neither XDG_CACHE_HOME nor HOME is set}/.cache}/mooring/metallb"
 out="$cache/$key"
 done_() { [ -x "$out/controller" ] && [ -x "$out/speaker" ] && [ -d "$out/crds" ]; }
-. "$here/../lib/cache.sh"
 if ! done_; then
   # One build at a time per cache: a second caller waits (saying for whom),
   # then finds it done.

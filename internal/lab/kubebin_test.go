@@ -160,3 +160,28 @@ done
 		}
 	}
 }
+
+// The cache key covers what a build is made of, not how a build script
+// talks: editing a comment or a message rebuilds nothing, editing a
+// command does.
+func TestCacheKeyIgnoresCommentsAndMessages(t *testing.T) {
+	dir := t.TempDir()
+	key := func(script string) string {
+		p := filepath.Join(dir, "build.sh")
+		if err := os.WriteFile(p, []byte(script), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command("bash", "-c", `. ../../hack/lib/cache.sh && cache_key "$1" ../../hack/kubebin/go.mod`, "_", p).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	base := key("set -e\n# builds it\necho building >&2\ncache_start x y z\ngo build -o out ./x\n")
+	if k := key("set -e\n# builds it, now with more words\n\necho \"building, slowly\" >&2\ncache_start x y z w\ngo build -o out ./x\n"); k != base {
+		t.Errorf("a comment or message edit changed the key: %s -> %s", base, k)
+	}
+	if k := key("set -e\n# builds it\necho building >&2\ncache_start x y z\ngo build -trimpath -o out ./x\n"); k == base {
+		t.Error("a changed go build command kept the key")
+	}
+}
