@@ -34,3 +34,30 @@ func TestReadmeNamesEveryDebianPackage(t *testing.T) {
 		}
 	}
 }
+
+// Every table of docs/benchmarks.md says which configuration it ran with:
+// its section has a **Settings:** line before it (the terms are defined
+// at the top of the file).
+func TestEveryBenchmarkTableNamesItsSettings(t *testing.T) {
+	b, err := os.ReadFile("../../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section, settings, tables := "(top)", false, 0
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			section, settings = line, false
+		case strings.HasPrefix(line, "**Settings:**"):
+			settings = true
+		case strings.HasPrefix(line, "|---") || strings.HasPrefix(line, "| ---"):
+			tables++
+			if !settings && section != "## Settings the tables name" {
+				t.Errorf("docs/benchmarks.md %q: a table without a **Settings:** line before it in its section", section)
+			}
+		}
+	}
+	if tables < 20 {
+		t.Fatalf("found %d tables in docs/benchmarks.md", tables)
+	}
+}
