@@ -82,7 +82,7 @@ func PinValues(values []byte, repo, digest string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-var imageLine = regexp.MustCompile(`(?m)^(\s*(?:- )?image: )(\S+)$`)
+var imageLine = regexp.MustCompile(`(?m)^(\s*(?:- )?image: )"?([^"\s]+)"?$`)
 
 // Manifests renders config/ as one file: the CRDs, then `kubectl
 // kustomize` of config/controller and config/agent, every Mooring image
