@@ -26,17 +26,17 @@ type flags struct {
 // error when wrong): the controller's and pod IPAM's own checks, on a
 // stand-in client config that carries the flags' rate limits.
 func (f *flags) validate() error {
+	cfg := f.cfg
+	cfg.REST, cfg.Log = &rest.Config{QPS: f.qps, Burst: f.burst}, slog.New(slog.DiscardHandler)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	pod, err := f.podIPAM.config()
 	if err != nil {
 		return err
 	}
 	pod.Namespace = f.cfg.LeaseNamespace
-	if err := pod.Validate(); err != nil {
-		return err
-	}
-	cfg := f.cfg
-	cfg.REST, cfg.Log = &rest.Config{QPS: f.qps, Burst: f.burst}, slog.New(slog.DiscardHandler)
-	return cfg.Validate()
+	return pod.Validate()
 }
 
 // NewCommand builds `mooring controller`.
