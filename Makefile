@@ -5,7 +5,7 @@ GO ?= go
 CONTROLLER_GEN := bin/controller-gen
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build test demo deps kubebin generate verify vet unit bench clean image push helm release
+.PHONY: all build test demo deps kubebin generate verify vet unit bench clean image push helm release labimages containerd
 
 all: build
 
@@ -30,9 +30,11 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 
 generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=config/crd
-	$(CONTROLLER_GEN) rbac:roleName=mooring-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac/controller
-	$(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac/agent
-	$(CONTROLLER_GEN) rbac:roleName=mooring-pod-ipam paths=./internal/podipamctl/... output:rbac:artifacts:config=config/rbac/podipam
+	@# One role per component and feature: every +kubebuilder:rbac marker
+	@# names its role (roleName=mooring-<role>), and hack/rbac writes each to
+	@# config/rbac/<role>/role.yaml; a marker without one is refused.
+	{ $(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:stdout && \
+	  $(CONTROLLER_GEN) rbac:roleName=unnamed paths="{./internal/controller/...,./internal/podipamctl/...}" output:rbac:stdout; } | $(GO) run ./hack/rbac
 	$(GO) run ./hack/chart
 
 # verify fails when generated files, gofmt or go mod tidy are stale.
@@ -51,6 +53,8 @@ test: deps
 	echo "control-plane binaries: $$MOORING_KUBEBIN"; \
 	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
 	MOORING_METALLB=$$(hack/metallb/build.sh | tail -n 1); export MOORING_METALLB; \
+	MOORING_CONTAINERD=$$(hack/containerd/build.sh | tail -n 1); export MOORING_CONTAINERD; \
+	$(MAKE) --no-print-directory labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
 	$(MAKE) --no-print-directory vet verify; \
 	$(GO) test -count=1 -timeout 30m ./...
 
@@ -98,6 +102,19 @@ release:
 	@$(MAKE) --no-print-directory image VERSION=$(VERSION) >/dev/null
 	@HELM=$$(hack/helm/build.sh | tail -n 1)/helm; KUBECTL=$$(hack/kubebin/build.sh | tail -n 1)/kubectl; \
 	$(GO) run ./hack/release --version "$(VERSION)" --out dist --image-repo "$(IMAGE_REPO)" --helm "$$HELM" --kubectl "$$KUBECTL"
+
+# labimages builds the lab's echo and pause images (one static binary each,
+# this machine's platform) into dist/echo.oci.tar and dist/pause.oci.tar:
+# real nodes (lab up --runtime=containerd) import them with the Mooring
+# image of `make image`, as no registry is reachable. Prints dist last.
+labimages:
+	@$(GO) run ./hack/image lab --version $(VERSION) --out dist
+
+# containerd builds containerd, its runc shim and ctr from Go modules
+# (cached per user in ~/.cache/mooring/containerd) for the lab's real nodes
+# and prints their folder last.
+containerd:
+	@hack/containerd/build.sh
 
 # helm builds helm from Go modules (cached) and prints its folder last.
 helm:

@@ -74,6 +74,7 @@ type AgentMetrics struct {
 	PolicyProblems  float64 // mooring_agent_policy_problems
 	WriteErrors     float64 // mooring_agent_api_writes_total{result="error"}
 	OwnershipLosses float64 // mooring_agent_ownership_changes_total{change="lost"}
+	GossipInsecure  float64 // mooring_members_insecure
 }
 
 // Service is one LoadBalancer Service.
@@ -166,6 +167,7 @@ var Checks = []Check{
 	{"split-brain", checkSplitBrain},
 	{"agent-counters", checkCounters},
 	{"agent-config", checkAgentConfig},
+	{"gossip-key", checkGossipKey},
 }
 
 // Run runs every check and returns the findings, problems first.
