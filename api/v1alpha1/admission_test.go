@@ -83,6 +83,14 @@ func TestPoolAdmission(t *testing.T) {
 		{"namespaces", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.Namespaces = []string{"shop", "web-1"} }), ""},
 		{"namespace not a DNS label", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.Namespaces = []string{"Shop_1"} }), "spec.namespaces[0]"},
 		{"namespace twice", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.Namespaces = []string{"a", "a"} }), "Duplicate value"},
+		{"selector terms", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) {
+			s.SelectorTerms = []mooringv1.PoolSelectorTerm{{Namespaces: []string{"shop"}},
+				{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "shop"}}, ServiceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "front"}}}}
+		}), ""},
+		{"empty selector term", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.SelectorTerms = []mooringv1.PoolSelectorTerm{{}} }), "a selector term must set namespaces, namespaceSelector or serviceSelector"},
+		{"selector term namespace not a DNS label", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) {
+			s.SelectorTerms = []mooringv1.PoolSelectorTerm{{Namespaces: []string{"Shop_1"}}}
+		}), "spec.selectorTerms[0].namespaces[0]"},
 		{"all options", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) {
 			s.AutoAssign, s.AvoidBuggyIPs, s.Priority = ptr(false), true, ptr(int32(3))
 		}), ""},

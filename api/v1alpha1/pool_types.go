@@ -105,6 +105,20 @@ type LoadBalancerIPPoolSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Namespaces []string `json:"namespaces,omitempty"`
 
+	// SelectorTerms, when set, restricts the pool to Services that match at
+	// least one term: the terms are ORed, and within a term every field
+	// that is set must match. serviceSelector, namespaceSelector and
+	// namespaces above still apply on top. One selector cannot say MetalLB's
+	// serviceAllocation rule (namespaces listed OR selected by any of
+	// several namespaceSelectors, AND any of several serviceSelectors);
+	// terms can, one per (namespace rule, service selector) pair, and
+	// `mooring import metallb` writes them so.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	SelectorTerms []PoolSelectorTerm `json:"selectorTerms,omitempty"`
+
 	// Priority orders pools when several match a Service: the LOWER number
 	// is tried first (as MetalLB's serviceAllocation.priority); pools without
 	// a priority come after every pool with one. Among equals the older pool
@@ -112,6 +126,33 @@ type LoadBalancerIPPoolSpec struct {
 	//
 	// +optional
 	Priority *int32 `json:"priority,omitempty"`
+}
+
+// PoolSelectorTerm is one way a Service may match a pool (see
+// selectorTerms): every field that is set must match.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.namespaces) || has(self.namespaceSelector) || has(self.serviceSelector)",message="a selector term must set namespaces, namespaceSelector or serviceSelector (an empty term would match every Service: leave selectorTerms out instead)"
+type PoolSelectorTerm struct {
+	// Namespaces: the Service is in one of these namespaces.
+	//
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespaces []string `json:"namespaces,omitempty"`
+
+	// NamespaceSelector matches the labels of the Service's namespace.
+	//
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// ServiceSelector matches the Service's labels, plus
+	// mooring.dev/service-namespace and mooring.dev/service-name.
+	//
+	// +optional
+	ServiceSelector *metav1.LabelSelector `json:"serviceSelector,omitempty"`
 }
 
 // FamilyUsage counts a pool's addresses of one IP family. Counts are decimal

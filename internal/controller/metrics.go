@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/mooringlb/mooring/internal/buildinfo"
 	"github.com/mooringlb/mooring/internal/lbipam"
 )
 
@@ -19,6 +20,7 @@ type metrics struct {
 	allocations prometheus.Counter
 	outside     prometheus.Gauge
 	adoptOnly   *prometheus.GaugeVec
+	buildInfo   prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -48,7 +50,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mooring_lbipam_adopt_only_services",
 			Help: "Services without a loadBalancerClass that --adopt-only leaves to another controller, by state: in_pools (every held address lies in a pool), outside_pools, no_address. Switch --adopt-only off when outside_pools is 0.",
 		}, []string{"state"}),
+		buildInfo: f.NewGauge(prometheus.GaugeOpts{
+			Name:        "mooring_controller_build_info",
+			Help:        "Always 1; the labels say which build runs: the version and commit `mooring version` and /version report.",
+			ConstLabels: buildinfo.Get().Labels(),
+		}),
 	}
+	m.buildInfo.Set(1)
 	return m
 }
 

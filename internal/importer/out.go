@@ -6,8 +6,8 @@ import (
 
 // The Mooring objects the importer writes. They mirror api/v1alpha1's JSON
 // exactly (the round-trip test decodes them into the API types); the fields
-// autoAssign, avoidBuggyIPs, namespaces and priority are the ones the
-// MetalLB mapping needs.
+// autoAssign, avoidBuggyIPs, namespaces, selectorTerms and priority are the
+// ones the MetalLB mapping needs.
 
 // APIVersion is the Mooring API version the importer writes.
 const APIVersion = "mooring.dev/v1alpha1"
@@ -39,7 +39,16 @@ type PoolSpec struct {
 	ServiceSelector   *metav1.LabelSelector `json:"serviceSelector,omitempty"`
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 	Namespaces        []string              `json:"namespaces,omitempty"`
+	SelectorTerms     []SelectorTerm        `json:"selectorTerms,omitempty"`
 	Priority          *int32                `json:"priority,omitempty"`
+}
+
+// SelectorTerm is PoolSelectorTerm: every field set must match; a pool's
+// terms are ORed.
+type SelectorTerm struct {
+	Namespaces        []string              `json:"namespaces,omitempty"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	ServiceSelector   *metav1.LabelSelector `json:"serviceSelector,omitempty"`
 }
 
 // Pool is a LoadBalancerIPPool.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/mooringlb/mooring/internal/netlab"
 )
 
 // Fault is a data-plane fault `lab up --fault` injects, so the operator's
@@ -16,6 +18,36 @@ type Fault struct {
 	SlowNewPods time.Duration
 	// Node is the affected node; empty means the last node.
 	Node string
+}
+
+// validate checks the fault against the lab's other settings: its node
+// must be one of the lab's (node-1..node-N), and it needs the lab's static
+// pod addresses.
+func (f Fault) validate(c *Config) error {
+	if f.SlowNewPods <= 0 {
+		return nil
+	}
+	if c.usesPodIPAM() {
+		return fmt.Errorf("lab: --fault works with the lab's static pod addresses only: drop --pod-ipam=%s or --fault", c.PodIPAM)
+	}
+	if f.Node == "" {
+		return nil
+	}
+	for i := 1; i <= c.Nodes; i++ {
+		if f.Node == netlab.NodeName(i) {
+			return nil
+		}
+	}
+	return fmt.Errorf("lab: --fault %s: no node %q in this lab (its nodes are %s..%s)", f, f.Node, netlab.NodeName(1), netlab.NodeName(c.Nodes))
+}
+
+// String is the fault as --fault takes it.
+func (f Fault) String() string {
+	s := "slow-new-pods=" + f.SlowNewPods.String()
+	if f.Node != "" {
+		s += "@" + f.Node
+	}
+	return s
 }
 
 // ParseFault reads "slow-new-pods=20s" or "slow-new-pods=20s@node-2".

@@ -58,6 +58,18 @@ type Pool struct {
 	ServiceSelector   Selector // nil: every Service
 	NamespaceSelector Selector // nil: every namespace
 	Namespaces        []string // empty: every namespace
+	// Terms, when not empty, also require the Service to match at least
+	// one term (MetalLB's serviceAllocation: namespaces listed OR
+	// selected, AND any service selector, written as an OR of ANDs).
+	Terms []Term
+}
+
+// Term is one way a Service may match a pool: every field that is set
+// must match (nil or empty: any).
+type Term struct {
+	ServiceSelector   Selector
+	NamespaceSelector Selector
+	Namespaces        []string
 }
 
 // ServiceKey names a Service.

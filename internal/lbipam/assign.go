@@ -38,8 +38,17 @@ func (m *matcher) matches(p *pool) bool {
 		return false
 	case len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, m.svc.Key.Namespace):
 		return false
+	case len(p.Terms) > 0 && !slices.ContainsFunc(p.Terms, m.matchesTerm):
+		return false
 	}
 	return true
+}
+
+// matchesTerm says whether the Service matches every field t sets.
+func (m *matcher) matchesTerm(t Term) bool {
+	return (t.ServiceSelector == nil || t.ServiceSelector.Matches(m.labels)) &&
+		(t.NamespaceSelector == nil || t.NamespaceSelector.Matches(m.svc.NamespaceLabels)) &&
+		(len(t.Namespaces) == 0 || slices.Contains(t.Namespaces, m.svc.Key.Namespace))
 }
 
 // automatic reports whether p may hand the Service an address it did not
@@ -51,9 +60,10 @@ func (m *matcher) automatic(p *pool) bool {
 
 // candidates are the enabled pools that may hand the Service an address it
 // did not request, in allocation order, or the problem explaining why there
-// are none.
-func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
-	var cands, disabled, manual []*pool
+// are none; disabled are the disabled pools that select the Service, which
+// every reason names.
+func (a *Allocator) candidates(m *matcher) (cands, disabled []*pool, prob *Problem) {
+	var manual []*pool
 	for _, p := range a.pools {
 		switch {
 		case !m.matches(p):
@@ -66,7 +76,7 @@ func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
 		}
 	}
 	if len(cands) > 0 {
-		return cands, nil
+		return cands, disabled, nil
 	}
 	if len(m.svc.Pools) > 0 {
 		var unknown []string
@@ -76,10 +86,10 @@ func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
 			}
 		}
 		if len(unknown) == len(m.svc.Pools) {
-			return nil, poolNotFoundProblem(m.svc, unknown)
+			return nil, disabled, poolNotFoundProblem(m.svc, unknown)
 		}
 	}
-	return nil, noPoolProblem(m.svc, names(disabled), names(manual))
+	return nil, disabled, noPoolProblem(m.svc, names(disabled), names(manual))
 }
 
 // decision is the plan for one family before anything is committed, so a
@@ -300,10 +310,19 @@ func sharesWith(s Service, ns string) bool {
 // the Service's sharing key (compatible, in a candidate pool), else the
 // first free address of the candidate pools in order.
 func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Problem) {
-	cands, prob := a.candidates(m)
+	addr, prob := a.pickFrom(svc, m, f)
 	if prob != nil {
 		prob.Family = f
-		return netip.Addr{}, prob
+	}
+	return addr, prob
+}
+
+// pickFrom is pick; every problem also names the disabled pools that
+// select the Service (the operator may have disabled the one it needs).
+func (a *Allocator) pickFrom(svc Service, m *matcher, f Family) (netip.Addr, *Problem) {
+	cands, disabled, prob := a.candidates(m)
+	if prob != nil {
+		return netip.Addr{}, alsoDisabled(prob, disabled)
 	}
 	var withF []*pool
 	for _, p := range cands {
@@ -312,7 +331,7 @@ func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Proble
 		}
 	}
 	if len(withF) == 0 {
-		return netip.Addr{}, familyUnavailableProblem(svc, f, names(cands))
+		return netip.Addr{}, alsoDisabled(familyUnavailableProblem(svc, f, cands), disabled)
 	}
 	if addr := a.joinShared(svc, withF, f); addr.IsValid() {
 		return addr, nil
@@ -330,7 +349,7 @@ func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Proble
 			}
 		}
 	}
-	return netip.Addr{}, a.exhaustedProblem(svc, f, withF)
+	return netip.Addr{}, alsoDisabled(a.exhaustedProblem(svc, f, withF), disabled)
 }
 
 // firstFree returns the first address of r that is free, that p does not

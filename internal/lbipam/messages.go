@@ -54,10 +54,36 @@ func noPoolProblem(svc Service, disabled, manual []string) *Problem {
 		svcRef(svc))
 }
 
-func familyUnavailableProblem(svc Service, f Family, pools []string) *Problem {
+func familyUnavailableProblem(svc Service, f Family, pools []*pool) *Problem {
+	var broken []string
+	for _, p := range pools {
+		for _, msg := range p.badFamily[f] {
+			broken = append(broken, fmt.Sprintf("pool %q %s", p.Name, msg))
+		}
+	}
+	if len(broken) > 0 {
+		return problem(f, ReasonFamilyUnavailable,
+			"no pool selecting %s has usable IPv%d addresses: its IPv%d block(s) are invalid (%s): fix the block(s) or drop IPv%d from spec.ipFamilies",
+			svcRef(svc), f, f, strings.Join(broken, "; "), f)
+	}
 	return problem(f, ReasonFamilyUnavailable,
 		"no pool selecting %s has IPv%d addresses (pools %s): add an IPv%d block to one of them or drop IPv%d from spec.ipFamilies",
-		svcRef(svc), f, quoteList(pools), f, f)
+		svcRef(svc), f, quoteList(names(pools)), f, f)
+}
+
+// alsoDisabled adds to prob the disabled pools that select the Service,
+// unless the message names them already.
+func alsoDisabled(prob *Problem, disabled []*pool) *Problem {
+	var missing []string
+	for _, p := range disabled {
+		if !strings.Contains(prob.Message, strconv.Quote(p.Name)) {
+			missing = append(missing, p.Name)
+		}
+	}
+	if len(missing) > 0 {
+		prob.Message += fmt.Sprintf(" (pool(s) %s also select it but are disabled: enabling one would serve it)", quoteList(missing))
+	}
+	return prob
 }
 
 func (a *Allocator) exhaustedProblem(svc Service, f Family, pools []*pool) *Problem {

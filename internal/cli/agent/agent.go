@@ -3,6 +3,7 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -30,13 +31,21 @@ leases, no API writes for the election. When a node dies, the next node in
 the ranking takes over within about a second and announces the move with
 gratuitous ARP and unsolicited neighbour advertisements.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		// The flags are checked before the agent starts anything: a wrong
+		// one is a usage error (exit 2), not a failed agent.
+		PreRunE: func(*cobra.Command, []string) error {
 			if cfg.NodeName == "" {
 				cfg.NodeName = os.Getenv(EnvNodeName)
 			}
 			if cfg.MetricsAddr == cliutil.MetricsDisabled {
 				cfg.MetricsAddr = "" // the shared wording: "0" disables it
 			}
+			if r := cfg.PodIPAM.Routes; r != "direct" && r != "none" {
+				return fmt.Errorf("--pod-routes %q: use direct or none", r)
+			}
+			return cfg.Validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Log = deps.Log.With("component", "agent")
 			return agent.Run(cmd.Context(), cfg)
 		},

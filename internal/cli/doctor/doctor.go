@@ -42,7 +42,8 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		Short: "Check the cluster for what breaks LoadBalancer addresses: pools off-subnet, stale ARP responders, kube-proxy strictARP, other load balancers, split brain, agent error counters",
 		Long: "doctor reads the cluster (read-only) and each node's agent metrics (when reachable) and reports problems with their fix.\n" +
 			"It exits 1 when it finds a problem, 0 otherwise.",
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return o.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.RESTConfig(o.Kubeconfig, 20, 40)
 			if err != nil {
@@ -71,6 +72,18 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	f.IntVar(&o.MetricsPort, "agent-metrics-port", o.MetricsPort, "agent metrics port on each node's InternalIP; 0 skips node metrics")
 	f.BoolVar(&o.All, "all", false, "also print informational findings")
 	return cmd
+}
+
+// validate checks the flags' values (a usage error when wrong).
+func (o Options) validate() error {
+	if o.Output != "table" && o.Output != "json" {
+		return fmt.Errorf("-o %q: use table or json", o.Output)
+	}
+	if o.MetricsPort < 0 || o.MetricsPort > 65535 {
+		return fmt.Errorf("--agent-metrics-port %d: use 1..65535, or 0 to skip node metrics", o.MetricsPort)
+	}
+	_, err := ParseSubnets(o.NodeSubnets)
+	return err
 }
 
 // ParseSubnets reads --node-subnet values.

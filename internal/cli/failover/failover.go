@@ -107,6 +107,7 @@ killed, and the output says so.`,
 			}
 			return nil
 		},
+		PreRunE: func(*cobra.Command, []string) error { return o.validate() },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return run(cmd.Context(), deps, o, args[0])
 		},
@@ -146,6 +147,8 @@ func bindFlags(f *pflag.FlagSet, o *options) {
 	f.StringVar(&o.clientNetNS, "client-netns", "", "be the client from this network namespace (a path such as /run/netns/NAME or /proc/PID/task/TID/ns/net): requests leave from it and its neighbour table is read")
 }
 
+// validate checks the flags' values before anything is measured (a
+// usage error when wrong).
 func (o options) validate() error {
 	switch {
 	case o.output != "table" && o.output != "json":
@@ -154,14 +157,29 @@ func (o options) validate() error {
 		return errors.New("--soft and --kill-command exclude each other: pick one way to kill")
 	case !o.soft && o.killCommand == "":
 		return errors.New("say how to kill the announcing node: --kill-command '...{node}...' for a hard failover, or --soft to delete its agent pod")
+	case o.runs < 1:
+		return fmt.Errorf("--runs %d: measure at least 1 failover", o.runs)
+	case o.rate <= 0 || o.timeout <= 0:
+		return fmt.Errorf("--rate %v and --timeout %s must be positive", o.rate, o.timeout)
+	case o.quiet <= 0 || o.maxRun <= 0 || o.warmup <= 0 || o.settleTimeout <= 0 || o.settle < 0:
+		return errors.New("--quiet, --max-run, --warmup and --settle-timeout must be positive, --settle not negative")
+	case o.scheme != "http" && o.scheme != "https" && o.scheme != "tcp":
+		return fmt.Errorf("--scheme %q: use http, https or tcp", o.scheme)
+	}
+	if o.address != "" {
+		if _, err := netip.ParseAddr(o.address); err != nil {
+			return fmt.Errorf("--address %q is not an IP address", o.address)
+		}
+	}
+	for _, s := range o.nodeMACs {
+		if _, err := fo.ParseNodeMAC(s); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error {
-	if err := o.validate(); err != nil {
-		return err
-	}
 	var macs fo.NodeMACs
 	for _, s := range o.nodeMACs {
 		m, err := fo.ParseNodeMAC(s)

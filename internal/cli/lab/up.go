@@ -49,6 +49,22 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
   sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes
   sudo bin/mooring lab up --runtime=containerd --install=chart   # real kubelets and containerd run the chart's pods`,
 		Args: cobra.NoArgs,
+		// Flag mistakes are usage errors (exit 2), found before anything
+		// is built or looked for.
+		PreRunE: func(*cobra.Command, []string) error {
+			if fault != "" {
+				var err error
+				if cfg.Fault, err = lab.ParseFault(fault); err != nil {
+					return err
+				}
+			}
+			check := cfg
+			check.Mooring = !noMooring
+			if metallb {
+				check.MetalLB = "--metallb"
+			}
+			return check.ValidateFlags()
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
 			// SIGPIPE caught, a write to a closed pipe fails with EPIPE (and
@@ -62,49 +78,13 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 				return err
 			}
 			cfg.Self, cfg.Log, cfg.StateDir, cfg.Mooring = self, deps.Log, *stateDir, !noMooring
-			if cfg.KubeBin == "" {
-				cfg.KubeBin = lab.FindKubeBin()
-			}
-			if cfg.CRDDir == "" {
-				cfg.CRDDir = lab.FindCRDDir(self)
-			}
-			if cfg.Install == lab.InstallChart {
-				if cfg.Helm == "" {
-					cfg.Helm = lab.FindHelm()
-				}
-				if cfg.ChartDir == "" {
-					cfg.ChartDir = lab.FindChartDir(self)
-				}
-			}
-			if metallb {
-				if cfg.MetalLB = lab.FindMetalLB(); cfg.MetalLB == "" {
-					return fmt.Errorf("--metallb: MetalLB is not built: run `make metallb` (or set %s to the folder it prints)", lab.EnvMetalLB)
-				}
-			}
-			if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
-				if fault != "" {
-					return cliutil.UsageError{Err: fmt.Errorf("--fault works with the lab's static pod addresses only: drop --pod-ipam=%s or --fault", cfg.PodIPAM)}
-				}
-				if cfg.CNIPlugins == "" {
-					cfg.CNIPlugins = lab.FindCNIPlugins()
-				}
-				if cfg.IPAMPlugin == "" {
-					cfg.IPAMPlugin = lab.FindIPAMPlugin(self)
-				}
+			if err := findTools(&cfg, self, metallb); err != nil {
+				return err
 			}
 			if err := fillRuntime(&cfg, self); err != nil {
 				return err
 			}
-			var flt lab.Fault
-			if fault != "" {
-				if flt, err = lab.ParseFault(fault); err != nil {
-					return err
-				}
-			}
 			return lab.Run(cmd.Context(), cfg, func(r *lab.Ready) {
-				if err := r.Cluster.StartFault(cmd.Context(), flt); err != nil {
-					deps.Log.Error("injecting the fault failed", "fault", fault, "err", err)
-				}
 				printReady(deps.Streams.Out, r, self, *stateDir)
 			})
 		},
@@ -128,6 +108,38 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	addRuntimeFlags(f, &cfg)
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
+}
+
+// findTools fills in the folders and programs the flags left out.
+func findTools(cfg *lab.Config, self string, metallb bool) error {
+	if cfg.KubeBin == "" {
+		cfg.KubeBin = lab.FindKubeBin()
+	}
+	if cfg.CRDDir == "" {
+		cfg.CRDDir = lab.FindCRDDir(self)
+	}
+	if cfg.Install == lab.InstallChart {
+		if cfg.Helm == "" {
+			cfg.Helm = lab.FindHelm()
+		}
+		if cfg.ChartDir == "" {
+			cfg.ChartDir = lab.FindChartDir(self)
+		}
+	}
+	if metallb {
+		if cfg.MetalLB = lab.FindMetalLB(); cfg.MetalLB == "" {
+			return fmt.Errorf("--metallb: MetalLB is not built: run `make metallb` (or set %s to the folder it prints)", lab.EnvMetalLB)
+		}
+	}
+	if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
+		if cfg.CNIPlugins == "" {
+			cfg.CNIPlugins = lab.FindCNIPlugins()
+		}
+		if cfg.IPAMPlugin == "" {
+			cfg.IPAMPlugin = lab.FindIPAMPlugin(self)
+		}
+	}
+	return nil
 }
 
 // printReady prints the lines `lab up --help` promises. Write errors are

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"time"
@@ -84,6 +85,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		},
 	}
 	for _, c := range []*cobra.Command{plan, run} {
+		c.PreRunE = func(*cobra.Command, []string) error { return o.validate() }
 		f := c.Flags()
 		cliutil.AddKubeconfigFlag(c, &o.Kubeconfig)
 		f.StringVar(&o.Namespace, "metallb-namespace", o.Namespace, "MetalLB's namespace")
@@ -100,6 +102,24 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	mlb.AddCommand(plan, run)
 	cmd.AddCommand(mlb)
 	return cmd
+}
+
+// validate checks the flags' values (a usage error when wrong).
+func (o *Options) validate() error {
+	switch {
+	case o.Output != "text" && o.Output != "json":
+		return fmt.Errorf("-o %q: use text or json", o.Output)
+	case o.ProbeInterval <= 0 || o.CheckTimeout <= 0:
+		return fmt.Errorf("--probe-interval %s and --check-timeout %s must be positive", o.ProbeInterval, o.CheckTimeout)
+	case o.Namespace == "" || o.ImportFile == "" || o.SaveDir == "":
+		return fmt.Errorf("--metallb-namespace, --import-file and --save-dir must not be empty")
+	}
+	if o.Probe != "" {
+		if u, err := url.Parse(o.Probe); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--probe %q: give an http:// or https:// URL through a LoadBalancer address, e.g. http://192.0.2.10/", o.Probe)
+		}
+	}
+	return nil
 }
 
 func clients(o *Options) (kubernetes.Interface, dynamic.Interface, error) {

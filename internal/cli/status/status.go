@@ -87,12 +87,16 @@ See docs/status.md.`,
   mooring status -n demo -o wide
   mooring status -o json | jq '.services[] | select(.problems)'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch o.Output {
-			case OutputTable, OutputWide, OutputJSON, OutputYAML:
-			default:
-				return cliutil.Usagef("-o %q: use table, wide, json or yaml", o.Output)
+		PreRunE: func(*cobra.Command, []string) error {
+			switch {
+			case o.Output != OutputTable && o.Output != OutputWide && o.Output != OutputJSON && o.Output != OutputYAML:
+				return fmt.Errorf("-o %q: use table, wide, json or yaml", o.Output)
+			case o.Since < 0:
+				return fmt.Errorf("--since %s: must not be negative (0 shows no Events)", o.Since)
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.RESTConfig(kubeconfig, 20, 40)
 			if err != nil {
 				return err
