@@ -49,6 +49,11 @@ type Config struct {
 	// KeyReloadInterval (default 10s), so a Secret can be rotated live.
 	KeyFile           string
 	KeyReloadInterval time.Duration
+	// Insecure lets the member gossip with neither SecretKey nor KeyFile:
+	// anyone who reaches its port can then join, claim a node's name and
+	// spread false deaths. Without a key and without Insecure the Config
+	// is invalid (the agent's --insecure-gossip sets it).
+	Insecure bool
 
 	// NodeCheck, if set, is the kernel's second opinion (hold.go): a member
 	// gossip declares failed stays live while its node answers it, for up
@@ -170,6 +175,13 @@ func (c Config) Validate() error {
 	}
 	if len(c.SecretKey) > 0 && c.KeyFile != "" {
 		errs = append(errs, errors.New("set SecretKey or KeyFile, not both"))
+	}
+	keyed := len(c.SecretKey) > 0 || c.KeyFile != ""
+	switch {
+	case !keyed && !c.Insecure:
+		errs = append(errs, errors.New("no gossip key: set KeyFile (the agent's --gossip-key-file: the Secret mooring-gossip-key, docs/install.md#gossip-key), or Insecure (--insecure-gossip) on a lab network only"))
+	case keyed && c.Insecure:
+		errs = append(errs, errors.New("a gossip key and Insecure (--insecure-gossip) together: drop one"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("membership: invalid config: %w", err)

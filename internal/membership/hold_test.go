@@ -32,8 +32,8 @@ func (k *fakeKernel) check(ctx context.Context, _ netip.Addr) (bool, error) {
 func checkedPair(t *testing.T, kernel *fakeKernel, loss time.Duration) (a, b *member, bcfg Config) {
 	t.Helper()
 	a, _ = runMember(t, Config{NodeName: "a", BindAddr: "127.0.0.1", NodeCheck: kernel.check,
-		NodeCheckInterval: 50 * time.Millisecond, AgentLossTimeout: loss})
-	bcfg = Config{NodeName: "b", BindAddr: "127.0.0.1", BindPort: freePort(t)}
+		NodeCheckInterval: 50 * time.Millisecond, AgentLossTimeout: loss, Insecure: true})
+	bcfg = Config{NodeName: "b", BindAddr: "127.0.0.1", BindPort: freePort(t), Insecure: true}
 	b, _ = runMember(t, bcfg)
 	waitFor(t, 5*time.Second, "a listening", func() bool { return a.Addr() != "" })
 	b.SetPeers([]string{a.Addr()})
@@ -189,7 +189,7 @@ func FuzzDecodeNodeMeta(f *testing.F) {
 // dual-stack node) are not joined again, and a missing node is joined at
 // its addresses of our family.
 func TestNodePeersKeyedByName(t *testing.T) {
-	m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", BindPort: 7946}, nil, nil)
+	m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", BindPort: 7946, Insecure: true}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

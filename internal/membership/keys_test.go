@@ -55,7 +55,7 @@ func TestGossipKeyRequired(t *testing.T) {
 	b.SetPeers([]string{a.Addr()})
 	waitFor(t, 5*time.Second, "a and b joined", func() bool { return len(a.Members()) == 2 })
 
-	noKey, _ := runMember(t, Config{NodeName: "b", BindAddr: "127.0.0.1", RejoinInterval: 100 * time.Millisecond})
+	noKey, _ := runMember(t, Config{NodeName: "b", BindAddr: "127.0.0.1", RejoinInterval: 100 * time.Millisecond, Insecure: true})
 	wrongKey, _ := runMember(t, Config{NodeName: "c", BindAddr: "127.0.0.1", RejoinInterval: 100 * time.Millisecond, KeyFile: keyFile(t, key2)})
 	noKey.SetPeers([]string{a.Addr()})
 	wrongKey.SetPeers([]string{a.Addr(), b.Addr()})

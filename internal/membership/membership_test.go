@@ -18,19 +18,21 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	ok := Config{NodeName: "n1"}
+	ok := Config{NodeName: "n1", Insecure: true}
 	if err := ok.Validate(); err != nil {
 		t.Fatalf("minimal config: %v", err)
 	}
 	bad := map[string]Config{
-		"no name":            {},
-		"bad bind addr":      {NodeName: "n", BindAddr: "eth0"},
-		"port range":         {NodeName: "n", BindPort: 70000},
-		"timeout > interval": {NodeName: "n", ProbeInterval: 100 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond},
-		"negative":           {NodeName: "n", GossipInterval: -time.Second},
-		"suspicion":          {NodeName: "n", SuspicionMult: -1},
+		"no name":            {Insecure: true},
+		"no key":             {NodeName: "n"},
+		"key and insecure":   {NodeName: "n", KeyFile: "/k", Insecure: true},
+		"bad bind addr":      {NodeName: "n", Insecure: true, BindAddr: "eth0"},
+		"port range":         {NodeName: "n", Insecure: true, BindPort: 70000},
+		"timeout > interval": {NodeName: "n", Insecure: true, ProbeInterval: 100 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond},
+		"negative":           {NodeName: "n", Insecure: true, GossipInterval: -time.Second},
+		"suspicion":          {NodeName: "n", Insecure: true, SuspicionMult: -1},
 		"key length":         {NodeName: "n", SecretKey: []byte("short")},
-		"advertise addr":     {NodeName: "n", AdvertiseAddr: "node-1"},
+		"advertise addr":     {NodeName: "n", Insecure: true, AdvertiseAddr: "node-1"},
 	}
 	for name, c := range bad {
 		if err := c.Validate(); err == nil {
@@ -89,7 +91,7 @@ func startCluster(t *testing.T, n int) []*member {
 	var ms []*member
 	logs := newTestWriter(t) // registered first, so its cleanup runs last
 	for i := range n {
-		m, err := New(Config{NodeName: fmt.Sprintf("node-%d", i+1), BindAddr: "127.0.0.1"},
+		m, err := New(Config{NodeName: fmt.Sprintf("node-%d", i+1), BindAddr: "127.0.0.1", Insecure: true},
 			slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})), prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
@@ -292,25 +294,25 @@ func runMember(t *testing.T, cfg Config) (*member, *prometheus.Registry) {
 // which is also how membership heals after a partition.
 func TestRejoinsPeerThatComesLater(t *testing.T) {
 	port := freePort(t)
-	a, _ := runMember(t, Config{NodeName: "a", BindAddr: "127.0.0.1", RejoinInterval: 100 * time.Millisecond})
+	a, _ := runMember(t, Config{NodeName: "a", BindAddr: "127.0.0.1", RejoinInterval: 100 * time.Millisecond, Insecure: true})
 	a.SetPeers([]string{fmt.Sprintf("127.0.0.1:%d", port)})
 	waitFor(t, 5*time.Second, "a listening", func() bool { return a.Addr() != "" })
 	time.Sleep(300 * time.Millisecond) // a few failed attempts
 	if got := a.Members(); !slices.Equal(got, []string{"a"}) {
 		t.Fatalf("Members() = %v before b exists", got)
 	}
-	b, _ := runMember(t, Config{NodeName: "b", BindAddr: "127.0.0.1", BindPort: port})
+	b, _ := runMember(t, Config{NodeName: "b", BindAddr: "127.0.0.1", BindPort: port, Insecure: true})
 	waitFor(t, 5*time.Second, "a and b joined", func() bool {
 		return slices.Equal(a.Members(), []string{"a", "b"}) && slices.Equal(b.Members(), []string{"a", "b"})
 	})
 }
 
 func TestRunFailsOnBusyPort(t *testing.T) {
-	a, _ := runMember(t, Config{NodeName: "a", BindAddr: "127.0.0.1"})
+	a, _ := runMember(t, Config{NodeName: "a", BindAddr: "127.0.0.1", Insecure: true})
 	waitFor(t, 5*time.Second, "a listening", func() bool { return a.Addr() != "" })
 	_, portStr, _ := net.SplitHostPort(a.Addr())
 	port, _ := strconv.Atoi(portStr)
-	b, err := New(Config{NodeName: "b", BindAddr: "127.0.0.1", BindPort: port}, nil, nil)
+	b, err := New(Config{NodeName: "b", BindAddr: "127.0.0.1", BindPort: port, Insecure: true}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
