@@ -151,7 +151,7 @@ func TestBackend(t *testing.T) {
 	must(t, c.Get(ctx, client.ObjectKey{Name: "node-a"}, &before))
 
 	for i := range 100 {
-		b.SetServices(false, services(i+1)[i:], nil)
+		b.SetServices(false, services(i + 1)[i:], nil)
 	}
 	waitFor(t, 20*time.Second, "100 routes", func() (bool, string) { return len(r.prefixes()) == 100, fmt.Sprint(len(r.prefixes())) })
 	time.Sleep(2 * time.Second) // a status write would have happened by now
