@@ -86,6 +86,7 @@ type Backend struct {
 	wake    chan struct{}
 
 	mu       sync.Mutex
+	writer   bool // this agent writes the objects' conditions
 	services map[announce.ServiceKey]announce.Service
 	fromFile *state // the state file, used until Reader is synced
 	saved    *state // last state written
@@ -118,6 +119,18 @@ func (b *Backend) Trigger() {
 	select {
 	case b.wake <- struct{}{}:
 	default:
+	}
+}
+
+// SetStatusWriter makes this agent the one that writes the BGP objects'
+// conditions (the agent's loop picks one live member for all).
+func (b *Backend) SetStatusWriter(on bool) {
+	b.mu.Lock()
+	changed := b.writer != on
+	b.writer = on
+	b.mu.Unlock()
+	if changed {
+		b.Trigger()
 	}
 }
 
@@ -184,7 +197,8 @@ func (b *Backend) settle(ctx context.Context) {
 
 // decide reads the inputs, decides for this node and applies the result.
 func (b *Backend) decide(ctx context.Context) {
-	in, live, err := b.input(ctx)
+	in, objs, err := b.input(ctx)
+	live := objs != nil
 	if err != nil {
 		b.d.Log.Warn("BGP: cannot read the BGP objects yet; keeping what is advertised", "err", err)
 		return
@@ -198,9 +212,15 @@ func (b *Backend) decide(ctx context.Context) {
 	}
 	b.mu.Lock()
 	b.last, b.problems = nr, res.Problems
+	writer := b.writer
 	b.mu.Unlock()
 	if live {
 		b.save(in)
+	}
+	if live && writer {
+		if err := writeConditions(ctx, b.d.Client, *objs, res.Problems); err != nil {
+			b.d.Log.Warn("BGP: writing conditions", "err", err)
+		}
 	}
 }
 
@@ -228,22 +248,22 @@ func (b *Backend) save(in bgp.Input) {
 	b.saved = &st
 }
 
-// input is the decision's input: live objects once the cache synced,
-// else the state file. live says which.
-func (b *Backend) input(ctx context.Context) (bgp.Input, bool, error) {
+// input is the decision's input: live objects once the cache synced
+// (returned too), else the state file (objects nil).
+func (b *Backend) input(ctx context.Context) (bgp.Input, *Objects, error) {
 	var in bgp.Input
-	live := b.d.Synced == nil || b.d.Synced()
+	var objs *Objects
 	switch {
-	case live:
-		objs, err := b.read(ctx)
+	case b.d.Synced == nil || b.d.Synced():
+		o, err := b.read(ctx)
 		if err != nil {
-			return bgp.Input{}, false, err
+			return bgp.Input{}, nil, err
 		}
-		in = Input(objs)
+		in, objs = Input(o), &o
 	case b.fromFile != nil:
 		in = b.fromFile.Input
 	default:
-		return bgp.Input{}, false, errors.New("the API server has not answered yet and there is no BGP state file")
+		return bgp.Input{}, nil, errors.New("the API server has not answered yet and there is no BGP state file")
 	}
 	in.Local = b.cfg.Node
 	b.mu.Lock()
@@ -252,7 +272,7 @@ func (b *Backend) input(ctx context.Context) (bgp.Input, bool, error) {
 		in.Services = append(in.Services, s)
 	}
 	b.mu.Unlock()
-	return in, live, nil
+	return in, objs, nil
 }
 
 // read lists the objects the decision needs. Namespaces are read only

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -173,9 +175,11 @@ func TestBackend(t *testing.T) {
 	waitFor(t, 10*time.Second, "routes refreshed from the state file", func() (bool, string) { return len(r.prefixes()) == 100, fmt.Sprint(len(r.prefixes())) })
 }
 
-// TestBackendPasswordSecret: a peer whose Secret is missing stays closed
-// with PasswordUnavailable in the BGPSpeaker.
-func TestBackendPasswordSecret(t *testing.T) {
+// TestBackendStatusAndConditions: a peer whose Secret is missing stays
+// closed with PasswordUnavailable in the BGPSpeaker; the status-writing
+// agent puts what admission could not check into the objects' conditions,
+// naming the field and the fix.
+func TestBackendStatusAndConditions(t *testing.T) {
 	if !inOwnNetns(t) {
 		return
 	}
@@ -186,9 +190,13 @@ func TestBackendPasswordSecret(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
 	must(t, c.Create(ctx, node))
 	must(t, c.Create(ctx, &mooringv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: mooringv1.BGPPeerSpec{
-		MyASN: 64512, PeerASN: ptr(int64(64500)), PeerAddress: routerAddr.String(), PasswordSecret: &mooringv1.SecretName{Name: "tor-pw"}}}))
+		MyASN: 64512, PeerASN: ptr(int64(64500)), PeerAddress: routerAddr.String(), PasswordSecret: &mooringv1.SecretName{Name: "tor-pw"},
+		BFDProfile: "fast"}}))
+	must(t, c.Create(ctx, &mooringv1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "tagged"},
+		Spec: mooringv1.BGPAdvertisementSpec{Communities: []string{"65000:1", "no-such-alias"}}}))
 	b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system"},
 		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog()})
+	b.SetStatusWriter(true)
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(bctx) }()
@@ -198,6 +206,16 @@ func TestBackendPasswordSecret(t *testing.T) {
 		err := c.Get(ctx, client.ObjectKey{Name: "node-a"}, &s)
 		return err == nil && len(s.Status.Peers) == 1 && s.Status.Peers[0].Reason == mooringv1.BGPReasonPasswordUnavailable,
 			fmt.Sprintf("%+v %v", s.Status, err)
+	})
+	waitFor(t, 10*time.Second, "conditions", func() (bool, string) {
+		var p mooringv1.BGPPeer
+		var a mooringv1.BGPAdvertisement
+		must(t, c.Get(ctx, client.ObjectKey{Name: "tor"}, &p))
+		must(t, c.Get(ctx, client.ObjectKey{Name: "tagged"}, &a))
+		pr, ar := meta.FindStatusCondition(p.Status.Conditions, "Ready"), meta.FindStatusCondition(a.Status.Conditions, "Ready")
+		ok := pr != nil && pr.Status == metav1.ConditionTrue && strings.Contains(pr.Message, `spec.bfdProfile: BFDProfile "fast" does not exist`) &&
+			ar != nil && ar.Status == metav1.ConditionFalse && strings.Contains(ar.Message, `spec.communities[1]: community alias "no-such-alias" is not defined: add it to a BGPCommunity`)
+		return ok, fmt.Sprintf("peer %+v adv %+v", p.Status.Conditions, a.Status.Conditions)
 	})
 }
 
