@@ -33,6 +33,10 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain())
 	case "garbage":
 		os.Exit(garbageMain())
+	case "web":
+		os.Exit(webMain())
+	case "client":
+		os.Exit(clientMain())
 	}
 	os.Exit(m.Run())
 }
