@@ -195,17 +195,24 @@ func mergeAttrs(old, add *Attrs, intern map[string]*Attrs) *Attrs {
 			m.LocalPref, m.HasLocalPref = a.LocalPref, true
 		}
 	}
-	key := m.Key()
-	if got, ok := intern[key]; ok {
+	m.key = m.computeKey()
+	if got, ok := intern[m.key]; ok {
 		return got
 	}
-	intern[key] = m
+	intern[m.key] = m
 	return m
 }
 
 // Key is a text equal for equal attributes, e.g. to cache what a backend
-// builds from them.
+// builds from them. Cost: O(1) for the sets Decide returns.
 func (a *Attrs) Key() string {
+	if a.key != "" {
+		return a.key
+	}
+	return a.computeKey()
+}
+
+func (a *Attrs) computeKey() string {
 	var b strings.Builder
 	fmt.Fprint(&b, a.Communities, a.Large, a.HasLocalPref, a.LocalPref)
 	return b.String()
