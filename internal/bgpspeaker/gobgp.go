@@ -83,8 +83,10 @@ func NewGoBGP(log *slog.Logger, probe Prober) *GoBGP {
 
 // globalFamilies are the indices of GoBGP's AfiSafiType enumeration
 // (oc.IntToAfiSafiTypeMap) the API's Global.Families takes: IPv4 and IPv6
-// unicast, L3VPN IPv4 and IPv6 unicast.
-var globalFamilies = []uint32{0, 1, 4, 5}
+// unicast, L3VPN IPv4 and IPv6 unicast, and route-target constraint
+// (12), whose table GoBGP's DeleteVrf uses unconditionally (without it,
+// removing a peer crashed: TestChurnAndPeerChangesResetNothing).
+var globalFamilies = []uint32{0, 1, 4, 5, 12}
 
 // Changed receives a value whenever a session changes state.
 func (g *GoBGP) Changed() <-chan struct{} { return g.changed }
