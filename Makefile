@@ -5,7 +5,7 @@ GO ?= go
 CONTROLLER_GEN := bin/controller-gen
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build test demo deps kubebin generate verify vet unit bench clean image push helm
+.PHONY: all build test demo deps kubebin generate verify vet unit bench clean image push helm labimages containerd
 
 all: build
 
@@ -51,6 +51,8 @@ test: deps
 	echo "control-plane binaries: $$MOORING_KUBEBIN"; \
 	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
 	MOORING_METALLB=$$(hack/metallb/build.sh | tail -n 1); export MOORING_METALLB; \
+	MOORING_CONTAINERD=$$(hack/containerd/build.sh | tail -n 1); export MOORING_CONTAINERD; \
+	$(MAKE) --no-print-directory labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
 	$(MAKE) --no-print-directory vet verify; \
 	$(GO) test -count=1 -timeout 30m ./...
 
@@ -82,6 +84,19 @@ push:
 	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=registry/repo:tag" >&2; exit 1; }
 	@$(MAKE) --no-print-directory image >/dev/null
 	@$(GO) run ./hack/image push --layout dist/oci --image $(IMAGE)
+
+# labimages builds the lab's echo and pause images (one static binary each,
+# this machine's platform) into dist/echo.oci.tar and dist/pause.oci.tar:
+# real nodes (lab up --runtime=containerd) import them with the Mooring
+# image of `make image`, as no registry is reachable. Prints dist last.
+labimages:
+	@$(GO) run ./hack/image lab --version $(VERSION) --out dist
+
+# containerd builds containerd, its runc shim and ctr from Go modules
+# (cached per user in ~/.cache/mooring/containerd) for the lab's real nodes
+# and prints their folder last.
+containerd:
+	@hack/containerd/build.sh
 
 # helm builds helm from Go modules (cached) and prints its folder last.
 helm:

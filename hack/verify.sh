@@ -8,7 +8,7 @@ unformatted=$(gofmt -l $(git ls-files --cached --others --exclude-standard '*.go
 if [ -n "$unformatted" ]; then
   echo "verify: gofmt would change these files (run gofmt -w):"; echo "$unformatted"; fail=1
 fi
-for m in . hack/tools hack/kubebin hack/cniplugins hack/helm hack/metallb; do
+for m in . hack/tools hack/kubebin hack/cniplugins hack/helm hack/metallb hack/containerd; do
   (cd "$m" && cp go.mod /tmp/verify.go.mod && cp go.sum /tmp/verify.go.sum && go mod tidy >/dev/null 2>&1 \
     && if ! cmp -s go.mod /tmp/verify.go.mod || ! cmp -s go.sum /tmp/verify.go.sum; then \
          echo "verify: go mod tidy changed $m/go.mod or go.sum: commit the tidied files"; \

@@ -3,6 +3,7 @@
 //
 //	go run ./hack/image build --version v0.1.0 --out dist   # prints the archive path last
 //	go run ./hack/image push --layout dist/oci --image registry/repo:tag
+//	go run ./hack/image lab --version v0.1.0 --out dist/lab # the lab's echo and pause images
 package main
 
 import (
@@ -30,15 +31,17 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: image build|push [flags]")
+		return fmt.Errorf("usage: image build|push|lab [flags]")
 	}
 	switch args[0] {
 	case "build":
 		return build(ctx, args[1:])
 	case "push":
 		return push(ctx, args[1:])
+	case "lab":
+		return lab(ctx, args[1:])
 	}
-	return fmt.Errorf("image: unknown command %q: use build or push", args[0])
+	return fmt.Errorf("image: unknown command %q: use build, push or lab", args[0])
 }
 
 func build(ctx context.Context, args []string) error {
@@ -94,5 +97,42 @@ func push(ctx context.Context, args []string) error {
 		return err
 	}
 	fmt.Println(d.String())
+	return nil
+}
+
+// lab builds the images the lab's real nodes import besides Mooring's
+// (docs/lab.md): echo (the demo backends) and pause (the pod sandbox), for
+// this machine's platform unless --platforms says otherwise. It prints the
+// output folder last.
+func lab(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("lab", flag.ContinueOnError)
+	o := image.Options{Dir: ".", Log: os.Stderr}
+	fs.StringVar(&o.Out, "out", "dist/lab", "output folder")
+	fs.StringVar(&o.Version, "version", "", "version to stamp (required)")
+	plats := fs.String("platforms", image.HostPlatform().String(), "comma-separated os/arch list")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, s := range strings.Split(*plats, ",") {
+		p, err := image.ParsePlatform(strings.TrimSpace(s))
+		if err != nil {
+			return err
+		}
+		o.Platforms = append(o.Platforms, p)
+	}
+	created, err := image.SourceDate(ctx, o.Dir)
+	if err != nil {
+		return err
+	}
+	o.Created = created
+	for _, t := range []struct{ name, pkg string }{{"echo", "./hack/labimages/echo"}, {"pause", "./hack/labimages/pause"}} {
+		start := time.Now()
+		res, err := image.BuildTool(ctx, image.ToolOptions{Options: o, Name: t.name, Package: t.pkg})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "image: %s %s in %s\n", res.Archive, res.Digest, time.Since(start).Round(time.Millisecond))
+	}
+	fmt.Println(o.Out)
 	return nil
 }

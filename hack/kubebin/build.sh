@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-proxy,
-# kube-scheduler and kubectl (v1.37.2, matching the apiserver) from Go
+# kube-scheduler, kubelet and kubectl (v1.37.2, matching the apiserver; the
+# kubelet runs the real nodes of `mooring lab up --runtime=containerd`) from Go
 # modules into a per-user cache folder keyed by this module's go.mod, go.sum
 # and this script, and prints that folder as the last line. A warm cache
 # costs a hash, so a second clone of the repository starts in seconds.
@@ -12,7 +13,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" "$here/etcd/main.go" | sha256sum | cut -c1-16)
 cache="${MOORING_KUBEBIN_CACHE:-${XDG_CACHE_HOME:-${HOME:?neither XDG_CACHE_HOME nor HOME is set}/.cache}/mooring/kubebin}"
 out="$cache/$key"
-bins=(etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubectl)
+bins=(etcd kube-apiserver kube-controller-manager kube-proxy kube-scheduler kubelet kubectl)
 have=1
 for b in "${bins[@]}"; do [ -x "$out/$b" ] || have=0; done
 if [ "$have" = 0 ]; then
@@ -33,12 +34,13 @@ if [ "$have" = 0 ]; then
     ld="$ld -X $p.gitVersion=$ver -X $p.gitMajor=1 -X $p.gitMinor=37 -X $p.gitTreeState=clean"
   done
   cd "$here"
-  echo "kubebin: building the Kubernetes binaries into $out (cold: 8-17 min on 2 cores; seconds with a warm Go build cache)" >&2
+  echo "kubebin: building the Kubernetes binaries into $out (cold: 9-19 min on 2 cores; 1-3 min with a warm Go build cache)" >&2
   go build -trimpath -ldflags "-s -w" -o "$out.tmp/etcd" ./etcd
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-proxy" k8s.io/kubernetes/cmd/kube-proxy
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
+  go build -trimpath -ldflags "$ld" -o "$out.tmp/kubelet" k8s.io/kubernetes/cmd/kubelet
   go build -trimpath -ldflags "$ld" -o "$out.tmp/kubectl" k8s.io/kubernetes/cmd/kubectl
   rm -rf "$out" && mv "$out.tmp" "$out"
 fi

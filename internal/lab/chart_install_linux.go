@@ -70,6 +70,9 @@ func (c *Cluster) helmTemplate(ctx context.Context) ([]*unstructured.Unstructure
 		return nil, err
 	}
 	args := helmTemplateArgs(c.cfg.ChartDir, key)
+	if c.real != nil {
+		args = realNodeChartArgs(args, c.real.images)
+	}
 	cmd := exec.CommandContext(ctx, c.cfg.Helm, args...)
 	// helm's own folders go to the state dir: nothing in the user's home.
 	home := filepath.Join(c.paths.Dir, "helm")

@@ -44,6 +44,9 @@ type Cluster struct {
 	down   context.CancelFunc
 	objErr <-chan error // the result of installMooring; nil once received
 
+	// real runs the real nodes (--runtime=containerd); nil otherwise.
+	real *realNodes
+
 	// chart waits for the rendered chart (--install=chart).
 	chart func() ([]*unstructured.Unstructured, error)
 }
@@ -136,7 +139,7 @@ func (c *Cluster) build(ctx context.Context) error {
 		"net.ipv6.conf.all.forwarding":     "1",
 		"net.ipv6.conf.default.forwarding": "1",
 	}
-	if c.cfg.usesPodIPAM() {
+	if c.cfg.usesPodIPAM() || c.cfg.realNodes() {
 		// The CNI bridge's gateway addresses answer at once, without
 		// a second of duplicate address detection.
 		sysctls["net.ipv6.conf.default.accept_dad"] = "0"
@@ -165,6 +168,11 @@ func (c *Cluster) build(ctx context.Context) error {
 		nthHost(ServiceCIDR4, 1), nthHost(ServiceCIDR6, 1)}
 	if c.pki, err = newPKI(c.paths.PKI, sans); err != nil {
 		return err
+	}
+	if c.cfg.realNodes() {
+		if err := c.prepareRealNodes(); err != nil {
+			return err
+		}
 	}
 	fwdLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -234,7 +242,11 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			return nil, err
 		}
 	}
-	for _, comp := range []component{etcdComponent(&c.cfg, c.paths), apiserverComponent(&c.cfg, c.paths, c.pki, c.cp.Addr4)} {
+	apiserver := apiserverComponent(&c.cfg, c.paths, c.pki, c.cp.Addr4)
+	if c.cfg.realNodes() {
+		apiserver.Args = realNodeAPIServerArgs(apiserver.Args, c.pki)
+	}
+	for _, comp := range []component{etcdComponent(&c.cfg, c.paths), apiserver} {
 		if err := c.startComponent(comp); err != nil {
 			return nil, err
 		}
@@ -293,11 +305,23 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		}
 	}
 	for _, n := range c.nodes {
-		for _, comp := range []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)} {
+		comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
+		if c.cfg.realNodes() {
+			// The real kubelet starts with its node, and kube-proxy once
+			// the kubelet has registered the Node (registered).
+			comps = nil
+		}
+		for _, comp := range comps {
 			if err := c.startComponent(comp); err != nil {
 				return nil, err
 			}
 		}
+	}
+	if c.cfg.realNodes() {
+		if err := c.startRealNodes(ctx); err != nil {
+			return nil, err
+		}
+		c.progress("real nodes booted")
 	}
 	if c.cfg.mooringProcesses() {
 		if c.cfg.usesPodIPAM() {
@@ -311,7 +335,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			}
 		}
 	}
-	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring && c.cfg.MetalLB == ""); err != nil {
+	if err := createCore(ctx, c.cs, c.nodes, c.cfg.Mooring && c.cfg.MetalLB == "", c.echoPod); err != nil {
 		return nil, err
 	}
 	if mlbErr != nil {
@@ -470,7 +494,7 @@ func (c *Cluster) close(cancel context.CancelFunc) error {
 	}
 	// What users started inside the lab (`lab exec ... &`) goes too: it
 	// would otherwise keep a dead lab's namespace alive.
-	errs = append(errs, c.killStrays())
+	errs = append(errs, c.killStrays(), c.closeRealNodes())
 	cancel()
 	if c.cp != nil {
 		errs = append(errs, c.cp.Release())

@@ -121,7 +121,7 @@ func kcmComponent(c *Config, p paths) component {
 			// Kubernetes checks every 5 s; 1 s keeps the phase-2 measurement
 			// from being quantised by the check period.
 			"--node-monitor-period=1s",
-		}, podIPAMKCMArgs(c)...),
+		}, append(podIPAMKCMArgs(c), realNodeKCMArgs(c, p)...)...),
 	}
 }
 

@@ -111,6 +111,11 @@ type Config struct {
 	// of the reference plugins, IPAMPlugin the mooring-ipam executable.
 	PodIPAM, PodNetwork    string
 	CNIPlugins, IPAMPlugin string
+	// Runtime runs the nodes (containerd.go): "" or RuntimeProcess the
+	// kubelet stand-in, RuntimeContainerd a real containerd and kubelet per
+	// node. Containerd is hack/containerd's folder, Runc the runc binary,
+	// Images the folder with the image archives the real nodes import.
+	Runtime, Containerd, Runc, Images string
 	// KeepLogs, when set, is a folder to copy the components' logs into on
 	// the way out; everything else is removed.
 	KeepLogs string
@@ -149,6 +154,9 @@ func (c *Config) Validate() error {
 	}
 	if m, _ := filepath.Glob(filepath.Join(c.CRDDir, "*.yaml")); len(m) == 0 {
 		return fmt.Errorf("lab: no CRD manifests in %q: pass --crds <repo>/config/crd", c.CRDDir)
+	}
+	if err := c.validateRuntime(); err != nil {
+		return err
 	}
 	return c.validatePodIPAM()
 }

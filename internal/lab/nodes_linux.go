@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -79,7 +80,7 @@ func (c *Cluster) Kill(node string) error {
 	c.killed[node] = true
 	c.mu.Unlock()
 	others, err := killNetNS(ns, 5*time.Second)
-	errs = append(errs, err, h.SetLinkDown("eth0"))
+	errs = append(errs, err, c.killRealNode(node), h.SetLinkDown("eth0"))
 	c.log.Info("node killed", "node", node, "other processes", others)
 	return errors.Join(errs...)
 }
@@ -148,6 +149,16 @@ func (c *Cluster) Restore(node string) error {
 		return err
 	}
 	comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
+	if c.cfg.realNodes() {
+		// A reboot: containerd, the kubelet, then the pods it restarts.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		err := c.bootRealNode(ctx, node, false)
+		cancel()
+		if err != nil {
+			return err
+		}
+		comps = comps[1:]
+	}
 	if c.cfg.mooringProcesses() {
 		comps = append(comps, agentComponent(&c.cfg, c.paths, n))
 	}

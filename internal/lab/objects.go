@@ -128,7 +128,7 @@ func ensureNamespace(ctx context.Context, cs kubernetes.Interface, name string) 
 // Service (of Mooring's class when mooring is set) and one echo pod on each
 // of the first two nodes (bound by spec.nodeName: one per node whatever a
 // scheduler would do, and no wait for one).
-func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec, mooring bool) error {
+func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec, mooring bool, pod func(name, node string) *corev1.Pod) error {
 	if err := ensureNamespace(ctx, cs, mooringNamespace); err != nil {
 		return err
 	}
@@ -136,7 +136,7 @@ func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec, 
 		return fmt.Errorf("lab: creating Service %s: %w", DemoService, err)
 	}
 	for i, n := range nodes[:2] {
-		if _, err := cs.CoreV1().Pods(DemoNamespace).Create(ctx, echoPod(fmt.Sprintf("echo-%d", i+1), n.Name), metav1.CreateOptions{}); err != nil {
+		if _, err := cs.CoreV1().Pods(DemoNamespace).Create(ctx, pod(fmt.Sprintf("echo-%d", i+1), n.Name), metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("lab: creating echo pod on %s: %w", n.Name, err)
 		}
 	}

@@ -34,6 +34,10 @@ type pki struct {
 	TokenFile  string
 	Token      string
 	caPEM      []byte
+	// caKey and caCert sign the real nodes' client certificates
+	// (pki_nodes.go).
+	caKey  *ecdsa.PrivateKey
+	caCert *x509.Certificate
 }
 
 // lab identities: every component uses the one admin token (system:masters).
@@ -107,6 +111,7 @@ func newPKI(dir string, sans []netip.Addr) (*pki, error) {
 	}
 	p.Token = hex.EncodeToString(tok)
 	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	p.caKey, p.caCert = caKey, caCert
 
 	srvKeyDER, err := x509.MarshalECPrivateKey(srvKey)
 	if err != nil {

@@ -244,6 +244,9 @@ func kcmControllers(c *Config) string {
 	if c.Install == InstallChart {
 		s += ",deployment-controller,replicaset-controller,daemonset-controller"
 	}
+	if c.realNodes() {
+		s += realNodeKCMControllers
+	}
 	return s
 }
 

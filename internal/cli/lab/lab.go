@@ -34,6 +34,7 @@ LoadBalancer Service. See docs/lab.md.`,
 		newKubeletCommand(deps),
 		newEchoCommand(deps),
 		newPodRunCommand(deps),
+		newNodeMountsCommand(deps),
 	)
 	return cmd
 }

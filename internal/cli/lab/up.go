@@ -46,7 +46,8 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
   sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
   sudo bin/mooring lab up --metallb         # MetalLB serves; Mooring only adopts (to try mooring migrate metallb run)
   sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam
-  sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes`,
+  sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes
+  sudo bin/mooring lab up --runtime=containerd --install=chart   # real kubelets and containerd run the chart's pods`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
@@ -91,6 +92,9 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 					cfg.IPAMPlugin = lab.FindIPAMPlugin(self)
 				}
 			}
+			if err := fillRuntime(&cfg, self); err != nil {
+				return err
+			}
 			var flt lab.Fault
 			if fault != "" {
 				if flt, err = lab.ParseFault(fault); err != nil {
@@ -121,6 +125,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.PodNetwork, "pod-network", lab.PodNetworkPTP, "with --pod-ipam: the main CNI plugin, ptp or bridge (the reference bridge plugin holds one IPv4 gateway per bridge: a node with a second block, e.g. in multi-pool, needs ptp)")
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")
 	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
+	addRuntimeFlags(f, &cfg)
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }

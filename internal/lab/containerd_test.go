@@ -1,0 +1,99 @@
+package lab
+
+import (
+	"archive/tar"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRealNodeAPIServerArgs(t *testing.T) {
+	k := &pki{dir: "/p", CACert: "/p/ca.crt"}
+	in := []string{"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount", "--secure-port=6443"}
+	got := realNodeAPIServerArgs(in, k)
+	for _, want := range []string{"--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
+		"--client-ca-file=/p/ca.crt", "--kubelet-client-certificate=/p/apiserver-kubelet-client.crt", "--secure-port=6443"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("args %v lack %s", got, want)
+		}
+	}
+	for _, gone := range []string{"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount"} {
+		if slices.Contains(got, gone) {
+			t.Errorf("args %v keep %s: real kubelets need the Node authorizer and pods their tokens", got, gone)
+		}
+	}
+	if !slices.Equal(in, []string{"--authorization-mode=RBAC", "--disable-admission-plugins=ServiceAccount", "--secure-port=6443"}) {
+		t.Error("the input was modified")
+	}
+}
+
+// TestKubeletLabels: NodeRestriction refuses kubernetes.io labels a
+// kubelet sets on itself (the kubelet would not start); the lab adds them.
+func TestKubeletLabels(t *testing.T) {
+	got := kubeletLabels(map[string]string{"node-role.kubernetes.io/worker": "", LabelL2: "true", "plain": "x", "k8s.io/x": "y"})
+	if len(got) != 2 || got[LabelL2] != "true" || got["plain"] != "x" {
+		t.Errorf("kubelet labels %v", got)
+	}
+}
+
+func writeArchive(t *testing.T, path, index string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw := tar.NewWriter(f)
+	for _, e := range []struct{ name, body string }{{"oci-layout", "{}"}, {"index.json", index}} {
+		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.body))}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(e.body))
+	}
+	tw.Close()
+	f.Close()
+}
+
+func TestImageRef(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.tar")
+	writeArchive(t, good, `{"manifests":[{"annotations":{"org.opencontainers.image.ref.name":"v1.2"}}]}`)
+	if r, err := imageRef(good); err != nil || r != "v1.2" {
+		t.Errorf("imageRef = %q, %v", r, err)
+	}
+	bad := filepath.Join(dir, "bad.tar")
+	writeArchive(t, bad, `{"manifests":[{}]}`)
+	if _, err := imageRef(bad); err == nil || !strings.Contains(err.Error(), "names no tag") {
+		t.Errorf("an archive without a tag: %v", err)
+	}
+	if _, err := imageRef(filepath.Join(dir, "missing.tar")); err == nil {
+		t.Error("a missing archive was accepted")
+	}
+}
+
+func TestRealNodeChartArgs(t *testing.T) {
+	args := []string{"template", "--set", "image.repository=mooring.dev/lab-mooring", "--set", "agent.gossipKey.value=k"}
+	got := realNodeChartArgs(args, []labImage{{Repository: labImagePrefix + "echo", Tag: "e"}, {Repository: MooringRepository, Tag: "v9"}})
+	s := strings.Join(got, " ")
+	if !strings.Contains(s, "image.repository="+MooringRepository) || !strings.Contains(s, "--set image.tag=v9") || strings.Contains(s, "lab-mooring") {
+		t.Errorf("chart args %q", s)
+	}
+}
+
+func TestValidateRuntime(t *testing.T) {
+	for name, c := range map[string]Config{
+		"unknown":     {Runtime: "docker"},
+		"metallb":     {Runtime: RuntimeContainerd, MetalLB: "/m"},
+		"no binaries": {Runtime: RuntimeContainerd, Containerd: t.TempDir()},
+	} {
+		if err := c.validateRuntime(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, r := range []string{"", RuntimeProcess} {
+		if err := (&Config{Runtime: r}).validateRuntime(); err != nil {
+			t.Errorf("runtime %q: %v", r, err)
+		}
+	}
+}
