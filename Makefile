@@ -30,9 +30,11 @@ $(CONTROLLER_GEN): hack/tools/go.mod hack/tools/go.sum
 
 generate: $(CONTROLLER_GEN)
 	$(CONTROLLER_GEN) object paths=./api/... crd paths=./api/... output:crd:artifacts:config=config/crd
-	$(CONTROLLER_GEN) rbac:roleName=mooring-controller paths=./internal/controller/... output:rbac:artifacts:config=config/rbac/controller
-	$(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac/agent
-	$(CONTROLLER_GEN) rbac:roleName=mooring-pod-ipam paths=./internal/podipamctl/... output:rbac:artifacts:config=config/rbac/podipam
+	@# One role per component and feature: every +kubebuilder:rbac marker
+	@# names its role (roleName=mooring-<role>), and hack/rbac writes each to
+	@# config/rbac/<role>/role.yaml; a marker without one is refused.
+	{ $(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:stdout && \
+	  $(CONTROLLER_GEN) rbac:roleName=unnamed paths="{./internal/controller/...,./internal/podipamctl/...}" output:rbac:stdout; } | $(GO) run ./hack/rbac
 	$(GO) run ./hack/chart
 
 # verify fails when generated files, gofmt or go mod tidy are stale.

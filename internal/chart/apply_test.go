@@ -214,7 +214,13 @@ func TestApplyToAPIServer(t *testing.T) {
 		{"system:serviceaccount:mooring-agents:agents-mooring-agent", "list", "", "nodes", "", "", true},
 		// pod IPAM is on in the custom set only.
 		{"system:serviceaccount:mooring-custom:lb-agent", "update", "mooring.dev", "podipamnodes", "", "", true},
-		{"system:serviceaccount:mooring-custom:lb-ipam", "create", "", "configmaps", "", "mooring-custom", true},
+		// The mode is recorded in the controller's lease namespace (where
+		// the controller writes it); the agents may only read it (by name:
+		// TestImpersonatedServiceAccounts).
+		{"system:serviceaccount:mooring-custom:lb-ipam", "create", "", "configmaps", "", "mooring-leases", true},
+		{"system:serviceaccount:mooring-custom:lb-ipam", "create", "", "configmaps", "", "mooring-custom", false},
+		{"system:serviceaccount:mooring-custom:lb-agent", "update", "", "configmaps", "", "mooring-leases", false},
+		{"system:serviceaccount:mooring-custom:lb-agent", "patch", "", "nodes", "", "", false},
 		{"system:serviceaccount:mooring-system:mooring-agent", "update", "mooring.dev", "podipamnodes", "", "", false},
 		{"system:serviceaccount:mooring-agents:agents-mooring-agent", "list", "mooring.dev", "l2announcementpolicies", "", "", true},
 	} {

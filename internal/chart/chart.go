@@ -1,7 +1,9 @@
 // Package chart keeps the Helm chart in charts/mooring in step with what it
-// is generated from: it copies config/crd and config/rbac (controller-gen's
-// output) into the chart, and writes the values reference of docs/install.md
-// from values.schema.json. `make generate` runs it (go run ./hack/chart);
+// is generated from: it splits controller-gen's rbac output into one role
+// per component and feature (config/rbac/<role>/role.yaml, roles.go; go
+// run ./hack/rbac), copies config/crd and config/rbac into the chart, and
+// writes the values reference of docs/install.md from values.schema.json.
+// `make generate` runs both (go run ./hack/chart after ./hack/rbac);
 // its tests render the chart with helm and check it against the binary's
 // flags, config/, and a real kube-apiserver.
 //
@@ -9,7 +11,6 @@
 package chart
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -32,13 +33,10 @@ const (
 	endMarker   = "<!-- end of values reference -->"
 )
 
-// Components are the chart's components, each with its role in
-// config/rbac/<component>.
+// Components are the chart's components; each has a ServiceAccount and
+// one or more roles (templates/rbac.yaml binds each role to one component,
+// some only when a feature is on).
 var Components = []string{"controller", "agent"}
-
-// PodIPAMRole is the folder of the pod IPAM role under config/rbac, which
-// both components get when pod IPAM is on.
-const PodIPAMRole = "podipam"
 
 // Sync copies the CRDs and the generated roles into the chart and rewrites
 // the values reference in docs/install.md. It reports whether anything
@@ -59,15 +57,21 @@ func Sync(root string) (changed bool, err error) {
 		}
 		want[filepath.Join(CRDFiles, filepath.Base(f))] = b
 	}
-	for _, c := range append(Components, PodIPAMRole) {
-		b, err := os.ReadFile(filepath.Join(root, configRBAC, c, "role.yaml"))
+	roles, err := GeneratedRoles(root)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range roles {
+		b, err := os.ReadFile(filepath.Join(root, configRBAC, r, "role.yaml"))
 		if err != nil {
 			return false, err
 		}
-		want[filepath.Join(RBACFiles, c+"-role.yaml")] = b
+		want[filepath.Join(RBACFiles, r+"-role.yaml")] = b
 	}
-	// CRDs removed from config/crd leave the chart too.
+	// CRDs and roles removed from config/ leave the chart too.
 	old, _ := filepath.Glob(filepath.Join(root, CRDFiles, "*.yaml"))
+	oldRoles, _ := filepath.Glob(filepath.Join(root, RBACFiles, "*-role.yaml"))
+	old = append(old, oldRoles...)
 	for _, f := range old {
 		rel, _ := filepath.Rel(root, f)
 		if _, ok := want[rel]; !ok {
@@ -102,17 +106,11 @@ func Sync(root string) (changed bool, err error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p := filepath.Join(root, n)
-		if cur, err := os.ReadFile(p); err == nil && bytes.Equal(cur, want[n]) {
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		c, err := writeIfChanged(filepath.Join(root, n), want[n])
+		if err != nil {
 			return false, err
 		}
-		if err := os.WriteFile(p, want[n], 0o644); err != nil {
-			return false, err
-		}
-		changed = true
+		changed = changed || c
 	}
 	return changed, nil
 }

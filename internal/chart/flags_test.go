@@ -26,7 +26,7 @@ var intendedDefaults = map[string]string{
 	"agent.logFormat":           "json",
 	"agent.gossipBindAddress":   "$(HOST_IP)",             // status.hostIP
 	"agent.gossipKeyFile":       "",                       // set from agent.gossipKey
-	"agent.podIpamNamespace":    "",                       // the release namespace
+	"agent.podIpamNamespace":    "",                       // the controller's lease namespace, where it records the mode
 	"agent.stateDir":            "/var/lib/mooring/agent", // a hostPath; the binary keeps no snapshot by default
 }
 

@@ -161,6 +161,14 @@ func TestCustomValues(t *testing.T) {
 	if !strings.Contains(args, "--cluster-pool-ipv4-cidr=10.244.0.0/16") || !strings.Contains(args, "--pod-ipam-mode=cluster-pool") {
 		t.Errorf("controller args %s", args)
 	}
+	// The agents read the mode where the controller records it: its lease
+	// namespace (the pod IPAM Roles are there too).
+	if a := fmt.Sprint(container(t, agent)["args"]); !strings.Contains(a, "--pod-ipam-namespace=mooring-leases") {
+		t.Errorf("agent args %s: want --pod-ipam-namespace=mooring-leases, the controller's lease namespace", a)
+	}
+	if r := find(t, objs, "Role", "lb-agent-pod-ipam"); r.GetNamespace() != "mooring-leases" {
+		t.Errorf("the agent's pod IPAM Role is in %q, want mooring-leases", r.GetNamespace())
+	}
 	vap := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-own-node")
 	if m := fmt.Sprint(vap.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) {
 		t.Errorf("the own-node policy does not match this release's agent: %s", m)
@@ -261,12 +269,17 @@ func rbacDocs(t *testing.T, path string) map[string]any {
 }
 
 // The chart's roles are config/rbac's (controller-gen's output of the
-// +kubebuilder:rbac markers), rule for rule; the pod IPAM role only when
-// pod IPAM is on.
+// +kubebuilder:rbac markers), rule for rule, every one of them with every
+// feature on; the pod IPAM roles only when pod IPAM is on.
 func TestRBACIsConfigRBAC(t *testing.T) {
-	objs := render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.podIpamMode=multi-pool")
-	roles := map[string]string{"mooring-controller": "controller", "mooring-agent": "agent", "mooring-pod-ipam": PodIPAMRole}
-	for name, dir := range roles {
+	objs := render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.podIpamMode=multi-pool",
+		"--set", "agent.flags.fastEndpointEviction=true")
+	dirs, err := GeneratedRoles(root(t))
+	if err != nil || len(dirs) < 4 {
+		t.Fatalf("config/rbac holds roles %v (%v): want at least the controller's and the agent's, each with pod IPAM", dirs, err)
+	}
+	for _, dir := range dirs {
+		name := RolePrefix + dir
 		want := rbacDocs(t, filepath.Join(root(t), configRBAC, dir, "role.yaml"))
 		if len(want) == 0 {
 			t.Fatalf("config/rbac/%s/role.yaml holds no role", dir)
@@ -276,6 +289,7 @@ func TestRBACIsConfigRBAC(t *testing.T) {
 			if !reflect.DeepEqual(got, rules) {
 				t.Errorf("%s %s: chart rules\n%v\nconfig/rbac/%s/role.yaml rules\n%v\n(run make generate)", kind, name, got, dir, rules)
 			}
+			find(t, objs, kind+"Binding", name)
 		}
 		for _, kind := range []string{"ClusterRole", "Role"} {
 			if _, ok := want[kind]; !ok {
@@ -288,7 +302,7 @@ func TestRBACIsConfigRBAC(t *testing.T) {
 		}
 	}
 	for _, o := range render(t, "--set", "agent.gossipKey.value="+testKey) {
-		if o.GetName() == "mooring-pod-ipam" {
+		if strings.HasSuffix(o.GetName(), "-pod-ipam") {
 			t.Errorf("pod IPAM is off by default, yet %s %s is rendered", o.GetKind(), o.GetName())
 		}
 	}
@@ -400,4 +414,21 @@ func withoutAgentState(t *testing.T, vols []any) []any {
 		t.Errorf("agent volumes %v: want agent-state, a hostPath at /var/lib/mooring/agent", vols)
 	}
 	return out
+}
+
+// A role file the template has no line for (a new feature's role, say)
+// fails rendering, naming the file: it is never silently left unbound.
+func TestRoleWithoutLineRefused(t *testing.T) {
+	dir := copyChart(t, t.TempDir(), "0.1.0")
+	b, err := os.ReadFile(filepath.Join(dir, "files", "rbac", "agent-role.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "files", "rbac", "agent-newfeature-role.yaml"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = helm(t, "template", "mooring", dir, "--set", "agent.gossipKey.value="+testKey)
+	if err == nil || !strings.Contains(err.Error(), "files/rbac/agent-newfeature-role.yaml has no line in templates/rbac.yaml") {
+		t.Errorf("rendering with an unknown role file: %v, want a refusal naming it", err)
+	}
 }

@@ -23,17 +23,17 @@ import (
 // Events (client-go's leader elector still uses the core API); Service
 // Events go through events.k8s.io.
 //
-// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch
-// +kubebuilder:rbac:groups="",resources=services/status,verbs=patch
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=l2announcers,verbs=list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=loadbalancerippools,verbs=list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=loadbalancerippools/status,verbs=patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=mooring-system,resources=leases,verbs=get;create;update
-// +kubebuilder:rbac:groups="",namespace=mooring-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:roleName=mooring-controller,groups="",resources=services,verbs=list;watch
+// +kubebuilder:rbac:roleName=mooring-controller,groups="",resources=services/status,verbs=patch
+// +kubebuilder:rbac:roleName=mooring-controller,groups="",resources=namespaces,verbs=list;watch
+// +kubebuilder:rbac:roleName=mooring-controller,groups="",resources=nodes,verbs=list;watch
+// +kubebuilder:rbac:roleName=mooring-controller,groups=mooring.dev,resources=l2announcementpolicies,verbs=list;watch
+// +kubebuilder:rbac:roleName=mooring-controller,groups=mooring.dev,resources=l2announcers,verbs=list;watch
+// +kubebuilder:rbac:roleName=mooring-controller,groups=mooring.dev,resources=loadbalancerippools,verbs=list;watch
+// +kubebuilder:rbac:roleName=mooring-controller,groups=mooring.dev,resources=loadbalancerippools/status,verbs=patch
+// +kubebuilder:rbac:roleName=mooring-controller,groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:roleName=mooring-controller,groups=coordination.k8s.io,namespace=mooring-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:roleName=mooring-controller,groups="",namespace=mooring-system,resources=events,verbs=create;patch
 
 // EventReporter is the reportingController of the Events Mooring emits.
 const EventReporter = "mooring-controller"

@@ -303,6 +303,23 @@ func checkAgentConfig(in Inputs) []Finding {
 	return out
 }
 
+// checkGossipKey: agents gossiping without a key (--insecure-gossip).
+// Anyone who reaches such an agent's gossip port can join the cluster,
+// claim a node's name and addresses, and spread false deaths.
+func checkGossipKey(in Inputs) []Finding {
+	var out []Finding
+	for _, n := range in.Nodes {
+		if n.Metrics == nil || n.Metrics.GossipInsecure == 0 {
+			continue
+		}
+		out = append(out, Finding{Severity: Problem, Node: n.Name,
+			Message: "the agent on " + n.Name + " gossips without a key (--insecure-gossip): anyone who reaches its gossip port can join, claim addresses and spread false deaths",
+			Fix: "create the Secret mooring-gossip-key and run the agents with --gossip-key-file instead of --insecure-gossip " +
+				"(chart: agent.gossipKey; plain manifests: docs/install.md#gossip-key)"})
+	}
+	return out
+}
+
 // checkL2AndBGP: an address announced by L2 (a node answers ARP/NDP for it
 // on a segment) and advertised over BGP to a router on that same segment
 // reaches that router two ways — a /32 (/128) route spreading it over the

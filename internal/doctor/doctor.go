@@ -77,6 +77,7 @@ type AgentMetrics struct {
 	PolicyProblems  float64 // mooring_agent_policy_problems
 	WriteErrors     float64 // mooring_agent_api_writes_total{result="error"}
 	OwnershipLosses float64 // mooring_agent_ownership_changes_total{change="lost"}
+	GossipInsecure  float64 // mooring_members_insecure
 }
 
 // Service is one LoadBalancer Service.
@@ -180,6 +181,7 @@ var Checks = []Check{
 	{"split-brain", checkSplitBrain},
 	{"agent-counters", checkCounters},
 	{"agent-config", checkAgentConfig},
+	{"gossip-key", checkGossipKey},
 	{"l2-and-bgp", checkL2AndBGP},
 }
 

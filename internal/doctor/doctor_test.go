@@ -80,6 +80,7 @@ func TestEachCheckFindsItsProblem(t *testing.T) {
 		{"agent-config", func(in *Inputs) { in.Agents[0].Policies["l2"] = 2 }, Problem, []string{"n1", "generation 2, the cluster's at 3"}},
 		{"agent-config", func(in *Inputs) { in.Agents[1].Policies = map[string]int64{"l2": 3, "gone": 1} }, Problem, []string{"n2", "gone (generation 1) was deleted but still applied"}},
 		{"agent-config", func(in *Inputs) { in.Agents[1].Reports, in.Agents[1].Policies = false, nil }, Info, []string{"n2", "does not report"}},
+		{"gossip-key", func(in *Inputs) { in.Nodes[1].Metrics.GossipInsecure = 1 }, Problem, []string{"n2", "without a key"}},
 	} {
 		t.Run(tc.check, func(t *testing.T) {
 			in := clean()

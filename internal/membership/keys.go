@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,11 +57,14 @@ func loadKeyring(path string) (*memberlist.Keyring, error) {
 	return kr, nil
 }
 
-// keyLoop re-reads the key file every KeyReloadInterval and installs what
-// changed: every key in the file is accepted, the first is sent with, and
-// keys that left the file stay accepted until the agent restarts, so that
-// peers that have not re-read the file yet are still understood (rotation
-// without a partition: see docs/l2.md).
+// keyLoop re-reads the key file every KeyReloadInterval and makes the
+// keyring what the file says: every key in it is accepted, the first is
+// sent with, and a key that left the file is no longer accepted from that
+// reload on, so a leaked key is revoked by removing it (a member holding
+// only that key can then neither join nor be heard). Rotation without a
+// partition therefore takes three edits, each reaching every node before
+// the next: add the new key as a second line, move it first, drop the
+// old one (docs/l2.md, "Gossip encryption").
 func (m *Membership) keyLoop(ctx context.Context, kr *memberlist.Keyring) {
 	tick := time.NewTicker(m.cfg.KeyReloadInterval)
 	defer tick.Stop()
@@ -75,30 +79,44 @@ func (m *Membership) keyLoop(ctx context.Context, kr *memberlist.Keyring) {
 			m.log.Warn("re-reading the gossip key file; keeping the keys in use", "err", err)
 			continue
 		}
-		if err := installKeys(kr, keys); err != nil {
+		added, removed, primary, err := installKeys(kr, keys)
+		if err != nil {
 			m.log.Warn("installing gossip keys", "err", err)
 			continue
+		}
+		if added+removed > 0 || primary {
+			m.log.Info("gossip keys reloaded", "file", m.cfg.KeyFile, "keys", len(keys), "added", added, "revoked", removed, "primaryChanged", primary)
 		}
 	}
 }
 
-// installKeys adds every key to kr and makes keys[0] the primary. It
-// reports whether the primary changed.
-func installKeys(kr *memberlist.Keyring, keys [][]byte) error {
-	have := kr.GetKeys()
+// installKeys makes kr hold exactly keys, with keys[0] the primary: it
+// adds the new ones, switches the primary, then removes the keys that are
+// no longer listed (memberlist refuses to remove the primary, so the
+// switch comes first). It reports how many keys it added and removed and
+// whether the primary changed.
+func installKeys(kr *memberlist.Keyring, keys [][]byte) (added, removed int, primary bool, err error) {
 	for _, k := range keys {
-		known := false
-		for _, h := range have {
-			known = known || bytes.Equal(h, k)
-		}
-		if !known {
+		if !slices.ContainsFunc(kr.GetKeys(), func(h []byte) bool { return bytes.Equal(h, k) }) {
 			if err := kr.AddKey(k); err != nil {
-				return err
+				return added, removed, primary, err
 			}
+			added++
 		}
 	}
 	if !bytes.Equal(kr.GetPrimaryKey(), keys[0]) {
-		return kr.UseKey(keys[0])
+		if err := kr.UseKey(keys[0]); err != nil {
+			return added, removed, primary, err
+		}
+		primary = true
 	}
-	return nil
+	for _, h := range kr.GetKeys() {
+		if !slices.ContainsFunc(keys, func(k []byte) bool { return bytes.Equal(h, k) }) {
+			if err := kr.RemoveKey(h); err != nil {
+				return added, removed, primary, err
+			}
+			removed++
+		}
+	}
+	return added, removed, primary, nil
 }

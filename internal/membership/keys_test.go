@@ -1,13 +1,20 @@
 package membership
 
 import (
+	"bytes"
+	"context"
 	"encoding/base64"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 func keyFile(t *testing.T, keys ...string) string {
@@ -61,6 +68,9 @@ func TestGossipKeyRequired(t *testing.T) {
 	if got := noKey.Members(); len(got) != 1 {
 		t.Errorf("the unkeyed member sees %v", got)
 	}
+	if value(noKey.met.insecure) != 1 || value(a.met.insecure) != 0 {
+		t.Errorf("mooring_members_insecure: unkeyed %v, keyed %v; want 1 and 0", value(noKey.met.insecure), value(a.met.insecure))
+	}
 	if got := wrongKey.Members(); len(got) != 1 {
 		t.Errorf("the member with another key sees %v", got)
 	}
@@ -108,4 +118,107 @@ func TestReadKeysErrors(t *testing.T) {
 	if _, err := readKeys(filepath.Join(dir, "missing")); err == nil {
 		t.Error("missing file accepted")
 	}
+}
+
+// installKeys makes the keyring what the file says: added keys, the new
+// primary, and no key that left the file.
+func TestInstallKeysRevokes(t *testing.T) {
+	k1, k2, k3 := []byte(key1), []byte(key2), []byte("0123456789abcdef")
+	kr, err := memberlist.NewKeyring([][]byte{k1, k2}, k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	added, removed, primary, err := installKeys(kr, [][]byte{k3, k1})
+	if err != nil || added != 1 || removed != 1 || !primary {
+		t.Fatalf("installKeys: added %d removed %d primary %v err %v, want 1 1 true", added, removed, primary, err)
+	}
+	if got := kr.GetKeys(); len(got) != 2 || !bytes.Equal(got[0], k3) || !bytes.Equal(got[1], k1) {
+		t.Errorf("keys %q, want [k3 k1]", got)
+	}
+	if added, removed, primary, err := installKeys(kr, [][]byte{k3, k1}); added+removed != 0 || primary || err != nil {
+		t.Errorf("the same keys again changed something: %d %d %v %v", added, removed, primary, err)
+	}
+}
+
+// A leaked key is revoked by removing it from the file: within one reload
+// the members that re-read it stop understanding a member that holds only
+// that key. It is dropped (it cannot be heard: its packets no longer
+// decrypt), it cannot join again, and a new member holding it cannot join.
+// (With the revoked key still accepted, each of its join attempts would
+// bring it back: its push/pull would still be read.)
+func TestRevokedGossipKey(t *testing.T) {
+	path := keyFile(t, key2) // the key in use leaks
+	cfg := func(name string) Config {
+		return Config{NodeName: name, BindAddr: "127.0.0.1", KeyFile: path, KeyReloadInterval: 50 * time.Millisecond}
+	}
+	aLog := &lockedBuffer{}
+	a := runLogged(t, cfg("a"), aLog)
+	b, _ := runMember(t, cfg("b"))
+	leaked := func(name string) (*member, *lockedBuffer) {
+		logs := &lockedBuffer{}
+		return runLogged(t, Config{NodeName: name, BindAddr: "127.0.0.1", KeyFile: keyFile(t, key2), RejoinInterval: 100 * time.Millisecond}, logs), logs
+	}
+	c, cLog := leaked("c")
+	waitFor(t, 5*time.Second, "listening", func() bool { return a.Addr() != "" && b.Addr() != "" && c.Addr() != "" })
+	b.SetPeers([]string{a.Addr()})
+	c.SetPeers([]string{a.Addr(), b.Addr()})
+	waitFor(t, 5*time.Second, "c joined with key2", func() bool { return len(a.Members()) == 3 && len(c.Members()) == 3 })
+
+	writeKeys(t, path, key1) // a new key; the leaked one revoked
+	waitFor(t, 5*time.Second, "a and b drop c", func() bool {
+		return slices.Equal(a.Members(), []string{"a", "b"}) && slices.Equal(b.Members(), []string{"a", "b"})
+	})
+	joins := value(a.met.joins) + value(b.met.joins)
+	d, dLog := leaked("d")
+	waitFor(t, 5*time.Second, "d listening", func() bool { return d.Addr() != "" })
+	d.SetPeers([]string{a.Addr()})
+	// c keeps rejoining (its peers are configured) and d tries for the
+	// first time: wait until each failed several times, and a could not
+	// decrypt what they sent.
+	waitFor(t, 10*time.Second, "failed join attempts of c and d", func() bool {
+		return strings.Count(cLog.String(), "join attempt incomplete") >= 3 && strings.Count(dLog.String(), "join attempt incomplete") >= 3
+	})
+	if !strings.Contains(aLog.String(), "no installed keys could decrypt") {
+		t.Error("a logged no undecryptable message from c or d")
+	}
+	if got := a.Members(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("a sees %v after the revocation", got)
+	}
+	if j := value(a.met.joins) + value(b.met.joins); j != joins {
+		t.Errorf("%v joins seen by a and b after the revocation, want none", j-joins)
+	}
+	if got := d.Members(); len(got) != 1 {
+		t.Errorf("d, holding only the revoked key, sees %v", got)
+	}
+}
+
+// runLogged runs a member that logs everything, debug included, to w.
+func runLogged(t *testing.T, cfg Config, w *lockedBuffer) *member {
+	t.Helper()
+	m, err := New(cfg, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mb := &member{Membership: m, cancel: cancel, done: make(chan error, 1)}
+	go func() { mb.done <- m.Run(ctx) }()
+	t.Cleanup(func() { mb.stop(t) })
+	return mb
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -167,6 +167,11 @@ func (m *Membership) Run(ctx context.Context) error {
 	m.addr = local.Address()
 	m.mu.Unlock()
 	m.log.Info("gossip started", "node", local.Name, "addr", local.Address())
+	if mc.Keyring == nil && len(mc.SecretKey) == 0 {
+		m.met.insecure.Set(1)
+		m.log.Warn("gossip runs WITHOUT a key: anyone who reaches " + local.Address() + " can join, claim a node's addresses and spread false deaths; " +
+			"give the agents a key (--gossip-key-file, the Secret mooring-gossip-key: docs/install.md#gossip-key)")
+	}
 
 	var wg sync.WaitGroup
 	joining := make(chan struct{}, 1) // one join attempt at a time

@@ -9,6 +9,7 @@ type metrics struct {
 	leaves   prometheus.Counter
 	held     prometheus.Gauge
 	refuted  prometheus.Counter
+	insecure prometheus.Gauge
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: not
@@ -39,9 +40,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "mooring_members_false_failures_total",
 			Help: "Members gossip declared failed that came back while their node still answered: a false death that moved nothing.",
 		}),
+		insecure: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "mooring_members_insecure",
+			Help: "1 while this member gossips without a key: anyone who reaches its gossip port can join, claim a node's name and spread false deaths (mooring doctor reports it).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.live, m.joins, m.failures, m.leaves, m.held, m.refuted)
+		reg.MustRegister(m.live, m.joins, m.failures, m.leaves, m.held, m.refuted, m.insecure)
 	}
 	return m
 }

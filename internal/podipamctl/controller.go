@@ -29,13 +29,17 @@ import (
 	"github.com/mooringlb/mooring/internal/podipam"
 )
 
-// +kubebuilder:rbac:groups="",resources=nodes,verbs=list;watch;patch
-// +kubebuilder:rbac:groups="",resources=nodes/status,verbs=patch
-// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=list;watch;delete
-// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes/status,verbs=update
-// +kubebuilder:rbac:groups=mooring.dev,resources=podippools,verbs=list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=podippools/status,verbs=patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// The controller's permissions for pod IPAM: the ClusterRole and Role
+// mooring-controller-pod-ipam (config/rbac/controller-pod-ipam), bound to
+// the controller only when pod IPAM is on.
+//
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups="",resources=nodes,verbs=list;watch;patch
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups="",resources=nodes/status,verbs=patch
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podipamnodes,verbs=list;watch;delete
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podipamnodes/status,verbs=update
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podippools,verbs=list;watch
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podippools/status,verbs=patch
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=events.k8s.io,resources=events,verbs=create;patch
 
 // EventReporter is the reportingController of pod IPAM's Events.
 const EventReporter = "mooring-pod-ipam"

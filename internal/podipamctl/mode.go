@@ -41,8 +41,8 @@ const (
 	previousKey   = "previous"
 )
 
-// +kubebuilder:rbac:groups="",namespace=mooring-system,resources=configmaps,verbs=get;create;update
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups="",namespace=mooring-system,resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=events.k8s.io,resources=events,verbs=create
 
 // LockMode compares the mode this component was started with against the
 // one recorded in the cluster, records it on first start, and returns an

@@ -29,10 +29,19 @@ import (
 	"github.com/mooringlb/mooring/internal/podipam"
 )
 
-// The agent's permissions for pod IPAM (role mooring-pod-ipam-agent).
-// +kubebuilder:rbac:groups="",resources=nodes;namespaces;pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes;podippools,verbs=get;list;watch
-// +kubebuilder:rbac:groups=mooring.dev,resources=podipamnodes,verbs=create;update
+// The agent's permissions for pod IPAM: the ClusterRole and Role
+// mooring-agent-pod-ipam (config/rbac/agent-pod-ipam), bound to the agent
+// only when pod IPAM is on. It writes nothing but its own node's
+// PodIPAMNode (create, and update of its demand and releases); the
+// ValidatingAdmissionPolicy mooring-agent-own-node refuses a write to
+// another node's. It reads the recorded mode, never writes it, and writes
+// no Node: what pod IPAM writes on Nodes and the mode record is the
+// controller's (mooring-controller-pod-ipam).
+//
+// +kubebuilder:rbac:roleName=mooring-agent-pod-ipam,groups="",resources=nodes;namespaces;pods,verbs=get;list;watch
+// +kubebuilder:rbac:roleName=mooring-agent-pod-ipam,groups=mooring.dev,resources=podipamnodes;podippools,verbs=get;list;watch
+// +kubebuilder:rbac:roleName=mooring-agent-pod-ipam,groups=mooring.dev,resources=podipamnodes,verbs=create;update
+// +kubebuilder:rbac:roleName=mooring-agent-pod-ipam,groups="",namespace=mooring-system,resources=configmaps,resourceNames=mooring-pod-ipam-mode,verbs=get;list;watch
 
 // NodeConfig is the agent side of pod IPAM.
 type NodeConfig struct {
@@ -546,7 +555,7 @@ func awaitMode(ctx context.Context, cfg NodeConfig, direct client.Reader, hc *ht
 		mode, err := RecordedMode(ctx, direct, cfg.Namespace)
 		switch {
 		case apierrors.IsForbidden(errors.Unwrap(err)):
-			cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-pod-ipam role to enable it", "err", err)
+			cfg.Log.Info("pod IPAM off: this agent may not read the recorded mode; bind the mooring-agent-pod-ipam role to enable it (docs/podipam.md, RBAC)", "err", err)
 			return ModeOff, nil
 		case err != nil:
 			return "", err

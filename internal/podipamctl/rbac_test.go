@@ -44,7 +44,8 @@ func (l *lockedBuffer) String() string {
 }
 
 // TestRunsWithItsRole runs the controller side and the agent side of pod
-// IPAM with ServiceAccount credentials bound by config/rbac/podipam only:
+// IPAM with ServiceAccount credentials bound by their own roles only
+// (config/rbac/controller-pod-ipam and config/rbac/agent-pod-ipam):
 // the mode is recorded, blocks are cut and written, a pod gets an address,
 // and nothing is refused.
 func TestRunsWithItsRole(t *testing.T) {
@@ -60,8 +61,8 @@ func TestRunsWithItsRole(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, f := range []string{"role.yaml", "role_binding.yaml"} {
-		b, err := os.ReadFile(filepath.Join(root, "config", "rbac", "podipam", f))
+	for _, f := range []string{"controller-pod-ipam/role.yaml", "controller-pod-ipam/role_binding.yaml", "agent-pod-ipam/role.yaml", "agent-pod-ipam/role_binding.yaml"} {
+		b, err := os.ReadFile(filepath.Join(root, "config", "rbac", f))
 		if err != nil {
 			t.Fatal(err)
 		}

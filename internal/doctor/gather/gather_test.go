@@ -266,9 +266,10 @@ mooring_agent_api_writes_total{kind="event",result="error"} 3
 mooring_agent_api_writes_total{kind="annotation",result="error"} 4 1700000000
 mooring_agent_api_writes_total{kind="annotation",result="ok"} 100
 mooring_agent_ownership_changes_total{change="lost"} 7
+mooring_members_insecure 1
 garbage line
 `))
-	if m.StaleLocal != 2 || m.WriteErrors != 7 || m.OwnershipLosses != 7 {
+	if m.StaleLocal != 2 || m.WriteErrors != 7 || m.OwnershipLosses != 7 || m.GossipInsecure != 1 {
 		t.Fatalf("%+v", m)
 	}
 	kp := gather.ParseKubeProxy("mode: ipvs\nipvs:\n  strictARP: true\n")

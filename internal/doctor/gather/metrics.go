@@ -74,6 +74,8 @@ func ParseMetrics(b []byte) *doctor.AgentMetrics {
 			m.WriteErrors += value
 		case name == "mooring_agent_ownership_changes_total" && strings.Contains(labels, `change="lost"`):
 			m.OwnershipLosses += value
+		case name == "mooring_members_insecure":
+			m.GossipInsecure += value
 		}
 	}
 	return m
