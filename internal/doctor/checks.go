@@ -9,7 +9,8 @@ import (
 
 // checkPoolSubnets: a pool whose addresses lie outside every announcing
 // node's subnet hands out addresses nothing on the segment can reach (seed
-// 002, failure 1).
+// 002, failure 1). Pools advertised over BGP are routed to the nodes and
+// need not lie on their segment.
 func checkPoolSubnets(in Inputs) []Finding {
 	var announcing []Node
 	for _, n := range in.Nodes {
@@ -18,15 +19,16 @@ func checkPoolSubnets(in Inputs) []Finding {
 		}
 	}
 	var out []Finding
+	l2Pools := slices.DeleteFunc(slices.Clone(in.Pools), func(p Pool) bool { return p.BGP })
 	if len(announcing) == 0 {
-		if len(in.Pools) > 0 && len(in.Nodes) > 0 {
+		if len(l2Pools) > 0 && len(in.Nodes) > 0 {
 			out = append(out, Finding{Severity: Problem, Object: "L2AnnouncementPolicy",
 				Message: "no node is selected by any L2AnnouncementPolicy: no address of any pool is announced",
 				Fix:     "create an L2AnnouncementPolicy whose nodeSelector selects the nodes on the Services' segment"})
 		}
 		return out
 	}
-	for _, p := range in.Pools {
+	for _, p := range l2Pools {
 		if p.Disabled {
 			continue
 		}
@@ -314,6 +316,42 @@ func checkGossipKey(in Inputs) []Finding {
 			Message: "the agent on " + n.Name + " gossips without a key (--insecure-gossip): anyone who reaches its gossip port can join, claim addresses and spread false deaths",
 			Fix: "create the Secret mooring-gossip-key and run the agents with --gossip-key-file instead of --insecure-gossip " +
 				"(chart: agent.gossipKey; plain manifests: docs/install.md#gossip-key)"})
+	}
+	return out
+}
+
+// checkL2AndBGP: an address announced by L2 (a node answers ARP/NDP for it
+// on a segment) and advertised over BGP to a router on that same segment
+// reaches that router two ways — a /32 (/128) route spreading it over the
+// advertising nodes, and the ARP answer of one node — so clients on the
+// segment and behind the router take different paths, and an L2 failover
+// no longer moves what the router forwards. Nearly always a mistake.
+func checkL2AndBGP(in Inputs) []Finding {
+	subnets := map[string][]netip.Prefix{}
+	for _, n := range in.Nodes {
+		subnets[n.Name] = n.Subnets
+	}
+	var out []Finding
+	for _, s := range in.Services {
+		for _, a := range s.Addrs {
+			owner, l2 := s.AnnouncedBy[a]
+			if !l2 || owner == "" || len(s.AdvertisedBy[a]) == 0 {
+				continue
+			}
+			for _, sub := range subnets[owner] {
+				if !sub.Contains(a) {
+					continue
+				}
+				for _, p := range in.BGPPeers {
+					if sub.Contains(p.Address) {
+						out = append(out, Finding{Severity: Problem, Object: "Service/" + s.Key(), Node: owner, Address: a.String(),
+							Message: fmt.Sprintf("%s is announced by L2 (%s answers ARP/NDP for it on %s) and advertised over BGP (by %s) to %s (%s) on the same segment: the router reaches it two ways",
+								a, owner, sub, strings.Join(s.AdvertisedBy[a], ", "), p.Name, p.Address),
+							Fix: "announce each pool one way on a segment: leave it out of the L2AnnouncementPolicy (serviceSelector) or out of the BGPAdvertisement (pools/poolSelectors); see docs/bgp.md"})
+					}
+				}
+			}
+		}
 	}
 	return out
 }

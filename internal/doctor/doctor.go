@@ -51,6 +51,9 @@ type Pool struct {
 	Name     string
 	Ranges   []Range
 	Disabled bool
+	// BGP: a valid BGPAdvertisement selects the pool, so its addresses are
+	// routed to the nodes and need not lie on their segment.
+	BGP bool
 }
 
 // Node is one Node and what is known about its L2 segment.
@@ -86,6 +89,9 @@ type Service struct {
 	// Ours: Mooring serves the Service (its class, or no class with
 	// Mooring as the default).
 	Ours bool
+	// AdvertisedBy maps each address advertised over BGP to the nodes
+	// advertising it (the BGP decision recomputed from the API objects).
+	AdvertisedBy map[netip.Addr][]string
 }
 
 // Key is namespace/name.
@@ -139,6 +145,14 @@ type Inputs struct {
 	PolicyGenerations map[string]int64
 	// Agents are what each agent reports it decided with (its L2Announcer).
 	Agents []Agent
+	// BGPPeers are the routers the agents peer with.
+	BGPPeers []BGPPeer
+}
+
+// BGPPeer is one BGPPeer's name and address.
+type BGPPeer struct {
+	Name    string
+	Address netip.Addr
 }
 
 // Agent is one agent's applied configuration.
@@ -168,6 +182,7 @@ var Checks = []Check{
 	{"agent-counters", checkCounters},
 	{"agent-config", checkAgentConfig},
 	{"gossip-key", checkGossipKey},
+	{"l2-and-bgp", checkL2AndBGP},
 }
 
 // Run runs every check and returns the findings, problems first.

@@ -56,6 +56,10 @@ func TestEachCheckFindsItsProblem(t *testing.T) {
 			in.Events = append(in.Events, Event{Reason: ReasonStaleLocalAddress, Node: "n2", Service: "d/web", Age: "5s", Message: "node n2 has 192.0.2.200 configured on kube-ipvs0"})
 		}, Problem, []string{"n2", "kube-ipvs0"}},
 		{"kube-proxy", func(in *Inputs) { in.KubeProxy = KubeProxy{Found: true, Mode: "ipvs"} }, Problem, []string{"strictARP"}},
+		{"l2-and-bgp", func(in *Inputs) {
+			in.BGPPeers = []BGPPeer{{Name: "tor", Address: netip.MustParseAddr("192.0.2.1")}}
+			in.Services[0].AdvertisedBy = map[netip.Addr][]string{netip.MustParseAddr("192.0.2.200"): {"n1", "n2"}}
+		}, Problem, []string{"192.0.2.200", "n1 answers ARP/NDP", "tor", "n1, n2"}},
 		{"other-load-balancer", func(in *Inputs) {
 			in.Foreign.MetalLBSpeakers = []Workload{{Kind: "DaemonSet", Namespace: "metallb-system", Name: "speaker"}}
 			in.Foreign.MetalLBPools = []Pool{{Name: "metallb-system/old", Ranges: []Range{{netip.MustParseAddr("192.0.2.200"), netip.MustParseAddr("192.0.2.200")}}}}
@@ -113,5 +117,26 @@ func TestResolvedStaleEventIsNotReported(t *testing.T) {
 	fs := Run(in)
 	if len(fs) != 2 || fs[0].Check != "stale-local-address" || fs[1].Severity != Info {
 		t.Fatalf("%+v", fs)
+	}
+}
+
+// BGP done right raises nothing: a routed pool off the nodes' segment, an
+// address advertised over BGP to a router on another segment while L2
+// serves the local one, and a BGP-only cluster without L2 policies.
+func TestBGPWithoutMistakes(t *testing.T) {
+	in := clean()
+	in.Pools = append(in.Pools, Pool{Name: "routed", BGP: true, Ranges: []Range{{netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("198.51.100.9")}}})
+	in.BGPPeers = []BGPPeer{{Name: "tor", Address: netip.MustParseAddr("203.0.113.1")}}
+	in.Services[0].AdvertisedBy = map[netip.Addr][]string{netip.MustParseAddr("192.0.2.200"): {"n1"}}
+	if fs := Run(in); len(fs) != 0 {
+		t.Fatalf("findings: %+v", fs)
+	}
+	in.Pools = in.Pools[1:]
+	for i := range in.Nodes {
+		in.Nodes[i].Announcing = false
+	}
+	in.Services[0].AnnouncedBy = nil
+	if fs := Run(in); len(fs) != 0 {
+		t.Fatalf("BGP-only cluster: %+v", fs)
 	}
 }
