@@ -66,27 +66,23 @@ func TestAddressSafety(t *testing.T) {
 		v6 := withFamilies(corev1.IPFamilyPolicySingleStack, corev1.IPv6Protocol)
 		create(t, c, lbService("unusable", "auto-v4"))
 		create(t, c, lbService("unusable", "auto-v6", v6))
-		requests := map[string]string{"0.0.0.1": "this network", "127.0.0.1": "loopback", "224.0.0.1": "multicast",
-			"fe80::1": "link-local", "::1": "loopback"}
-		i := 0
-		for addr := range requests {
-			mut := []func(*corev1.Service){withAnn(mooringv1.AnnotationIPs, addr)}
-			if strings.Contains(addr, ":") {
+		requests := []struct{ addr, what string }{{"0.0.0.1", "this network"}, {"127.0.0.1", "loopback"},
+			{"224.0.0.1", "multicast"}, {"fe80::1", "link-local"}, {"::1", "loopback"}}
+		for i, r := range requests {
+			mut := []func(*corev1.Service){withAnn(mooringv1.AnnotationIPs, r.addr)}
+			if strings.Contains(r.addr, ":") {
 				mut = append(mut, v6)
 			}
 			create(t, c, lbService("unusable", fmt.Sprintf("req-%d", i), mut...))
-			i++
 		}
 		// Automatic: the pools select the namespace but hold nothing usable.
 		pending(t, env, "unusable", "auto-v4", string(lbipam.ReasonFamilyUnavailable))
 		pending(t, env, "unusable", "auto-v6", string(lbipam.ReasonFamilyUnavailable))
-		i = 0
-		for addr, what := range requests {
+		for i, r := range requests {
 			msg := pending(t, env, "unusable", fmt.Sprintf("req-%d", i), string(lbipam.ReasonRequestedOutside))
-			if !strings.Contains(msg, addr) || !strings.Contains(msg, what) || !strings.Contains(msg, "can never be a Service address") {
-				t.Errorf("request of %s: message %q does not say it is %s", addr, msg, what)
+			if !strings.Contains(msg, r.addr) || !strings.Contains(msg, r.what) || !strings.Contains(msg, "can never be a Service address") {
+				t.Errorf("request of %s: message %q does not say it is %s", r.addr, msg, r.what)
 			}
-			i++
 		}
 		// Nothing in the namespace ever got an address.
 		var svcs corev1.ServiceList
