@@ -136,7 +136,9 @@ func TestKilledNodeKeepsItsBlocksUntilItsNodeGoes(t *testing.T) {
 	}
 	retained(t, c, "node-1", "blue/b1")
 	kept("after its Node was deleted, while its pod still exists")
-	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "blue", Name: "b1"}}); err != nil {
+	// Forced, as nothing runs a kubelet here to finish a graceful delete (a
+	// terminating pod still counts: its containers may still run).
+	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "blue", Name: "b1"}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "node-1's record deleted with its Node", func() error {

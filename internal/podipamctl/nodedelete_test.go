@@ -72,19 +72,7 @@ func TestDeletedNodeKeepsItsBlocksWhileItsPodsRun(t *testing.T) {
 	runningPod(t, c, "blue", "b1", al.IPs[0].Address.Addr())
 	n1blue := blocks(t, c, "node-1", "blue")
 	held := blocks(t, c, "node-1", "")
-
-	// An older agent's record: owned by the Node. The controller drops it.
-	rec := record(t, c, "node-1")
-	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: "node-1", UID: n1.UID}}
-	if err := c.Update(ctx, rec); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "the Node owner reference dropped", func() error {
-		if o := record(t, c, "node-1").OwnerReferences; len(o) > 0 {
-			return fmt.Errorf("owners %v", o)
-		}
-		return nil
-	})
+	olderAgentsRecord(t, c, n1)
 
 	mkNode(t, c, "node-2")
 	setRequests(t, c, "node-2", nil, mooringv1.PodIPAMRequest{Pool: "blue", IPv4Addresses: 200})
@@ -138,6 +126,13 @@ func TestDeletedNodeKeepsItsBlocksWhileItsPodsRun(t *testing.T) {
 	cfg.DeletedNodeGrace = 3 * time.Second
 	startPodIPAM(t, e, cfg)
 	deleteNode()
+	graceReleases(t, c, n1blue[0])
+}
+
+// graceReleases: node-1, deleted with two pods still on it, keeps its
+// blocks only until the grace passed; then node-2 gets its blue block.
+func graceReleases(t *testing.T, c client.Client, n1blue netip.Prefix) {
+	t.Helper()
 	retained(t, c, "node-1", "2 pods, e.g. blue/b1")
 	if msg := meta.FindStatusCondition(record(t, c, "node-1").Status.Conditions, mooringv1.ConditionNodeDeleted).Message; !strings.Contains(msg, "--pod-ipam-deleted-node-grace") {
 		t.Fatalf("message %q does not name the grace", msg)
@@ -149,8 +144,25 @@ func TestDeletedNodeKeepsItsBlocksWhileItsPodsRun(t *testing.T) {
 		return nil
 	})
 	eventually(t, 30*time.Second, "node-2 gets node-1's blue block", func() error {
-		if got := blocks(t, c, "node-2", "blue"); len(got) != 2 || !slices.Contains(got, n1blue[0]) {
+		if got := blocks(t, c, "node-2", "blue"); len(got) != 2 || !slices.Contains(got, n1blue) {
 			return fmt.Errorf("node-2 blue %v", got)
+		}
+		return nil
+	})
+}
+
+// olderAgentsRecord makes node's record owned by its Node, as agents before
+// this version made it, and waits for the controller to drop that.
+func olderAgentsRecord(t *testing.T, c client.Client, n *corev1.Node) {
+	t.Helper()
+	rec := record(t, c, n.Name)
+	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+	if err := c.Update(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Node owner reference dropped", func() error {
+		if o := record(t, c, n.Name).OwnerReferences; len(o) > 0 {
+			return fmt.Errorf("owners %v", o)
 		}
 		return nil
 	})
