@@ -19,6 +19,7 @@ import (
 	"github.com/mooringlb/mooring/internal/ipamd"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/podipamctl"
+	"github.com/mooringlb/mooring/internal/testenv"
 )
 
 // Issue 19 item 5: when the pod's pool cannot be determined — here the API
@@ -81,6 +82,24 @@ func TestPoolChoiceFailsClosed(t *testing.T) {
 				t.Fatalf("ADD of %s whose pool cannot be read: %+v, %v; want a retryable %q error", pod, al, err, ipamd.KindUnavailable)
 			}
 		}
+	}
+	// A kubelet retrying: 20 more failed ADDs of one pod cost at most the
+	// Event series' one create and one patch, not a write each.
+	time.Sleep(time.Second) // the first Events of the loop above are written
+	before, err := testenv.MutatingRequests(ctx, e.Clientset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		_, _ = cl.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{Network: "pods", ContainerID: "special-1", IfName: "eth0"}, Namespace: "tenant-a", Pod: "special-1"})
+	}
+	time.Sleep(time.Second)
+	after, err := testenv.MutatingRequests(ctx, e.Clientset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := testenv.DiffRequests(before, after); d["POST events"]+d["PATCH events"] > 2 {
+		t.Fatalf("20 failed ADDs of one pod wrote %v", d)
 	}
 	store, err := ipamd.ReadStore(cfg.StateDir)
 	if err != nil || len(store) != 1 || store[0].Pod != "mine" {
