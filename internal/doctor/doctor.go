@@ -64,6 +64,9 @@ type Node struct {
 	// the /24 (/64) around each InternalIP and sets SubnetsAssumed.
 	Subnets        []netip.Prefix
 	SubnetsAssumed bool
+	// Addresses are the node's own (status.addresses: InternalIP and
+	// ExternalIP), which no pool may hand to a Service.
+	Addresses []netip.Addr
 	// Announcing: some L2AnnouncementPolicy's nodeSelector selects it.
 	Announcing bool
 	// Metrics are the node's agent metrics; nil when not available.
@@ -175,6 +178,7 @@ type Check struct {
 // Checks are every check, in the order they are reported.
 var Checks = []Check{
 	{"pool-subnet", checkPoolSubnets},
+	{"pool-node-address", checkPoolNodeAddresses},
 	{"stale-local-address", checkStale},
 	{"kube-proxy", checkKubeProxy},
 	{"other-load-balancer", checkForeign},

@@ -140,3 +140,20 @@ func TestBGPWithoutMistakes(t *testing.T) {
 		t.Fatalf("BGP-only cluster: %+v", fs)
 	}
 }
+
+// Issue 19 item 9: a pool containing a node's own address is a problem
+// (a warning when the pool is disabled); one next to it is not.
+func TestPoolContainingANodeAddress(t *testing.T) {
+	in := clean()
+	in.Nodes[0].Addresses = []netip.Addr{netip.MustParseAddr("192.0.2.199")}
+	in.Nodes[1].Addresses = []netip.Addr{netip.MustParseAddr("192.0.2.210"), netip.MustParseAddr("2001:db8::210")}
+	fs := Run(in)
+	if len(fs) != 1 || fs[0].Check != "pool-node-address" || fs[0].Severity != Problem || fs[0].Fix == "" ||
+		!strings.Contains(fs[0].Message, "192.0.2.210 (node n2)") || strings.Contains(fs[0].Message, "192.0.2.199") || fs[0].Object != "LoadBalancerIPPool/lan" {
+		t.Fatalf("%+v", fs)
+	}
+	in.Pools[0].Disabled = true
+	if fs := Run(in); len(fs) != 1 || fs[0].Severity != Warning {
+		t.Fatalf("disabled pool: %+v", fs)
+	}
+}

@@ -353,15 +353,16 @@ func (a *Allocator) pickFrom(svc Service, m *matcher, f Family) (netip.Addr, *Pr
 }
 
 // firstFree returns the first address of r that is free, that p does not
-// avoid, and that no other Service requests. Cost: O(log n) per address
-// skipped; skips are bounded by the requests and .0/.255 addresses in r.
+// avoid, and that no other Service p serves requests. Cost: O(log n) per
+// address skipped; skips are bounded by the requests and .0/.255 addresses
+// in r.
 func (a *Allocator) firstFree(p *pool, r ipalloc.Range, key ServiceKey) (netip.Addr, bool) {
 	for {
 		addr, err := a.used.FirstFree(r)
 		if err != nil {
 			return netip.Addr{}, false
 		}
-		if !p.avoids(addr) && !a.requestedByOther(addr, key) {
+		if !p.avoids(addr) && !a.requestedByOther(addr, key, p) {
 			return addr, true
 		}
 		if addr == r.Last {
@@ -380,12 +381,7 @@ func (a *Allocator) sharingKeyConflict(svc Service, pools []*pool, f Family) *Pr
 	if svc.SharingKey == "" {
 		return nil
 	}
-	keys := make([]ServiceKey, 0, len(a.shares[svc.SharingKey]))
-	for k := range a.shares[svc.SharingKey] {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareKeys)
-	for _, k := range keys {
+	for _, k := range a.sharers(svc.SharingKey) {
 		if k == svc.Key {
 			continue
 		}
@@ -402,15 +398,29 @@ func (a *Allocator) sharingKeyConflict(svc Service, pools []*pool, f Family) *Pr
 	return nil
 }
 
+// sharers lists the Services with sharing key k, sorted, so that every
+// walk over them visits them in one order whatever the map's.
+func (a *Allocator) sharers(k string) []ServiceKey {
+	keys := make([]ServiceKey, 0, len(a.shares[k]))
+	for key := range a.shares[k] {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
 // joinShared returns the best address already held under svc's sharing
-// key that svc may join: lowest pool rank, then lowest address.
+// key that svc may join: lowest pool rank, then lowest address. The
+// choice is a minimum over a total order, and the holders are walked in
+// sorted order, so it never depends on map order (the same address after
+// every restart). Cost: O(s log s + a) for s sharers holding a addresses.
 func (a *Allocator) joinShared(svc Service, pools []*pool, f Family) netip.Addr {
 	if svc.SharingKey == "" {
 		return netip.Addr{}
 	}
 	var best netip.Addr
 	bestRank := len(pools)
-	for key := range a.shares[svc.SharingKey] {
+	for _, key := range a.sharers(svc.SharingKey) {
 		if key == svc.Key {
 			continue
 		}

@@ -137,6 +137,11 @@ func sharingKeyConflictProblem(svc Service, f Family, addr netip.Addr, holder Se
 }
 
 func requestedOutsideProblem(svc Service, addr netip.Addr) *Problem {
+	if what := UnusableAddr(addr); what != "" {
+		return problem(FamilyOf(addr), ReasonRequestedOutside,
+			"%s requests %s, which is %s and can never be a Service address (no pool may hold it): request an address from a pool",
+			svcRef(svc), addr, what)
+	}
 	return problem(FamilyOf(addr), ReasonRequestedOutside,
 		"%s requests %s, which is in no pool: add a pool block containing it or request an address from an existing pool",
 		svcRef(svc), addr)
@@ -195,10 +200,10 @@ func heldDuplicateProblem(svc Service, addr netip.Addr, other ServiceKey, why st
 func (a *Allocator) requestedFree(key ServiceKey, pools []*pool, f Family) int {
 	n := 0
 	for addr, ks := range a.requests {
-		if FamilyOf(addr) != f || a.used.Contains(addr) || !slices.ContainsFunc(ks, func(k ServiceKey) bool { return k != key }) {
+		if FamilyOf(addr) != f || a.used.Contains(addr) || len(ks) == 0 {
 			continue
 		}
-		if own := a.owner(addr); own != nil && slices.Contains(pools, own) && !own.avoids(addr) {
+		if own := a.owner(addr); own != nil && slices.Contains(pools, own) && !own.avoids(addr) && a.requestedByOther(addr, key, own) {
 			n++
 		}
 	}

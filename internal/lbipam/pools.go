@@ -52,8 +52,8 @@ func usableRange(b Block, allowFirstLast bool) ipalloc.Range {
 	return ipalloc.Range{First: r.First.Next(), Last: r.Last.Prev()}
 }
 
-// validateBlock returns why b cannot be used, or "". Messages name the
-// block as the API does (spec.blocks[i], 0-based).
+// validateBlock returns why b is malformed, or "". Messages name the block
+// as the API does (spec.blocks[i], 0-based).
 func validateBlock(b Block) string {
 	r := ipalloc.Range{First: b.First, Last: b.Last}
 	if msg := RangeProblem(b.First, b.Last); msg != "" {
@@ -84,12 +84,18 @@ func RangeProblem(first, last netip.Addr) string {
 	return ""
 }
 
-// compilePool validates the blocks of one pool; later blocks overlapping
-// earlier ones of the same pool are invalid (admission cannot see that).
+// compilePool validates the blocks of one pool: malformed blocks, blocks
+// holding addresses that can never be a Service's (unusableProblem) and
+// later blocks overlapping earlier ones of the same pool (admission cannot
+// see that) are invalid and hand out nothing.
 func compilePool(p Pool) *pool {
 	c := &pool{Pool: p}
 	for _, b := range p.Blocks {
-		if msg := validateBlock(b); msg != "" {
+		msg := validateBlock(b)
+		if msg == "" {
+			msg = unusableProblem(b)
+		}
+		if msg != "" {
 			c.markInvalid(blockAddr(b), msg)
 			continue
 		}

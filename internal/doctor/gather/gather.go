@@ -212,6 +212,11 @@ func nodes(ctx context.Context, cs kubernetes.Interface, sels []labels.Selector,
 		for _, s := range sels {
 			dn.Announcing = dn.Announcing || s.Matches(labels.Set(n.Labels))
 		}
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) {
+				dn.Addresses = append(dn.Addresses, ip.Unmap())
+			}
+		}
 		dn.Subnets = append(dn.Subnets, opt.NodeSubnets[n.Name]...)
 		dn.Subnets = append(dn.Subnets, opt.NodeSubnets[""]...)
 		if len(dn.Subnets) == 0 {

@@ -165,6 +165,8 @@ func TestDoctorFindsPlantedProblems(t *testing.T) {
 	// Plant every problem.
 	must(t, c.Create(ctx, &mooringv1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "far"},
 		Spec: mooringv1.LoadBalancerIPPoolSpec{Blocks: []mooringv1.IPBlock{{CIDR: "198.51.100.0/28"}}}}))
+	must(t, c.Create(ctx, &mooringv1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "on-nodes"},
+		Spec: mooringv1.LoadBalancerIPPoolSpec{Blocks: []mooringv1.IPBlock{{CIDR: "192.0.2.8/29"}}}}))
 	for _, ev := range []struct{ reason, node, msg string }{
 		{mooringv1.EventReasonStaleLocalAddress, "n2", "node n2 has 192.0.2.200 configured on kube-ipvs0"},
 		{mooringv1.EventReasonSplitBrain, "n1", "split brain: 192.0.2.200 is announced by n1 on eth0, but 02:00:00:00:00:09 also answered"},
@@ -217,6 +219,7 @@ func TestDoctorFindsPlantedProblems(t *testing.T) {
 	fs, _ = runDoctor(t, cs, dc, c, agent.URL)
 	for _, w := range []struct{ check, mention string }{
 		{"pool-subnet", "198.51.100.0-198.51.100.15"},
+		{"pool-node-address", "192.0.2.11 (node n1), 192.0.2.12 (node n2)"},
 		{"stale-local-address", "kube-ipvs0"},
 		{"kube-proxy", "strictARP"},
 		{"other-load-balancer", "192.0.2.200 (d/web, MetalLB pool metallb-system/old)"},
