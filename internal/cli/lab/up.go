@@ -1,6 +1,7 @@
 package lab
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,9 +82,6 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 				}
 			}
 			if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
-				if fault != "" {
-					return cliutil.UsageError{Err: fmt.Errorf("--fault works with the lab's static pod addresses only: drop --pod-ipam=%s or --fault", cfg.PodIPAM)}
-				}
 				if cfg.CNIPlugins == "" {
 					cfg.CNIPlugins = lab.FindCNIPlugins()
 				}
@@ -91,18 +89,26 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 					cfg.IPAMPlugin = lab.FindIPAMPlugin(self)
 				}
 			}
-			var flt lab.Fault
-			if fault != "" {
-				if flt, err = lab.ParseFault(fault); err != nil {
-					return err
-				}
+			flt, err := parseFault(fault, &cfg)
+			if err != nil {
+				return err
 			}
-			return lab.Run(cmd.Context(), cfg, func(r *lab.Ready) {
-				if err := r.Cluster.StartFault(cmd.Context(), flt); err != nil {
-					deps.Log.Error("injecting the fault failed", "fault", fault, "err", err)
+			var faultErr error
+			err = lab.Run(cmd.Context(), cfg, func(r *lab.Ready) {
+				if flt.Kind != "" {
+					node, err := r.Cluster.StartFault(cmd.Context(), flt)
+					if err != nil {
+						// The lab goes down: a lab that says Ready without
+						// the fault asked for would mislead.
+						faultErr = fmt.Errorf("injecting the fault %q: %w", fault, err)
+						r.Cluster.Down()
+						return
+					}
+					fmt.Fprintf(deps.Streams.Err, "fault %s injected on %s\n", flt.Kind, node)
 				}
 				printReady(deps.Streams.Out, r, self, *stateDir)
 			})
+			return errors.Join(faultErr, err)
 		},
 	}
 	f := cmd.Flags()
@@ -112,7 +118,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a silent node stays Ready (Kubernetes' default is 50s)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
-	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
+	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready), or responder-open[@NODE] (NODE's agent, default the one announcing the demo Service, restarts and cannot open its ARP/NDP sockets: it retries in a loop while it runs); an unknown NODE is a usage error")
 	f.StringVar(&cfg.Install, "install", "", "how Mooring is installed: \"\" runs the controller and agents as lab processes; \"chart\" renders charts/mooring with helm, applies it, and the nodes run its pods with this binary")
 	f.StringVar(&cfg.Helm, "helm", "", "helm binary for --install=chart (default: $"+lab.EnvHelm+"/helm, else the current \"make helm\" build, else helm on $PATH)")
 	f.StringVar(&cfg.ChartDir, "chart", "", "the chart for --install=chart (default: charts/mooring of the repository)")
@@ -123,6 +129,22 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
+}
+
+// parseFault reads and checks --fault against the lab cfg describes; a
+// fault that cannot be injected (unknown node, wrong lab) is a usage error.
+func parseFault(fault string, cfg *lab.Config) (lab.Fault, error) {
+	if fault == "" {
+		return lab.Fault{}, nil
+	}
+	f, err := lab.ParseFault(fault)
+	if err == nil {
+		err = f.Validate(cfg)
+	}
+	if err != nil {
+		return lab.Fault{}, cliutil.UsageError{Err: err}
+	}
+	return f, nil
 }
 
 // printReady prints the lines `lab up --help` promises. Write errors are
