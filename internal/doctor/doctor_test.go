@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func clean() Inputs {
@@ -158,8 +159,11 @@ func TestEachCheckFindsItsProblem(t *testing.T) {
 // cannot be read; the ARP/NDP audit seeing the second responder now makes
 // it current again.
 func TestOldEventsAreHistory(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	in := clean()
-	in.Events = []Event{{Reason: ReasonStaleLocalAddress, Node: "n2", Service: "d/web", Age: "50m0s", Message: "node n2 has 192.0.2.200 on lo"}}
+	in.Events = []Event{{Reason: ReasonStaleLocalAddress, Node: "n2", Service: "d/web", Age: "50m0s", Message: "node n2 has 192.0.2.200 on lo", Time: now.Add(-50 * time.Minute)},
+		// An older one of the same node and Service: only the newest shows.
+		{Reason: ReasonStaleLocalAddress, Node: "n2", Service: "d/web", Age: "55m0s", Message: "older", Time: now.Add(-55 * time.Minute)}}
 	fs := Run(in)
 	if len(fs) != 1 || fs[0].Severity != History || !strings.Contains(fs[0].Message, "the agent on n2 counts none now") || HasProblem(fs) {
 		t.Fatalf("gauge 0: %+v", fs)

@@ -34,10 +34,7 @@ func checkSplitBrain(in Inputs) []Finding {
 func agentReports(in Inputs, reason string, gauge func(*AgentMetrics) float64, what, fix string) []Finding {
 	byNode := map[string][]Event{}
 	var order []string
-	for _, e := range in.Events {
-		if e.Reason != reason {
-			continue
-		}
+	for _, e := range newestPerService(in.Events, reason) {
 		if _, ok := byNode[e.Node]; !ok {
 			order = append(order, e.Node)
 		}
@@ -69,6 +66,29 @@ func agentReports(in Inputs, reason string, gauge func(*AgentMetrics) float64, w
 		for _, e := range byNode[node] {
 			out = append(out, eventNowOrThen(in, nodes, e, what, fix))
 		}
+	}
+	return out
+}
+
+// newestPerService keeps, of the Events of reason, the newest per node
+// and Service (an agent records one per transition), in their order.
+func newestPerService(evs []Event, reason string) []Event {
+	type key struct{ node, svc string }
+	at := map[key]int{}
+	var out []Event
+	for _, e := range evs {
+		if e.Reason != reason {
+			continue
+		}
+		k := key{e.Node, e.Service}
+		if i, ok := at[k]; ok {
+			if e.Time.After(out[i].Time) {
+				out[i] = e
+			}
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, e)
 	}
 	return out
 }
