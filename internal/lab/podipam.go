@@ -244,6 +244,11 @@ func kcmControllers(c *Config) string {
 	if c.Install == InstallChart {
 		s += ",deployment-controller,replicaset-controller,daemonset-controller"
 	}
+	if c.MetalLB != "" {
+		// Removing what MetalLB leaves behind ends with its namespace,
+		// whose contents the namespace controller deletes.
+		s += ",namespace-controller"
+	}
 	return s
 }
 

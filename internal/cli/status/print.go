@@ -175,21 +175,30 @@ func describe(as []Announcement) string {
 		}
 		return strings.Join(out, " & ")
 	}
+	// One entry per node: MetalLB's ServiceL2Status names no interface
+	// when its speaker answers on all of them.
 	var order []string
-	impls := map[string][]string{}
+	impls, by := map[string][]string{}, map[string]string{}
 	for _, a := range as {
-		if _, ok := impls[a.By]; !ok {
-			order = append(order, a.By)
+		node := a.Node
+		if node == "" {
+			node = a.By
+		}
+		if _, ok := impls[node]; !ok {
+			order = append(order, node)
+		}
+		if len(by[node]) < len(a.By) {
+			by[node] = a.By
 		}
 		impl := a.Implementation
 		if impl == "" {
 			impl = "Mooring"
 		}
-		impls[a.By] = append(impls[a.By], impl)
+		impls[node] = append(impls[node], impl)
 	}
 	var out []string
-	for _, b := range order {
-		out = append(out, b+" ("+strings.Join(impls[b], ", ")+")")
+	for _, n := range order {
+		out = append(out, by[n]+" ("+strings.Join(impls[n], ", ")+")")
 	}
 	return strings.Join(out, " & ")
 }

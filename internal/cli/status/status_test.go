@@ -324,6 +324,19 @@ func TestMigrationAware(t *testing.T) {
 	if got := announcedBy(w, false); got != "node-2/eth0 (Mooring, MetalLB)" {
 		t.Errorf("during: %q", got)
 	}
+	// MetalLB's speaker answers on every interface: its status names none.
+	ot.Foreign.MetalLB.Announcers["d/web"] = foreignlb.L2Status{Node: "node-2", Object: "metallb-system/l2-x"}
+	an.Others = ot
+	w = Rows([]corev1.Service{web}, nil, an, now.Add(-time.Hour), now)[0]
+	if got := announcedBy(w, false); got != "node-2/eth0 (Mooring, MetalLB)" {
+		t.Errorf("during, no interface in the ServiceL2Status: %q", got)
+	}
+	an.Announcements[0].Node, an.Announcements[1].Node = "node-1", "node-1"
+	an.Announcements[0].Claimants, an.Announcements[1].Claimants = []string{"node-1"}, []string{"node-1"}
+	w = Rows([]corev1.Service{web}, nil, an, now.Add(-time.Hour), now)[0]
+	if got := announcedBy(w, false); got != "node-1/eth0 (Mooring) & node-2 (MetalLB)" {
+		t.Errorf("during, two nodes: %q", got)
+	}
 	// Without Others (an older status, or unreadable): as before.
 	w = Rows([]corev1.Service{web}, nil, Announced{Known: true, Announcers: an.Announcers}, now.Add(-time.Hour), now)[0]
 	if len(w.Problems) != 2 || w.Problems[0].Reason != ReasonNotAnnounced || !strings.Contains(strings.Join(w.Messages, ""), "has not seen this Service") {

@@ -162,21 +162,28 @@ func crdLeftovers(ctx context.Context, dc dynamic.Interface) (crs, crds []Leftov
 	return crs, crds, nil
 }
 
-// servedVersion is a version the CRD serves ("" when none).
+// servedVersion is the CRD's storage version when served, else a served
+// one ("" when none): reading a deprecated version draws warnings.
 func servedVersion(c *unstructured.Unstructured) string {
 	vs, _, _ := unstructured.NestedSlice(c.Object, "spec", "versions")
+	out := ""
 	for _, v := range vs {
 		m, ok := v.(map[string]any)
 		if !ok {
 			continue
 		}
-		if served, _ := m["served"].(bool); served {
-			if n, _ := m["name"].(string); n != "" {
-				return n
-			}
+		n, _ := m["name"].(string)
+		served, _ := m["served"].(bool)
+		storage, _ := m["storage"].(bool)
+		switch {
+		case !served || n == "":
+		case storage:
+			return n
+		case out == "":
+			out = n
 		}
 	}
-	return ""
+	return out
 }
 
 // rbacLeftovers lists MetalLB's ClusterRoles and ClusterRoleBindings (by

@@ -54,6 +54,9 @@ type Runner struct {
 	CheckTimeout time.Duration
 	Out          io.Writer
 	Log          *slog.Logger
+	// AfterStep, when set, is called after step i's checks passed (before
+	// the next step): a look at the cluster mid-migration.
+	AfterStep func(ctx context.Context, i int)
 
 	// splitSince is when MetalLB's speakers stopped answering: agents'
 	// split-brain reports before it name MetalLB's expected second answer
@@ -119,6 +122,9 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 		fmt.Fprintf(r.Out, "  ok: %s\n", r.joinChecks(s.Checks))
 		if len(r.audit) > 0 && slices.Contains(s.Checks, migrate.CheckResponders) {
 			fmt.Fprintf(r.Out, "  responders: %s\n", strings.Join(r.audit, " "))
+		}
+		if r.AfterStep != nil {
+			r.AfterStep(ctx, i)
 		}
 	}
 	return nil
