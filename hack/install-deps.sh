@@ -5,6 +5,9 @@
 # podman, runc, ca-certificates: the image smoke test runs `make image`'s
 # archive (runc: crun fails on this host's hybrid cgroups); the image copies
 # Debian's CA bundle.
+# frr: the BGP lab router and the BGP tests' peers (bgpd, bfdd, zebra, vtysh,
+# run per network namespace by internal/frr; the host's own frr service is
+# never started or used).
 set -euo pipefail
 pkgs=(nftables iproute2 iputils-ping curl)
 # kubectl: the kubectl-mooring plugin's end-to-end test (cmd/mooring) runs
@@ -12,6 +15,7 @@ pkgs=(nftables iproute2 iputils-ping curl)
 # Debian's kubernetes-client (1.20) only when no other is on $PATH.
 command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 pkgs+=(podman runc ca-certificates)
+pkgs+=(frr)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,3 +29,8 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >/dev/null
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The tests and the lab run their own FRR daemons per network namespace; the
+# service the package just installed would route the machine itself.
+if [[ " ${missing[*]} " == *" frr "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now frr.service >/dev/null 2>&1 || true
+fi
