@@ -117,8 +117,12 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 	}
 	// A fault that cannot be injected fails the lab before anything says
 	// Ready: a lab without the fault asked for would measure nothing.
-	if err := c.StartFault(ctx, cfg.Fault); err != nil {
-		return fmt.Errorf("lab: injecting --fault %s: %w", cfg.Fault, err)
+	if cfg.Fault.Kind != "" {
+		node, err := c.StartFault(ctx, cfg.Fault)
+		if err != nil {
+			return fmt.Errorf("lab: injecting --fault %s: %w", cfg.Fault, err)
+		}
+		c.log.Info("fault injected", "fault", cfg.Fault.String(), "node", node)
 	}
 	c.mu.Lock() // RecordRestart may write the state at any time
 	c.state.Ready = true

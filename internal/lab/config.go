@@ -145,7 +145,7 @@ func (c *Config) ValidateFlags() error {
 	if err := c.validatePodIPAMFlags(); err != nil {
 		return err
 	}
-	return c.Fault.validate(c)
+	return c.Fault.Validate(c)
 }
 
 // Validate reports the first unusable setting, naming the fix: the flags

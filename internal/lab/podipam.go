@@ -257,6 +257,11 @@ func kcmControllers(c *Config) string {
 	if c.realNodes() {
 		s += realNodeKCMControllers
 	}
+	if c.MetalLB != "" {
+		// Removing what MetalLB leaves behind ends with its namespace,
+		// whose contents the namespace controller deletes.
+		s += ",namespace-controller"
+	}
 	return s
 }
 

@@ -96,7 +96,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a silent node stays Ready (Kubernetes' default is 50s)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
-	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
+	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready), or responder-open[@NODE] (NODE's agent, default the one announcing the demo Service, restarts and cannot open its ARP/NDP sockets: it retries in a loop while it runs); an unknown NODE is a usage error")
 	f.StringVar(&cfg.Install, "install", "", "how Mooring is installed: \"\" runs the controller and agents as lab processes; \"chart\" renders charts/mooring with helm, applies it, and the nodes run its pods with this binary")
 	f.StringVar(&cfg.Helm, "helm", "", "helm binary for --install=chart (default: $"+lab.EnvHelm+"/helm, else the current \"make helm\" build, else helm on $PATH)")
 	f.StringVar(&cfg.ChartDir, "chart", "", "the chart for --install=chart (default: charts/mooring of the repository)")

@@ -53,6 +53,12 @@ type Announcement struct {
 	By         string   `json:"by"`
 	Node       string   `json:"node,omitempty"`
 	Interfaces []string `json:"interfaces,omitempty"`
+	// Implementation is another implementation that announces the address
+	// now ("MetalLB", "Cilium"); empty for Mooring.
+	Implementation string `json:"implementation,omitempty"`
+	// Source is where another implementation's announcer was read, e.g.
+	// "ServiceL2Status metallb-system/l2-abcde".
+	Source string `json:"source,omitempty"`
 }
 
 // Problem is one Warning Event an agent recorded on the Service, or a
@@ -94,6 +100,9 @@ type Announced struct {
 	Known         bool
 	Announcements []agentstatus.Announcement
 	Announcers    []mooringv1.L2Announcer
+	// Others is who else serves LoadBalancer Services and how Mooring's
+	// controller runs; its zero value: not read.
+	Others Others
 }
 
 // Rows turns LoadBalancer Services and the Events of their namespaces
@@ -110,10 +119,17 @@ func Rows(svcs []corev1.Service, events []corev1.Event, an Announced, since, now
 			continue
 		}
 		r := row(s)
+		key := s.Namespace + "/" + s.Name
+		served := an.Others.serving(key)
 		if an.Known && !r.OtherClass {
 			r.AnnouncedBy, r.Problems = an.forAddresses(r.Addresses, now)
+			r.Problems = withoutServed(r.Problems, served)
 		}
-		r.Problems = append(r.Problems, byService[s.Namespace+"/"+s.Name]...)
+		r.AnnouncedBy = append(r.AnnouncedBy, foreignAnnouncements(r.Addresses, served)...)
+		if !r.OtherClass && r.Assigned == nil {
+			r.Messages = append(r.Messages, an.Others.unassigned(s, served))
+		}
+		r.Problems = append(r.Problems, byService[key]...)
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -233,10 +249,6 @@ func row(s *corev1.Service) Row {
 				r.Messages = append(r.Messages, c.Message)
 			}
 		}
-	}
-	if r.Assigned == nil {
-		r.Messages = append(r.Messages, "no AddressAssigned condition: the controller has not seen this Service "+
-			"(is `mooring controller` running? with --default-class=false it serves only loadBalancerClass "+mooringv1.LoadBalancerClass+")")
 	}
 	return r
 }

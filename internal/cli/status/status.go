@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -43,6 +44,9 @@ type Options struct {
 	// PodIPAM reads pod IPAM (PodIPAMFromAPI); nil, or a nil result (mode
 	// off), prints no pod IPAM section.
 	PodIPAM func(context.Context) (*PodIPAM, error)
+	// Others reads how Mooring's controller runs and who else serves
+	// LoadBalancer Services (OthersFromAPI); nil: not read.
+	Others func(context.Context, time.Time) (Others, error)
 }
 
 // FromAPI reads Announced through r: internal/agent/status.Announcements recomputes the
@@ -66,6 +70,7 @@ func FromAPI(r client.Reader) func(context.Context) (Announced, error) {
 // NewCommand builds `mooring status`.
 func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	var kubeconfig string
+	leaseNS, leaseName := controller.DefaultLeaseNamespace, controller.DefaultLeaseName
 	o := Options{Output: OutputTable, Since: DefaultSince}
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -79,7 +84,10 @@ announced now (the L2Announcers' status.problems, e.g. NoEligibleNode,
 NoMatchingInterface), then the Warning Events Mooring's agents recorded on the
 Service within --since (split brain, a stale local copy of the address). An
 Event says a problem was seen then;
-` + "`mooring audit arp`" + ` checks the segment now. With pod IPAM on, a second
+` + "`mooring audit arp`" + ` checks the segment now. During a migration it says who
+serves each address now: MetalLB's speaker (its ServiceL2Status) or Cilium's
+lease holder appear in ANNOUNCED BY with their name, and a Service that the
+controller leaves alone under --adopt-only says so instead of "not seen". With pod IPAM on, a second
 table gives the recorded mode and, per node, its blocks (pool=CIDR), its
 node.spec.podCIDRs and pod IPAM problems (MooringPodCIDRMismatch, Exhausted).
 See docs/status.md.`,
@@ -109,8 +117,13 @@ See docs/status.md.`,
 			if err != nil {
 				return err
 			}
+			dc, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
 			o.Announced = FromAPI(c)
 			o.PodIPAM = PodIPAMFromAPI(c, controller.DefaultLeaseNamespace)
+			o.Others = OthersFromAPI(cs, dc, leaseNS, leaseName)
 			return Run(cmd.Context(), cs, o, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
@@ -118,6 +131,8 @@ See docs/status.md.`,
 	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "only this namespace (default: all)")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table, wide (whole messages, every problem), json or yaml")
 	cmd.Flags().DurationVar(&o.Since, "since", o.Since, "show problems (agents' Warning Events) seen within this long")
+	cmd.Flags().StringVar(&leaseNS, "lease-namespace", leaseNS, "namespace of the Mooring controller's leader-election Lease (where it publishes --adopt-only)")
+	cmd.Flags().StringVar(&leaseName, "lease-name", leaseName, "name of the Mooring controller's leader-election Lease")
 	return cmd
 }
 
@@ -148,6 +163,12 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 			fmt.Fprintf(errw, "warning: reading the announcements failed, so ANNOUNCED BY is empty and PROBLEMS has only Events: %v\n", err)
 		}
 	}
+	if o.Others != nil {
+		if an.Others, err = o.Others(ctx, now); err != nil {
+			an.Others = Others{}
+			fmt.Fprintf(errw, "warning: reading the Mooring controller's mode and other load balancers failed, so status cannot say whether another implementation serves a Service: %v\n", err)
+		}
+	}
 	var pi *PodIPAM
 	if o.PodIPAM != nil {
 		if pi, err = o.PodIPAM(ctx); err != nil {
@@ -155,5 +176,6 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 			fmt.Fprintf(errw, "warning: reading pod IPAM failed, so it is not shown: %v\n", err)
 		}
 	}
-	return PrintAll(w, o.Output, Rows(svcs.Items, events, an, now.Add(-o.Since), now), pi, now)
+	rows := Rows(svcs.Items, events, an, now.Add(-o.Since), now)
+	return printDoc(w, o.Output, List{Services: nonNil(rows), PodIPAM: pi, Notes: an.Others.Notes()}, now)
 }
