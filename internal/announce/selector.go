@@ -110,6 +110,11 @@ func (s *Selector) Matches(labels map[string]string) bool {
 	return s.matches(func(k string) (string, bool) { v, ok := labels[k]; return v, ok })
 }
 
+// MatchesService reports whether a Service's labels and its virtual labels
+// (LabelServiceNamespace, LabelServiceName) satisfy s, as a policy's
+// serviceSelector matches; internal/bgp uses it for advertisements.
+func (s *Selector) MatchesService(svc *Service) bool { return s.matchesService(svc) }
+
 // matchesService matches a Service's labels and its virtual labels.
 func (s *Selector) matchesService(svc *Service) bool {
 	return s.matches(func(k string) (string, bool) {

@@ -1,0 +1,281 @@
+package bgpspeaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/apiutil"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
+)
+
+// GoBGP is the Router backed by an embedded GoBGP v4 server.
+//
+// Every peer gets a VRF of its own (route distinguisher and route target
+// 65535:id, never sent: only unicast families are negotiated): a route is
+// added to the VRFs of exactly the peers that should receive it, with that
+// peer's attributes and next hop, so per-peer differences need no export
+// policies, and a change to one peer's routes never touches another
+// session. GoBGP converts VRF routes back to plain unicast for its VRF
+// neighbors.
+type GoBGP struct {
+	log   *slog.Logger
+	hook  *connHook
+	now   func() time.Time
+	probe Prober
+
+	srv     *server.BgpServer
+	served  chan struct{}
+	cancel  context.CancelFunc
+	changed chan struct{}
+
+	mu     sync.Mutex
+	peers  map[string]*goPeer
+	byAddr map[netip.Addr]*goPeer
+	nextID uint32
+	attrs  attrCache
+	probes map[netip.Addr]probeCache
+	opens  map[netip.Addr]openCache
+	// routerID is the running instance's, for the OPEN probe.
+	routerID netip.Addr
+}
+
+// goPeer is one configured session.
+type goPeer struct {
+	cfg PeerConfig
+	vrf string
+	id  uint32
+	// since is when the backend last saw the state change; state the
+	// state then; bfdFailures the BFD failure count then.
+	since       time.Time
+	state       State
+	bfdFailures uint64
+	// asMismatch is set when a learned AS broke dynamicASN; the peer is
+	// shut down until retryAt.
+	asMismatch string
+	retryAt    time.Time
+	// down is why the session last failed, from GoBGP's state events
+	// (its peer listing does not carry the reason).
+	down downEvent
+}
+
+type downEvent struct {
+	kind downKind
+	msg  string
+	at   time.Time
+}
+
+// NewGoBGP returns a stopped backend logging through log. probe may be
+// nil (no authentication-failure probing).
+func NewGoBGP(log *slog.Logger, probe Prober) *GoBGP {
+	return &GoBGP{
+		log: log, hook: newConnHook(log.Handler(), time.Now), now: time.Now, probe: probe,
+		changed: make(chan struct{}, 1),
+		peers:   map[string]*goPeer{}, byAddr: map[netip.Addr]*goPeer{}, attrs: attrCache{},
+	}
+}
+
+// Changed receives a value whenever a session changes state.
+func (g *GoBGP) Changed() <-chan struct{} { return g.changed }
+
+func (g *GoBGP) notify() {
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Start creates and starts a GoBGP server with g's identity.
+func (g *GoBGP) Start(ctx context.Context, gl Global) error {
+	if g.srv != nil {
+		return errors.New("bgpspeaker: started twice without Stop")
+	}
+	lvl := &slog.LevelVar{}
+	lvl.Set(slog.LevelDebug) // the hook needs GoBGP's connection errors
+	srv := server.NewBgpServer(server.LoggerOption(slog.New(g.hook), lvl))
+	served := make(chan struct{})
+	go func() { defer close(served); srv.Serve() }()
+	listen := int32(gl.ListenPort)
+	if listen <= 0 {
+		listen = -1
+	}
+	err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
+		Asn: gl.ASN, RouterId: gl.RouterID.String(), ListenPort: listen,
+	}})
+	if err != nil {
+		srv.Stop()
+		<-served
+		return fmt.Errorf("starting BGP (AS %d, router ID %s): %w", gl.ASN, gl.RouterID, err)
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	if err := srv.WatchEvent(wctx, server.WatchEventMessageCallbacks{
+		OnPeerUpdate: func(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) { g.peerEvent(ev, at) },
+	}, server.WatchPeer()); err != nil {
+		cancel()
+		srv.Stop()
+		<-served
+		return fmt.Errorf("watching BGP sessions: %w", err)
+	}
+	g.srv, g.served, g.cancel, g.routerID = srv, served, cancel, gl.RouterID
+	g.mu.Lock()
+	g.peers, g.byAddr = map[string]*goPeer{}, map[netip.Addr]*goPeer{}
+	g.attrs = attrCache{}
+	g.mu.Unlock()
+	return nil
+}
+
+// peerEvent keeps why a session failed and wakes the status writer.
+func (g *GoBGP) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) {
+	if ev.Type == apiutil.PEER_EVENT_STATE {
+		st := ev.Peer.State
+		g.mu.Lock()
+		if gp := g.byAddr[st.NeighborAddress]; gp != nil {
+			switch k := downKindOf(st.DisconnectReason); {
+			case st.SessionState == bgp.BGP_FSM_ESTABLISHED:
+				gp.down = downEvent{}
+			case k != downNone && k != downOther:
+				gp.down = downEvent{kind: k, msg: st.DisconnectMessage, at: at}
+			}
+		}
+		g.mu.Unlock()
+		if st.SessionState == bgp.BGP_FSM_ESTABLISHED {
+			g.hook.errs.forget(st.NeighborAddress)
+		}
+	}
+	g.notify()
+}
+
+// Stop closes every session and the server. Graceful sends no Cease, so
+// routers in graceful-restart helper mode keep the routes as stale.
+func (g *GoBGP) Stop(ctx context.Context, graceful bool) error {
+	if g.srv == nil {
+		return nil
+	}
+	err := g.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: graceful})
+	g.cancel()
+	g.srv.Stop()
+	<-g.served
+	g.srv = nil
+	return err
+}
+
+// AddPeer creates the peer's VRF and the session.
+func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) error {
+	g.mu.Lock()
+	if _, ok := g.peers[p.Peer]; ok {
+		g.mu.Unlock()
+		return fmt.Errorf("peer %s exists", p.Peer)
+	}
+	g.nextID++
+	gp := &goPeer{cfg: p, id: g.nextID, vrf: fmt.Sprintf("peer-%d", g.nextID), since: g.now(), state: StateIdle}
+	g.mu.Unlock()
+	if err := g.srv.AddVrf(ctx, &api.AddVrfRequest{Vrf: vrfFor(gp.vrf, gp.id)}); err != nil {
+		return fmt.Errorf("peer %s: creating its route table: %w", p.Peer, err)
+	}
+	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, gp.vrf, restarting)}); err != nil {
+		_ = g.srv.DeleteVrf(ctx, &api.DeleteVrfRequest{Name: gp.vrf})
+		return fmt.Errorf("peer %s (%s): %w", p.Peer, p.Address, err)
+	}
+	g.mu.Lock()
+	g.peers[p.Peer], g.byAddr[p.Address] = gp, gp
+	g.mu.Unlock()
+	return nil
+}
+
+// UpdatePeer changes the session in place; GoBGP resets it only for
+// changes that need a new OPEN.
+func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
+	g.mu.Lock()
+	gp, ok := g.peers[p.Peer]
+	g.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("peer %s does not exist", p.Peer)
+	}
+	if gp.cfg.Address != p.Address {
+		return fmt.Errorf("peer %s: the address changed (%s to %s): delete and add it", p.Peer, gp.cfg.Address, p.Address)
+	}
+	if _, err := g.srv.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: apiPeer(p, gp.vrf, false)}); err != nil {
+		return fmt.Errorf("peer %s: %w", p.Peer, err)
+	}
+	g.mu.Lock()
+	shut := gp.asMismatch != ""
+	gp.cfg = p
+	gp.asMismatch, gp.down = "", downEvent{}
+	delete(g.probes, p.Address)
+	delete(g.opens, p.Address)
+	g.mu.Unlock()
+	g.hook.errs.forget(p.Address) // what failed before the change says nothing now
+	if shut {                     // shut for dynamicASN: the change may have fixed it
+		if err := g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: p.Address.String()}); err != nil {
+			return fmt.Errorf("peer %s: %w", p.Peer, err)
+		}
+	}
+	return nil
+}
+
+// DeletePeer closes the session (Cease, peer de-configured) and drops its
+// VRF with its routes.
+func (g *GoBGP) DeletePeer(ctx context.Context, name string) error {
+	g.mu.Lock()
+	gp, ok := g.peers[name]
+	g.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := g.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: gp.cfg.Address.String()}); err != nil {
+		return fmt.Errorf("peer %s: %w", name, err)
+	}
+	if err := g.srv.DeleteVrf(ctx, &api.DeleteVrfRequest{Name: gp.vrf}); err != nil {
+		return fmt.Errorf("peer %s: dropping its route table: %w", name, err)
+	}
+	g.mu.Lock()
+	delete(g.peers, name)
+	delete(g.byAddr, gp.cfg.Address)
+	g.mu.Unlock()
+	g.hook.errs.forget(gp.cfg.Address)
+	return nil
+}
+
+// Announce adds or replaces routes in the peer's VRF.
+func (g *GoBGP) Announce(ctx context.Context, peer string, routes []Path) error {
+	return g.paths(peer, routes, false)
+}
+
+// Withdraw removes routes from the peer's VRF.
+func (g *GoBGP) Withdraw(ctx context.Context, peer string, routes []Path) error {
+	return g.paths(peer, routes, true)
+}
+
+func (g *GoBGP) paths(peer string, routes []Path, withdraw bool) error {
+	if len(routes) == 0 {
+		return nil
+	}
+	g.mu.Lock()
+	gp, ok := g.peers[peer]
+	var ps []*apiutil.Path
+	var err error
+	if ok {
+		ps, err = g.attrs.paths(routes, withdraw)
+	}
+	g.mu.Unlock()
+	switch {
+	case !ok:
+		return fmt.Errorf("peer %s does not exist", peer)
+	case err != nil:
+		return fmt.Errorf("peer %s: %w", peer, err)
+	case withdraw:
+		err = g.srv.DeletePath(apiutil.DeletePathRequest{VRFID: gp.vrf, Paths: ps})
+	default:
+		_, err = g.srv.AddPath(apiutil.AddPathRequest{VRFID: gp.vrf, Paths: ps})
+	}
+	if err != nil {
+		return fmt.Errorf("peer %s: %d routes: %w", peer, len(routes), err)
+	}
+	return nil
+}

@@ -1,0 +1,265 @@
+package bgpspeaker
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+
+	mbgp "github.com/mooringlb/mooring/internal/bgp"
+)
+
+// asMismatchRetry is how long a session whose learned AS broke dynamicASN
+// stays shut before it is tried again (the router may have been fixed).
+const asMismatchRetry = 30 * time.Second
+
+// Sessions lists every session's state, classifying why those that are not
+// Established are not, and enforcing dynamicASN on those that are.
+func (g *GoBGP) Sessions(ctx context.Context) ([]SessionState, error) {
+	if g.srv == nil {
+		return nil, nil
+	}
+	var listed []*api.Peer
+	if err := g.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) { listed = append(listed, p) }); err != nil {
+		return nil, fmt.Errorf("listing BGP sessions: %w", err)
+	}
+	var out []SessionState
+	for _, p := range listed {
+		addr, err := netip.ParseAddr(p.GetConf().GetNeighborAddress())
+		if err != nil {
+			continue
+		}
+		g.mu.Lock()
+		gp := g.byAddr[addr]
+		g.mu.Unlock()
+		if gp == nil {
+			continue
+		}
+		out = append(out, g.sessionState(ctx, gp, p))
+	}
+	slices.SortFunc(out, func(a, b SessionState) int { return strings.Compare(a.Peer, b.Peer) })
+	return out, nil
+}
+
+func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer) SessionState {
+	st := p.GetState()
+	s := SessionState{Peer: gp.cfg.Peer, Address: gp.cfg.Address, State: sessionState(st.GetSessionState()), PeerASN: st.GetPeerAsn(), BFD: BFDOff}
+	if gp.cfg.BFD != nil {
+		s.BFD = bfdState(st.GetBfdState().GetSessionState())
+	}
+	failures := st.GetBfdState().GetFailureTransitions()
+	now := g.now()
+	if s.State != gp.state {
+		gp.state, gp.since = s.State, now
+	}
+	s.Since = gp.since
+	if s.State == StateEstablished {
+		g.established(ctx, gp, p, &s)
+		gp.bfdFailures = failures
+		return s
+	}
+	if gp.asMismatch != "" && now.After(gp.retryAt) {
+		gp.asMismatch = ""
+		_ = g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: gp.cfg.Address.String()})
+	}
+	connErr, connAt := g.hook.errs.lastError(gp.cfg.Address)
+	g.mu.Lock()
+	down := gp.down
+	g.mu.Unlock()
+	if n, ok := g.hook.errs.lastNotification(gp.cfg.Address); ok && n.at.After(down.at) {
+		down = n.event()
+	}
+	o := observation{
+		peer: gp.cfg.Peer, address: gp.cfg.Address, hasPassword: gp.cfg.Password != "",
+		bfdFailed: failures > gp.bfdFailures, asMismatch: gp.asMismatch,
+	}
+	// The latest of the two says why the session is not up now.
+	if down.kind != downNone && !down.at.Before(connAt) {
+		o.down, o.downMessage = down.kind, down.msg
+	} else {
+		o.connErr = connErr
+	}
+	if g.probe != nil && isTimeout(o.connErr) {
+		o.link = g.probe.Link(gp.cfg.Address)
+		if o.hasPassword {
+			o.probe = g.probeAuth(ctx, gp)
+		}
+	}
+	s.Reason, s.Message = classify(o)
+	if refusedOpen(o) {
+		if ref, ok := g.probeOpenCached(ctx, gp); ok {
+			s.Reason, s.Message = ref.describe(gp.cfg)
+		}
+	}
+	return s
+}
+
+// refusedOpen: the router answered this node's OPEN with something else
+// than an OPEN (GoBGP then reports an invalid message or sends an FSM
+// error) — in practice a NOTIFICATION whose code GoBGP keeps to itself.
+func refusedOpen(o observation) bool {
+	return (o.down == downInvalidMessage && strings.HasSuffix(o.downMessage, "invalid-msg")) ||
+		(o.down == downNotificationSent && strings.Contains(o.downMessage, "code 5("))
+}
+
+// probeOpenCached asks the router why it refuses the OPEN, at most once
+// per probeEvery per peer.
+func (g *GoBGP) probeOpenCached(ctx context.Context, gp *goPeer) (openRefusal, bool) {
+	if g.opens == nil {
+		g.opens = map[netip.Addr]openCache{}
+	}
+	c, ok := g.opens[gp.cfg.Address]
+	if ok && g.now().Sub(c.at) < probeEvery {
+		return c.r, c.ok
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	r, found := probeOpen(pctx, gp.cfg, g.routerID)
+	g.opens[gp.cfg.Address] = openCache{at: g.now(), r: r, ok: found}
+	return r, found
+}
+
+type openCache struct {
+	at time.Time
+	r  openRefusal
+	ok bool
+}
+
+func isTimeout(e string) bool {
+	e = strings.ToLower(e)
+	return strings.Contains(e, "timeout") || strings.Contains(e, "timed out")
+}
+
+// probeAuth runs the prober at most once per probeEvery per peer.
+func (g *GoBGP) probeAuth(ctx context.Context, gp *goPeer) ProbeResult {
+	if g.probes == nil {
+		g.probes = map[netip.Addr]probeCache{}
+	}
+	c := g.probes[gp.cfg.Address]
+	if !c.at.IsZero() && g.now().Sub(c.at) < probeEvery {
+		return c.r
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	r := g.probe.Probe(pctx, gp.cfg.Address, gp.cfg.SourceAddress, gp.cfg.Port)
+	g.probes[gp.cfg.Address] = probeCache{at: g.now(), r: r}
+	return r
+}
+
+type probeCache struct {
+	at time.Time
+	r  ProbeResult
+}
+
+// established fills the negotiated values and enforces dynamicASN.
+func (g *GoBGP) established(ctx context.Context, gp *goPeer, p *api.Peer, s *SessionState) {
+	if up := p.GetTimers().GetState().GetUptime(); up != nil {
+		s.Established = up.AsTime()
+	}
+	ts := p.GetTimers().GetState()
+	s.HoldTime = time.Duration(ts.GetNegotiatedHoldTime()) * time.Second
+	s.KeepaliveTime = time.Duration(ts.GetKeepaliveInterval()) * time.Second
+	for _, af := range p.GetAfiSafis() {
+		st := af.GetState()
+		if !st.GetEnabled() {
+			continue
+		}
+		switch st.GetFamily().GetAfi() {
+		case api.Family_AFI_IP:
+			s.Families = append(s.Families, mbgp.IPv4)
+		case api.Family_AFI_IP6:
+			s.Families = append(s.Families, mbgp.IPv6)
+		}
+		s.PrefixesSent += int64(st.GetAdvertised())
+		s.PrefixesReceived += int64(st.GetReceived())
+	}
+	for _, c := range p.GetState().GetRemoteCap() {
+		if c.GetGracefulRestart() != nil && gp.cfg.GracefulRestart {
+			s.GracefulRestart = true
+		}
+	}
+	if msg := dynamicMismatch(gp.cfg, s.PeerASN); msg != "" {
+		gp.asMismatch, gp.retryAt = msg, g.now().Add(asMismatchRetry)
+		_ = g.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: gp.cfg.Address.String(), Communication: "peer AS not allowed by dynamicASN"})
+		s.State, s.Reason, s.Message = StateIdle, ReasonPeerASMismatch, msg
+	}
+}
+
+// dynamicMismatch says why a learned AS breaks dynamicASN, "" if it does
+// not.
+func dynamicMismatch(p PeerConfig, learned uint32) string {
+	switch {
+	case p.PeerASN != 0 || learned == 0:
+		return ""
+	case p.Dynamic == mbgp.DynamicInternal && learned != p.LocalASN:
+		return fmt.Sprintf("the router %s is in AS %d but dynamicASN is internal (AS %d): the session is shut; fix the router or set dynamicASN: external", p.Address, learned, p.LocalASN)
+	case p.Dynamic == mbgp.DynamicExternal && learned == p.LocalASN:
+		return fmt.Sprintf("the router %s is in this node's AS %d but dynamicASN is external: the session is shut; fix the router or set dynamicASN: internal", p.Address, learned)
+	}
+	return ""
+}
+
+func sessionState(s api.PeerState_SessionState) State {
+	switch s {
+	case api.PeerState_SESSION_STATE_CONNECT:
+		return StateConnect
+	case api.PeerState_SESSION_STATE_ACTIVE:
+		return StateActive
+	case api.PeerState_SESSION_STATE_OPENSENT:
+		return StateOpenSent
+	case api.PeerState_SESSION_STATE_OPENCONFIRM:
+		return StateOpenConfirm
+	case api.PeerState_SESSION_STATE_ESTABLISHED:
+		return StateEstablished
+	}
+	return StateIdle
+}
+
+func bfdState(s api.BfdSessionState) State {
+	switch s {
+	case api.BfdSessionState_BFD_SESSION_STATE_UP:
+		return BFDUp
+	case api.BfdSessionState_BFD_SESSION_STATE_INIT:
+		return BFDInit
+	case api.BfdSessionState_BFD_SESSION_STATE_ADMIN_DOWN:
+		return BFDAdminDown
+	}
+	return BFDDown
+}
+
+func downKindOf(r api.PeerState_DisconnectReason) downKind {
+	switch r {
+	case api.PeerState_DISCONNECT_REASON_UNSPECIFIED:
+		return downNone
+	case api.PeerState_DISCONNECT_REASON_HOLD_TIMER_EXPIRED:
+		return downHoldTimer
+	case api.PeerState_DISCONNECT_REASON_NOTIFICATION_SENT:
+		return downNotificationSent
+	case api.PeerState_DISCONNECT_REASON_NOTIFICATION_RECEIVED:
+		return downNotificationReceived
+	case api.PeerState_DISCONNECT_REASON_READ_FAILED, api.PeerState_DISCONNECT_REASON_WRITE_FAILED:
+		return downClosed
+	case api.PeerState_DISCONNECT_REASON_INVALID_MSG:
+		return downInvalidMessage
+	case api.PeerState_DISCONNECT_REASON_BAD_PEER_AS:
+		return downBadPeerAS
+	}
+	return downOther
+}
+
+// event turns a logged NOTIFICATION into a down event.
+func (n notification) event() downEvent {
+	kind, verb := downNotificationReceived, "notification-received"
+	if n.sent {
+		kind, verb = downNotificationSent, "notification-sent"
+	}
+	if n.code == bgp.BGP_ERROR_OPEN_MESSAGE_ERROR && n.subcode == bgp.BGP_ERROR_SUB_BAD_PEER_AS && n.sent {
+		kind = downBadPeerAS
+	}
+	return downEvent{kind: kind, at: n.at, msg: verb + " " + bgp.NewNotificationErrorCode(uint8(n.code), uint8(n.subcode)).String()}
+}
