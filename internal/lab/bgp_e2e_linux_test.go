@@ -30,7 +30,8 @@ import (
 // kernel table, `lab exec router -- vtysh` shows it, the client reaches
 // the address only through the router, and `mooring failover`, unchanged,
 // measures a hard kill of a next hop from the client, whose next hop
-// leaves the route within the hold time (+1 s) and comes back with the
+// leaves the route after the hold time (MetalLB's native speaker has no
+// BFD) and comes back with the
 // node.
 func TestLabBGPMetalLB(t *testing.T) {
 	hold := 3 * time.Second
@@ -63,14 +64,14 @@ func TestLabBGPMetalLB(t *testing.T) {
 	}
 
 	checkFailoverCLI(t, r, hold)
-	waitNexthops(t, ctx, router, vip, nodes, 60*time.Second) // restored by the failover run
+	waitNexthops(t, ctx, router, vip, nodes, 2*time.Minute) // restored by the failover run
 }
 
 // checkFailoverCLI runs `mooring failover` as an operator would against
 // the BGP lab (one run, hard kill): it finds the router by itself, kills a
-// next hop holding a backend, and reports the route withdrawal (within the
-// hold time + 1 s: MetalLB's native speaker has no BFD) and phase 1 as the
-// route withdrawal, in JSON and in the picture.
+// next hop holding a backend, and reports the route withdrawal (after the
+// hold time: MetalLB's native speaker has no BFD) and phase 1 as the route
+// withdrawal, in JSON and in the picture.
 func checkFailoverCLI(t *testing.T, r *lab.Ready, hold time.Duration) {
 	t.Helper()
 	stateDir := filepath.Dir(r.Kubeconfig)
@@ -98,9 +99,14 @@ func checkFailoverCLI(t *testing.T, r *lab.Ready, hold time.Duration) {
 		t.Errorf("killed %s with next hops %v, want node-1 (the first next hop holding a backend) of 3", run.KilledNode, run.NexthopsBefore)
 	}
 	w := run.Events.RouteWithdrawn
-	if w == nil || *w > (hold+time.Second).Seconds() || !run.Phase1Complete || run.Phase1S > *w+1 {
-		t.Errorf("route withdrawn %v s, phase 1 %.3f s (complete %v): want the withdrawal within %s and phase 1 ending with it",
-			deref(w), run.Phase1S, run.Phase1Complete, hold+time.Second)
+	// The router's hold timer runs from the last keepalive it got, up to a
+	// keepalive interval (hold/3) before the kill; the upper bound leaves a
+	// loaded machine room (the timer fired 1.5 s late at load 50). The
+	// figures are measured elsewhere.
+	lo, hi := (hold*2/3 - 500*time.Millisecond).Seconds(), (hold + 5*time.Second).Seconds()
+	if w == nil || *w < lo || *w > hi || !run.Phase1Complete || run.Phase1S > *w+1 {
+		t.Errorf("route withdrawn %v s, phase 1 %.3f s (complete %v): want the withdrawal at %.1f-%.1f s (the hold time %s) and phase 1 ending with it",
+			deref(w), run.Phase1S, run.Phase1Complete, lo, hi, hold)
 	}
 	if rep.Summary.RouteWithdrawnS == nil {
 		t.Error("the summary has no route withdrawal")

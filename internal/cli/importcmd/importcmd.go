@@ -44,7 +44,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		Use:   "import",
 		Short: "Translate MetalLB or Cilium LB configuration into Mooring pools and L2 policies, with a report of every field",
 	}
-	cmd.AddCommand(newSub(deps, "metallb", "MetalLB: pre-0.13 ConfigMap, AddressPool, IPAddressPool, L2Advertisement (BGP kinds reported)", importer.MetalLB),
+	cmd.AddCommand(newSub(deps, "metallb", "MetalLB: pre-0.13 ConfigMap, AddressPool, IPAddressPool, L2Advertisement, BGPPeer, BGPAdvertisement, Community, BFDProfile", importer.MetalLB),
 		newSub(deps, "cilium", "Cilium: CiliumLoadBalancerIPPool (v2alpha1, v2) and CiliumL2AnnouncementPolicy", importer.Cilium))
 	return cmd
 }
