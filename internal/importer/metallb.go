@@ -86,10 +86,11 @@ type mlbPoolIn struct {
 
 // metallbImporter accumulates one MetalLB import.
 type metallbImporter struct {
-	res   *Result
-	pools []*mlbPoolIn
-	advs  []mlbAdvIn
-	names map[string]string // Mooring object name -> source ref
+	res      *Result
+	pools    []*mlbPoolIn
+	advs     []mlbAdvIn
+	names    map[string]string // Mooring object name -> source ref
+	bgpState                   // metallb_bgp.go
 }
 
 type mlbAdvIn struct {
@@ -121,6 +122,9 @@ func MetalLB(inputs []Input) (*Result, error) {
 		}
 	}
 	m.pinnedPriorities()
+	if err := m.bgp(); err != nil {
+		return nil, err
+	}
 	m.announcements()
 	return m.res, nil
 }
@@ -168,7 +172,7 @@ func (m *metallbImporter) object(o *object) error {
 		reportUnknown(rec, o, mlbL2AdvFields)
 		m.advs = append(m.advs, mlbAdvIn{rec: rec, o: o, adv: a})
 	case mlbBGPKinds[o.kind]:
-		rec.notMapped("", "BGP is not supported by Mooring yet (%s %q not imported): Mooring announces by L2 (ARP/NDP) only; keep BGP on another speaker", o.kind, o.ref())
+		m.bgpObject(o, rec)
 	default:
 		rec.notMapped("", "MetalLB kind %s is not imported (status or internal object)", o.kind)
 	}
@@ -184,14 +188,14 @@ func (m *metallbImporter) protocol(in *mlbPoolIn, src source, field, proto strin
 		in.rec.mapped(field, "L2AnnouncementPolicy", "layer2: announced by an imported L2AnnouncementPolicy from every node on every interface")
 	case "bgp":
 		in.bgp = true
-		in.rec.notMapped(field, "protocol bgp: Mooring does not speak BGP; the pool is imported but its addresses are not announced by BGP; keep a BGP speaker or add an L2AnnouncementPolicy")
+		in.rec.notMapped(field, "protocol bgp: the pool is imported but no BGPAdvertisement is made from this older form; convert MetalLB's configuration to its CRDs (BGPPeer, BGPAdvertisement) and import those, or write a Mooring BGPAdvertisement for the pool (docs/bgp.md)")
 	case "":
 		return &InputError{File: src.file, Doc: src.doc, Kind: in.rec.kind, Object: in.rec.obj, Field: field, Err: fmt.Errorf("protocol is required: layer2 or bgp")}
 	default:
 		return &InputError{File: src.file, Doc: src.doc, Kind: in.rec.kind, Object: in.rec.obj, Field: field, Err: fmt.Errorf("protocol %q: want layer2 or bgp", proto)}
 	}
 	if len(in.spec.BGPAdvertisements) > 0 {
-		in.rec.notMapped(in.prefix+in.bgpAdvKey, "BGP advertisements are not supported by Mooring: not imported")
+		in.rec.notMapped(in.prefix+in.bgpAdvKey, "BGP advertisements of this older form are not imported: convert them to MetalLB's BGPAdvertisement CRD and import that")
 	}
 	return nil
 }

@@ -81,10 +81,11 @@ type L2Policy struct {
 type Result struct {
 	Pools    []Pool
 	Policies []L2Policy
+	BGP      BGPObjects // out_bgp.go
 	Report   Report
 }
 
-// Objects returns pools then policies, for printing.
+// Objects returns pools, policies, then the BGP objects, for printing.
 func (r *Result) Objects() []any {
 	out := make([]any, 0, len(r.Pools)+len(r.Policies))
 	for i := range r.Pools {
@@ -93,7 +94,7 @@ func (r *Result) Objects() []any {
 	for i := range r.Policies {
 		out = append(out, &r.Policies[i])
 	}
-	return out
+	return append(out, r.BGP.objects()...)
 }
 
 func newPool(name, from string) Pool {

@@ -116,6 +116,9 @@ type Config struct {
 	// node. Containerd is hack/containerd's folder, Runc the runc binary,
 	// Images the folder with the image archives the real nodes import.
 	Runtime, Containerd, Runc, Images string
+	// BGP builds the BGP lab (bgp.go): a router on the segment, the client
+	// behind it.
+	BGP BGPConfig
 	// KeepLogs, when set, is a folder to copy the components' logs into on
 	// the way out; everything else is removed.
 	KeepLogs string
@@ -174,6 +177,9 @@ func (c *Config) Validate() error {
 		if err := validateMetalLB(c.MetalLB); err != nil {
 			return err
 		}
+	}
+	if err := c.validateBGP(); err != nil {
+		return err
 	}
 	if m, _ := filepath.Glob(filepath.Join(c.CRDDir, "*.yaml")); len(m) == 0 {
 		return fmt.Errorf("lab: no CRD manifests in %q: pass --crds <repo>/config/crd", c.CRDDir)

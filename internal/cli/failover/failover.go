@@ -42,7 +42,7 @@ type options struct {
 	port                           uint16
 	scheme, path, host             string
 	insecure, noNeighbour          bool
-	clientNetNS                    string
+	clientNetNS, routerNetNS       string
 	// reader names the announcing node (agentstatus.Announcements from the
 	// agents' L2Announcers) when the client's MAC does not; not a flag.
 	reader crclient.Reader
@@ -83,6 +83,14 @@ from --client-netns), and the owner is read from its neighbour table. Which
 node owns a MAC comes from --node-mac, else from the running lab's state when
 the cluster is that lab (` + "`mooring lab up`" + `), else the announcing node is
 the one the agents' L2Announcers name (as ` + "`mooring status`" + ` shows it).
+
+A client behind a router that holds the address as a BGP (ECMP) route over the
+nodes — the BGP lab (` + "`mooring lab up --bgp`" + `), found by itself, or --router-netns — sees the
+router's MAC, never a node's. Then the node killed is one of the route's next hops (one
+holding a ready backend when there is one), the router's kernel route is read every 10 ms,
+and the run marks when that next hop leaves the route ("route withdrawn"): phase 1 is the
+route withdrawal, from the kill to the first answer after the client's last failure sent
+before it; failures after it are the stale endpoints' (phase 2).
 
 With --restore-command the killed node is restored between runs and after the
 last one, and the cluster awaited healthy, so that the next measurement can
@@ -144,6 +152,7 @@ func bindFlags(f *pflag.FlagSet, o *options) {
 	f.StringVar(&o.host, "host", "", "Host header and TLS server name (default: the address)")
 	f.BoolVar(&o.insecure, "insecure", false, "https: do not verify the certificate (the handshake is still made)")
 	f.BoolVar(&o.noNeighbour, "no-neighbour", false, "do not read the client's neighbour table (no owner-change marker)")
+	f.StringVar(&o.routerNetNS, "router-netns", "", "the client is behind a router in this network namespace (same path forms as --client-netns) that holds the address as a BGP/ECMP route over the nodes: kill one of its next hops and mark when that next hop leaves the route (phase 1 is the route withdrawal); default: the BGP lab's router when the cluster is that lab")
 	f.StringVar(&o.clientNetNS, "client-netns", "", "be the client from this network namespace (a path such as /run/netns/NAME or /proc/PID/task/TID/ns/net): requests leave from it and its neighbour table is read")
 }
 
@@ -199,6 +208,12 @@ func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error 
 	if o.reader, err = crclient.New(rc, crclient.Options{Scheme: kube.Scheme()}); err != nil {
 		return fmt.Errorf("building a Kubernetes client: %w", err)
 	}
+	if o.routerNetNS == "" {
+		if p := routerNetNSFromLab(ctx, client, lab.StateDirFromEnv()); p != "" {
+			fmt.Fprintf(deps.Streams.Err, "routed: the client is behind the BGP lab's router (%s)\n", p)
+			o.routerNetNS = p
+		}
+	}
 	if len(macs) == 0 {
 		if m, dir := macsFromLab(ctx, client, lab.StateDirFromEnv()); len(m) > 0 {
 			fmt.Fprintf(deps.Streams.Err, "node MACs from the lab in %s\n", dir)
@@ -245,7 +260,19 @@ func runWith(ctx context.Context, deps *cliutil.Deps, o options, name string, cl
 		defer nc.Close()
 		env.Dial, owner = nc.Dial, nc.Owner
 	}
-	if !o.noNeighbour {
+	if o.routerNetNS != "" {
+		kr, err := fo.OpenKernelRoutes(o.routerNetNS)
+		if err != nil {
+			return fmt.Errorf("--router-netns: %w", err)
+		}
+		defer kr.Close()
+		if env.NodeAddrs, err = nodeAddrs(ctx, client); err != nil {
+			return err
+		}
+		// The client's neighbour is the router: no owner to watch.
+		env.Routes, owner = kr, nil
+	}
+	if !o.noNeighbour && owner != nil {
 		env.Owner = owner
 	}
 	return Execute(ctx, deps.Streams.Out, o.output, o.svgDir, o.namespace+"/"+name, cfg, env)

@@ -60,7 +60,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		}
 		return err
 	})
-	cmd.AddCommand(newSub(deps, "metallb", "MetalLB: pre-0.13 ConfigMap, AddressPool, IPAddressPool, L2Advertisement (BGP kinds reported)", importer.MetalLB),
+	cmd.AddCommand(newSub(deps, "metallb", "MetalLB: pre-0.13 ConfigMap, AddressPool, IPAddressPool, L2Advertisement, BGPPeer, BGPAdvertisement, Community, BFDProfile", importer.MetalLB),
 		newSub(deps, "cilium", "Cilium: CiliumLoadBalancerIPPool (v2alpha1, v2) and CiliumL2AnnouncementPolicy", importer.Cilium))
 	return cmd
 }
