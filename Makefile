@@ -55,7 +55,7 @@ test: deps
 	MOORING_METALLB=$$(hack/metallb/build.sh | tail -n 1); export MOORING_METALLB; \
 	MOORING_CONTAINERD=$$(hack/containerd/build.sh | tail -n 1); export MOORING_CONTAINERD; \
 	$(MAKE) --no-print-directory labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
-	$(MAKE) --no-print-directory vet verify; \
+	$(MAKE) --no-print-directory vet verify && \
 	$(GO) test -count=1 -timeout 30m ./...
 
 # demo is the README's first command: the one-machine lab, with Mooring
