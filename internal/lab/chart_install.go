@@ -111,6 +111,20 @@ func helmTemplateArgs(chartDir, gossipKey string) []string {
 	}
 }
 
+// writeGossipKey writes a fresh key file for the lab's agent processes
+// (one base64 key, the format of --gossip-key-file), readable by the lab's
+// user only.
+func writeGossipKey(path string) error {
+	key, err := newGossipKey()
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("lab: writing the agents' gossip key: %w", err)
+	}
+	return nil
+}
+
 // newGossipKey is base64 of 32 random bytes, as values.yaml suggests.
 func newGossipKey() (string, error) {
 	b := make([]byte, 32)

@@ -169,6 +169,9 @@ func (c *Cluster) build(ctx context.Context) error {
 	if c.pki, err = newPKI(c.paths.PKI, sans); err != nil {
 		return err
 	}
+	if err := writeGossipKey(c.paths.GossipKey); err != nil {
+		return err
+	}
 	if c.cfg.realNodes() {
 		if err := c.prepareRealNodes(); err != nil {
 			return err

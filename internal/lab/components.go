@@ -35,6 +35,7 @@ type paths struct {
 	Etcd           string
 	Kubeconfig     string // admin, via the host's forwarder (127.0.0.1)
 	ClusterKubecfg string // admin, for processes inside the lab (10.213.0.2)
+	GossipKey      string // the lab agents' gossip key file
 }
 
 func newPaths(dir string) paths {
@@ -48,6 +49,7 @@ func newPaths(dir string) paths {
 		Etcd:           filepath.Join(dir, "etcd"),
 		Kubeconfig:     filepath.Join(dir, "kubeconfig"),
 		ClusterKubecfg: filepath.Join(dir, "cluster.kubeconfig"),
+		GossipKey:      filepath.Join(dir, "gossip.key"),
 	}
 }
 
@@ -235,6 +237,8 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 			"agent",
 			"--kubeconfig=" + p.ClusterKubecfg,
 			"--node-name=" + n.Name,
+			// Gossip is keyed in the lab as on a cluster (writeGossipKey).
+			"--gossip-key-file=" + p.GossipKey,
 			// Phase 2 in about a second: a dead node's pods leave their
 			// Services when the agents confirm its death, not after the
 			// node-monitor grace period (internal/agent evict.go).
