@@ -5,7 +5,7 @@ GO ?= go
 CONTROLLER_GEN := bin/controller-gen
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build test demo deps kubebin generate verify vet unit bench clean image push helm labimages containerd
+.PHONY: all build test demo deps kubebin generate verify vet unit bench clean image push helm release labimages containerd
 
 all: build
 
@@ -55,7 +55,7 @@ test: deps
 	MOORING_METALLB=$$(hack/metallb/build.sh | tail -n 1); export MOORING_METALLB; \
 	MOORING_CONTAINERD=$$(hack/containerd/build.sh | tail -n 1); export MOORING_CONTAINERD; \
 	$(MAKE) --no-print-directory labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
-	$(MAKE) --no-print-directory vet verify; \
+	$(MAKE) --no-print-directory vet verify && \
 	$(GO) test -count=1 -timeout 30m ./...
 
 # demo is the README's first command: the one-machine lab, with Mooring
@@ -86,6 +86,22 @@ push:
 	@test -n "$(IMAGE)" || { echo "usage: make push IMAGE=registry/repo:tag" >&2; exit 1; }
 	@$(MAKE) --no-print-directory image >/dev/null
 	@$(GO) run ./hack/image push --layout dist/oci --image $(IMAGE)
+
+# release makes a release from a clean commit into dist/: the image (make
+# image, stamped VERSION), the chart package mooring-X.Y.Z.tgz (version
+# X.Y.Z, appVersion VERSION, image pinned by digest), the plain manifests
+# mooring-VERSION.yaml (config/, image pinned) and SHA256SUMS; prints the
+# sums file last. The same commit and VERSION give the same bytes. It uses
+# helm and kubectl from hack/helm and hack/kubebin (cached builds).
+# IMAGE_REPO is where `make push` will put the image (the default is the
+# chart's). Usage: make release VERSION=v0.2.0 [IMAGE_REPO=registry/repo]
+IMAGE_REPO ?= ghcr.io/mooringlb/mooring
+release:
+	@case "$(origin VERSION)" in "command line"|environment) ;; *) echo "usage: make release VERSION=vX.Y.Z [IMAGE_REPO=registry/repo]" >&2; exit 2;; esac
+	@$(GO) run ./hack/release --check --version "$(VERSION)"
+	@$(MAKE) --no-print-directory image VERSION=$(VERSION) >/dev/null
+	@HELM=$$(hack/helm/build.sh | tail -n 1)/helm; KUBECTL=$$(hack/kubebin/build.sh | tail -n 1)/kubectl; \
+	$(GO) run ./hack/release --version "$(VERSION)" --out dist --image-repo "$(IMAGE_REPO)" --helm "$$HELM" --kubectl "$$KUBECTL"
 
 # labimages builds the lab's echo and pause images (one static binary each,
 # this machine's platform) into dist/echo.oci.tar and dist/pause.oci.tar:

@@ -22,15 +22,23 @@ for p in "${pkgs[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ]; then
-  echo "install-deps: missing Debian packages: ${missing[*]} (run as root, or apt-get install them)" >&2
+  echo "install-deps: missing Debian packages: ${missing[*]} (run as root, or apt-get install them; README.md says what each is for)" >&2
   exit 0
 fi
-echo "install-deps: installing ${missing[*]}" >&2
+echo "install-deps: installing the Debian packages ${missing[*]}, because the lab and the tests use them and they are missing (README.md says what each is for); expect 1-3 min (apt-get update, then the download)" >&2
+t0=$SECONDS
+# Another apt or dpkg (an unattended upgrade, a second clone's make) holds
+# its locks: say whom we wait for, and wait (up to 10 min) instead of failing.
+holder=$(lslocks -n -u -o PID,PATH 2>/dev/null | awk '$2 ~ /^\/var\/lib\/(dpkg\/lock|apt\/lists\/lock)/ {print $1; exit}')
+if [ -n "$holder" ]; then
+  echo "install-deps: waiting for apt/dpkg's lock, held by PID $holder ($(ps -o args= -p "$holder" 2>/dev/null | cut -c1-60))" >&2
+fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 # The tests and the lab run their own FRR daemons per network namespace; the
 # service the package just installed would route the machine itself.
 if [[ " ${missing[*]} " == *" frr "* ]] && [ -d /run/systemd/system ]; then
   systemctl disable --now frr.service >/dev/null 2>&1 || true
 fi
+echo "install-deps: installed in $((SECONDS - t0)) s" >&2

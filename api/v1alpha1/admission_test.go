@@ -2,6 +2,7 @@ package v1alpha1_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,32 @@ func TestPoolAdmission(t *testing.T) {
 		{"start without stop", []mooringv1.IPBlock{{Start: "192.0.2.1"}}, "set exactly one form"},
 		{"cidr and range", []mooringv1.IPBlock{{CIDR: "192.0.2.0/24", Start: "192.0.2.1", Stop: "192.0.2.2"}}, "set exactly one form"},
 		{"no blocks", []mooringv1.IPBlock{}, "spec.blocks"},
+		// Issue 19 item 9: what can never be a Service address.
+		{"zero prefix v4", []mooringv1.IPBlock{{CIDR: "0.0.0.0/0"}}, "a /0 block is every address"},
+		{"zero prefix v6", []mooringv1.IPBlock{{CIDR: "::/0"}}, "a /0 block is every address"},
+		{"loopback v4", []mooringv1.IPBlock{{CIDR: "127.0.0.0/8"}}, "cidr contains loopback"},
+		{"loopback inside", []mooringv1.IPBlock{{CIDR: "127.1.2.0/24"}}, "cidr contains loopback"},
+		{"loopback v6", []mooringv1.IPBlock{{CIDR: "::1/128"}}, "cidr contains loopback"},
+		{"multicast", []mooringv1.IPBlock{{CIDR: "224.0.0.0/4"}}, "cidr contains multicast"},
+		{"multicast v6", []mooringv1.IPBlock{{CIDR: "ff02::/16"}}, "cidr contains multicast"},
+		{"link-local v6", []mooringv1.IPBlock{{CIDR: "fe80::/64"}}, "cidr contains link-local"},
+		{"link-local v4", []mooringv1.IPBlock{{CIDR: "169.254.0.0/24"}}, "cidr contains link-local"},
+		{"this network", []mooringv1.IPBlock{{CIDR: "0.0.0.0/8"}}, "cidr contains the unspecified"},
+		{"unspecified v6", []mooringv1.IPBlock{{CIDR: "::/128"}}, "cidr contains the unspecified"},
+		{"broadcast", []mooringv1.IPBlock{{CIDR: "255.255.255.255/32"}}, "limited broadcast"},
+		{"class E with broadcast", []mooringv1.IPBlock{{CIDR: "240.0.0.0/4"}}, "limited broadcast"},
+		{"v6 larger than /48", []mooringv1.IPBlock{{CIDR: "2001:db8::/47"}}, "at most one /48"},
+		{"v6 range larger than /48", []mooringv1.IPBlock{{Start: "2001:db8:0:ffff::", Stop: "2001:db8:1::1"}}, "at most one /48"},
+		{"range starts in loopback", []mooringv1.IPBlock{{Start: "127.0.0.1", Stop: "127.0.0.9"}}, "start is an unspecified, loopback"},
+		{"range stops in multicast", []mooringv1.IPBlock{{Start: "223.255.255.0", Stop: "224.0.0.1"}}, "stop is an unspecified, loopback"},
+		{"range v6 link-local", []mooringv1.IPBlock{{Start: "fe80::1", Stop: "fe80::9"}}, "start is an unspecified, loopback"},
+		{"range spans loopback", []mooringv1.IPBlock{{Start: "126.255.255.250", Stop: "128.0.0.1"}}, "the range includes loopback"},
+		{"range spans link-local", []mooringv1.IPBlock{{Start: "169.253.0.0", Stop: "169.255.0.0"}}, "the range includes loopback"},
+		{"range spans multicast", []mooringv1.IPBlock{{Start: "223.0.0.0", Stop: "240.0.0.1"}}, "the range includes loopback"},
+		{"v6 /48 admitted", []mooringv1.IPBlock{{CIDR: "2001:db8:2::/48"}}, ""},
+		{"v4 next to loopback admitted", []mooringv1.IPBlock{{Start: "126.0.0.1", Stop: "126.255.255.255"}, {CIDR: "128.0.0.0/8"}}, ""},
+		{"v4 next to link-local admitted", []mooringv1.IPBlock{{Start: "169.253.0.0", Stop: "169.253.255.255"}, {Start: "169.255.0.0", Stop: "169.255.0.9"}}, ""},
+		{"class E below broadcast admitted", []mooringv1.IPBlock{{CIDR: "240.0.0.0/5"}}, ""},
 		// IPv6 order cannot be checked in CEL within the cost budget (see
 		// IPBlock): admitted, and the controller reports InvalidBlocks.
 		{"v6 start after stop is admitted", []mooringv1.IPBlock{{Start: "2001:db8::20", Stop: "2001:db8::10"}}, ""},
@@ -50,7 +77,7 @@ func TestPoolAdmission(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			pool := &mooringv1.LoadBalancerIPPool{
-				ObjectMeta: metav1.ObjectMeta{Name: "pool-" + string(rune('a'+i))},
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pool-%d", i)},
 				Spec:       mooringv1.LoadBalancerIPPoolSpec{Blocks: tc.blocks},
 			}
 			err := env.Client.Create(ctx, pool)
@@ -83,6 +110,14 @@ func TestPoolAdmission(t *testing.T) {
 		{"namespaces", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.Namespaces = []string{"shop", "web-1"} }), ""},
 		{"namespace not a DNS label", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.Namespaces = []string{"Shop_1"} }), "spec.namespaces[0]"},
 		{"namespace twice", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.Namespaces = []string{"a", "a"} }), "Duplicate value"},
+		{"selector terms", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) {
+			s.SelectorTerms = []mooringv1.PoolSelectorTerm{{Namespaces: []string{"shop"}},
+				{NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "shop"}}, ServiceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"role": "front"}}}}
+		}), ""},
+		{"empty selector term", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) { s.SelectorTerms = []mooringv1.PoolSelectorTerm{{}} }), "a selector term must set namespaces, namespaceSelector or serviceSelector"},
+		{"selector term namespace not a DNS label", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) {
+			s.SelectorTerms = []mooringv1.PoolSelectorTerm{{Namespaces: []string{"Shop_1"}}}
+		}), "spec.selectorTerms[0].namespaces[0]"},
 		{"all options", spec(func(s *mooringv1.LoadBalancerIPPoolSpec) {
 			s.AutoAssign, s.AvoidBuggyIPs, s.Priority = ptr(false), true, ptr(int32(3))
 		}), ""},

@@ -61,7 +61,7 @@ type PodIPAMNodeStatus struct {
 	// +optional
 	// +listType=atomic
 	Blocks []PodIPAMBlock `json:"blocks,omitempty"`
-	// Conditions: MooringPodCIDRMismatch, Exhausted.
+	// Conditions: MooringPodCIDRMismatch, Exhausted, NodeDeleted.
 	//
 	// +optional
 	// +listType=map

@@ -31,6 +31,9 @@ const (
 	ConditionCIDRsInUse = "CIDRsInUse"
 	// ConditionExhausted says a node asked for a block the pool cannot give.
 	ConditionExhausted = "Exhausted"
+	// ConditionNodeDeleted on a PodIPAMNode: its Node was deleted, and its
+	// blocks stay reserved while pods still have addresses from them.
+	ConditionNodeDeleted = "NodeDeleted"
 )
 
 // PodIPPoolFamily is one IP family of a PodIPPool: the CIDRs blocks are cut

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds MetalLB's controller and speaker (go.universe.tf/metallb, pinned in
 # this module's go.mod) into a per-user cache folder keyed by go.mod, go.sum
-# and this script, copies MetalLB's CRDs from the module's source
+# and this script's commands, copies MetalLB's CRDs from the module's source
 # (config/crd/bases in the module zip) next to them, and prints that folder as
 # the last line. A warm cache costs a hash.
 #
@@ -9,22 +9,23 @@
 # <cache>/current pointing at the newest build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-key=$(cat "$here/go.mod" "$here/go.sum" "$here/build.sh" | sha256sum | cut -c1-16)
+. "$here/../lib/cache.sh"
+key=$(cache_key "$here/build.sh" "$here/go.mod" "$here/go.sum")
 cache="${XDG_CACHE_HOME:-${HOME:?neither XDG_CACHE_HOME nor HOME is set}/.cache}/mooring/metallb"
 out="$cache/$key"
 done_() { [ -x "$out/controller" ] && [ -x "$out/speaker" ] && [ -d "$out/crds" ]; }
 if ! done_; then
-  # One build at a time per cache: a second caller waits, then finds it done.
-  mkdir -p "$cache"
-  exec 9>"$cache/.lock"
-  flock 9
+  # One build at a time per cache: a second caller waits (saying for whom),
+  # then finds it done.
+  cache_lock "$cache" metallb
 fi
 if ! done_; then
   rm -rf "$out.tmp"
   mkdir -p "$out.tmp/crds"
   cd "$here"
   ver=$(go list -m -f '{{.Version}}' go.universe.tf/metallb)
-  echo "metallb: building MetalLB $ver controller and speaker into $out (cold: minutes on 2 cores)" >&2
+  cache_start metallb "MetalLB $ver's controller and speaker (the migration tests run the real MetalLB)" \
+    "$cache" "$key" "about 3.5 min on 2 cores when Go's build cache is cold, under a minute when warm"
   # MetalLB v0.16.2 pins github.com/metallb/frr-k8s v0.0.27, which the Go
   # module proxy reachable here does not serve (403); v0.0.21 is served and
   # lacks one type that only MetalLB's frr-k8s BGP mode uses (AS-path
@@ -61,6 +62,7 @@ GO
   chmod -R u+w "$out.tmp/crds"
   echo "$ver" >"$out.tmp/VERSION"
   rm -rf "$out" && mv "$out.tmp" "$out"
+  cache_done metallb
 fi
 ln -sfn "$key" "$cache/current"
 echo "$out"

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,109 +21,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/status"
+	"github.com/mooringlb/mooring/internal/agent/store"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/kube"
-	"github.com/mooringlb/mooring/internal/responder"
 )
-
-type fakeMembers struct {
-	mu      sync.Mutex
-	members []string
-	peers   []string
-	changes chan struct{}
-}
-
-func (f *fakeMembers) Members() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.members)
-}
-func (f *fakeMembers) Changes() <-chan struct{} { return f.changes }
-func (f *fakeMembers) SetPeers(p []string)      { f.mu.Lock(); f.peers = p; f.mu.Unlock() }
-func (f *fakeMembers) set(m ...string)          { f.mu.Lock(); f.members = m; f.mu.Unlock(); poke(f.changes) }
-
-type fakeResponder struct {
-	mu    sync.Mutex
-	table map[int][]netip.Addr
-}
-
-func (f *fakeResponder) Apply(d map[int][]netip.Addr) { f.mu.Lock(); f.table = d; f.mu.Unlock() }
-
-// Update changes the table as responder.Manager does; an interface left
-// with no address disappears from it.
-func (f *fakeResponder) Update(cs []responder.Change) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	next := map[int][]netip.Addr{}
-	for i, addrs := range f.table {
-		next[i] = slices.Clone(addrs)
-	}
-	for _, c := range cs {
-		next[c.IfIndex] = slices.DeleteFunc(next[c.IfIndex], func(a netip.Addr) bool { return a == c.Addr })
-		if c.On {
-			next[c.IfIndex] = append(next[c.IfIndex], c.Addr)
-			slices.SortFunc(next[c.IfIndex], netip.Addr.Compare)
-		}
-		if len(next[c.IfIndex]) == 0 {
-			delete(next, c.IfIndex)
-		}
-	}
-	f.table = next
-}
-func (f *fakeResponder) get() map[int][]netip.Addr {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.table
-}
-
-type fakeLinks struct {
-	addrs    []announce.LocalAddr
-	prefixes map[int][]netip.Prefix
-}
-
-func (fakeLinks) Interfaces() ([]announce.Interface, error) {
-	return []announce.Interface{{Name: "lo", Index: 1, Loopback: true}, {Name: "eth0", Index: 2}}, nil
-}
-func (f fakeLinks) Addrs() ([]announce.LocalAddr, error)      { return f.addrs, nil }
-func (fakeLinks) Watch(ctx context.Context, _ func()) error   { <-ctx.Done(); return nil }
-func (f fakeLinks) Prefixes() (map[int][]netip.Prefix, error) { return f.prefixes, nil }
-
-type fakeSysctls map[string]int
-
-func (f fakeSysctls) ArpIgnore(name string) (int, error) { return f[name], nil }
-
-type fakeProber map[netip.Addr][]net.HardwareAddr
-
-func (f fakeProber) Probe(_ context.Context, _ int, addrs []netip.Addr, _ time.Duration) (map[netip.Addr][]net.HardwareAddr, error) {
-	out := map[netip.Addr][]net.HardwareAddr{}
-	for _, a := range addrs {
-		out[a] = f[a]
-	}
-	return out, nil
-}
-
-func testNode(name string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-}
 
 // fixture: three nodes, one policy, one Service with one address; the
 // agent runs as the address's owner.
-func fixture(t *testing.T) (*Agent, client.Client, *fakeMembers, *fakeResponder, string) {
+func fixture(t *testing.T) (*Agent, client.Client, *agenttest.Members, *agenttest.Responder, string) {
 	t.Helper()
 	const vip = "10.213.0.100"
 	owner := announce.Rank([]string{"node-1", "node-2", "node-3"}, ip(vip))[0]
-	svc := lbService("default", "web", vip)
+	svc := agenttest.LBService("default", "web", vip)
 	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).
-		WithObjects(testNode("node-1"), testNode("node-2"), testNode("node-3"), &svc,
+		WithObjects(agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"), &svc,
 			&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}}).
 		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}, &mooringv1.L2Announcer{}).
-		WithIndex(&discoveryv1.EndpointSlice{}, indexSliceService, sliceService).Build()
-	mem := &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}
-	resp := &fakeResponder{}
+		WithIndex(&discoveryv1.EndpointSlice{}, store.IndexSliceService, store.SliceService).Build()
+	mem := agenttest.NewMembers([]string{"node-1", "node-2", "node-3"}...)
+	resp := &agenttest.Responder{}
 	cfg := DefaultConfig()
 	cfg.NodeName = owner
-	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Responder: resp, Links: fakeLinks{},
-		Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
+	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Responder: resp, Links: agenttest.Links{},
+		Sysctls: agenttest.Sysctls{}, Registerer: prometheus.NewRegistry()})
 	return a, c, mem, resp, owner
 }
 
@@ -134,8 +55,8 @@ func TestDecideAppliesTableAndFailsOver(t *testing.T) {
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if want := map[int][]netip.Addr{2: {ip("10.213.0.100")}}; !reflect.DeepEqual(resp.get(), want) {
-		t.Fatalf("table %v, want %v", resp.get(), want)
+	if want := map[int][]netip.Addr{2: {ip("10.213.0.100")}}; !reflect.DeepEqual(resp.Table(), want) {
+		t.Fatalf("table %v, want %v", resp.Table(), want)
 	}
 	if got := value(a.met.owned); got != 1 {
 		t.Fatalf("addresses owned metric %v", got)
@@ -145,18 +66,18 @@ func TestDecideAppliesTableAndFailsOver(t *testing.T) {
 	others := slices.DeleteFunc([]string{"node-1", "node-2", "node-3"}, func(n string) bool { return n == owner })
 	b, _, _, respB, _ := fixture(t)
 	b.cfg.NodeName = announce.Rank(others, ip("10.213.0.100"))[0]
-	b.deps.Members.(*fakeMembers).set(others...)
+	b.deps.Members.(*agenttest.Members).Set(others...)
 	if err := b.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(respB.get()[2]) != 1 {
-		t.Fatalf("runner-up %s did not take over: %v", b.cfg.NodeName, respB.get())
+	if len(respB.Table()[2]) != 1 {
+		t.Fatalf("runner-up %s did not take over: %v", b.cfg.NodeName, respB.Table())
 	}
 	// And the old owner, cut off and seeing only itself, keeps announcing:
 	// harmless on a dead link, and right if it was the others that died.
-	mem.set(owner)
-	if err := a.decide(ctx); err != nil || len(resp.get()[2]) != 1 {
-		t.Fatalf("isolated owner table %v, err %v", resp.get(), err)
+	mem.Set(owner)
+	if err := a.decide(ctx); err != nil || len(resp.Table()[2]) != 1 {
+		t.Fatalf("isolated owner table %v, err %v", resp.Table(), err)
 	}
 }
 
@@ -166,16 +87,15 @@ func TestDecideAppliesTableAndFailsOver(t *testing.T) {
 func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 	a, c, mem, _, owner := fixture(t)
 	ctx := context.Background()
-	w := &statusWriter{reader: c, c: c, rec: a.rec, clock: a.deps.Clock, node: owner, log: a.log, met: a.met, in: a.toStatus,
-		events: a.events, patched: map[string]string{}}
+	w := status.NewWriter(c, a.rec, a.deps.Clock, a.toStatus, a.events)
 	sync := func() {
 		t.Helper()
 		if err := a.decide(ctx); err != nil {
 			t.Fatal(err)
 		}
-		d, _ := a.toStatus.get()
+		d, _ := a.toStatus.Get()
 		for range 3 { // repeated syncs must not write again
-			if err := w.sync(ctx, d); err != nil {
+			if err := w.Sync(ctx, d); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -201,13 +121,13 @@ func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 			t.Errorf("policy %s generation %d not in %+v", p.Name, p.Generation, ann.Status.Applied.Policies)
 		}
 	}
-	writes := func() float64 { return value(a.met.apiWrites.WithLabelValues("announcer", "ok")) }
+	writes := func() float64 { return value(a.met.writes.Counter("announcer", "ok")) }
 	if got := writes(); got != 2 {
 		t.Fatalf("announcer writes %v, want 2 (create, status)", got)
 	}
 	// A new Service announced by this node: no write at all.
 	for i := range 20 {
-		svc := lbService("default", fmt.Sprintf("new-%d", i), fmt.Sprintf("10.213.2.%d", i))
+		svc := agenttest.LBService("default", fmt.Sprintf("new-%d", i), fmt.Sprintf("10.213.2.%d", i))
 		if err := c.Create(ctx, &svc); err != nil {
 			t.Fatal(err)
 		}
@@ -225,13 +145,13 @@ func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 	// The owner of some of them leaves: one status write, one Event per
 	// Service moved to this node.
 	others := slices.DeleteFunc([]string{"node-1", "node-2", "node-3"}, func(n string) bool { return n == owner })
-	mem.set(owner, others[0])
+	mem.Set(owner, others[0])
 	sync()
 	if writes() != 3 {
 		t.Fatalf("announcer writes %v after a member left, want 3", writes())
 	}
 	moved := 0
-	for _, o := range a.prev.Owners {
+	for _, o := range a.loop.prev.Owners {
 		if o.Node == owner && announce.Rank([]string{"node-1", "node-2", "node-3"}, o.Addr)[0] == others[1] {
 			moved++
 		}
@@ -246,7 +166,7 @@ func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 	}
 	// An address on the announcing interface: its network is published,
 	// once; the loopback's is not (no policy announces there).
-	a.deps.Links = fakeLinks{prefixes: map[int][]netip.Prefix{
+	a.deps.Links = agenttest.Links{Nets: map[int][]netip.Prefix{
 		1: {netip.MustParsePrefix("127.0.0.1/8")},
 		2: {netip.MustParsePrefix("192.168.1.10/24"), netip.MustParsePrefix("fe80::1/64")}}}
 	a.dirty.mark(func(c *changed) { c.links = true })
@@ -267,21 +187,20 @@ func TestStatusWriterWritesOnlyItsOwnObjectOnChange(t *testing.T) {
 func TestStatusWriterWaitsForItsNode(t *testing.T) {
 	a, c, _, _, owner := fixture(t)
 	ctx := context.Background()
-	if err := c.Delete(ctx, testNode(owner)); err != nil {
+	if err := c.Delete(ctx, agenttest.Node(owner)); err != nil {
 		t.Fatal(err)
 	}
-	w := &statusWriter{reader: c, c: c, rec: a.rec, clock: a.deps.Clock, node: owner, log: a.log, met: a.met, in: a.toStatus,
-		events: a.events, patched: map[string]string{}}
+	w := status.NewWriter(c, a.rec, a.deps.Clock, a.toStatus, a.events)
 	sync := func() {
 		t.Helper()
 		if err := a.decide(ctx); err != nil {
 			t.Fatal(err)
 		}
-		d, ok := a.toStatus.get()
+		d, ok := a.toStatus.Get()
 		if !ok {
 			t.Fatal("no decision published")
 		}
-		if err := w.sync(ctx, d); err != nil {
+		if err := w.Sync(ctx, d); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -290,10 +209,10 @@ func TestStatusWriterWaitsForItsNode(t *testing.T) {
 	if err := c.List(ctx, &anns); err != nil || len(anns.Items) != 0 {
 		t.Fatalf("L2Announcers without a Node: %+v (%v)", anns.Items, err)
 	}
-	if got := value(a.met.apiWrites.WithLabelValues("announcer", "ok")); got != 0 {
+	if got := value(a.met.writes.Counter("announcer", "ok")); got != 0 {
 		t.Fatalf("announcer writes %v without a Node, want 0", got)
 	}
-	node := testNode(owner)
+	node := agenttest.Node(owner)
 	node.UID = "uid-" + types.UID(owner)
 	if err := c.Create(ctx, node); err != nil {
 		t.Fatal(err)
@@ -314,16 +233,16 @@ func TestStaleAndSplitBrainReported(t *testing.T) {
 	a, c, _, _, _ := fixture(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a.deps.Links = fakeLinks{addrs: []announce.LocalAddr{{Addr: ip("10.213.0.100"), IfIndex: 1, IfName: "lo"}}}
-	a.deps.Sysctls = fakeSysctls{"all": 0, "eth0": 0}
-	a.deps.Prober = fakeProber{ip("10.213.0.100"): {net.HardwareAddr{2, 0, 0, 0, 0, 9}}}
+	a.deps.Links = agenttest.Links{LocalAddrs: []announce.LocalAddr{{Addr: ip("10.213.0.100"), IfIndex: 1, IfName: "lo"}}}
+	a.deps.Sysctls = agenttest.Sysctls{"all": 0, "eth0": 0}
+	a.deps.Prober = agenttest.Prober{ip("10.213.0.100"): {net.HardwareAddr{2, 0, 0, 0, 0, 9}}}
 	a.cfg.SafetyInterval, a.cfg.ProbeInterval = 20*time.Millisecond, 20*time.Millisecond
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
-	for value(a.met.stale) != 1 || value(a.met.splitBrain) != 1 {
+	for value(a.safetyMet.Stale) != 1 || value(a.safetyMet.SplitBrain) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("stale %v, split brain %v", value(a.met.stale), value(a.met.splitBrain))
+			t.Fatalf("stale %v, split brain %v", value(a.safetyMet.Stale), value(a.safetyMet.SplitBrain))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

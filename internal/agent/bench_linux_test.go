@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
@@ -334,10 +334,10 @@ func TestBenchChurn(t *testing.T) {
 	}
 	procs := map[string]int{"kube-apiserver": 0, "etcd": 0}
 	for name := range procs {
-		procs[name] = agent.ChildPID(t, name)
+		procs[name] = agenttest.ChildPID(t, name)
 	}
 	cpuOf := func(pid int) float64 {
-		m, err := agent.ReadProc(pid)
+		m, err := agenttest.ReadProc(pid)
 		if err != nil {
 			t.Fatal(err)
 		}

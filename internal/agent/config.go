@@ -8,6 +8,12 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/mooringlb/mooring/internal/agent/eligibility"
+	"github.com/mooringlb/mooring/internal/agent/handoff"
+	"github.com/mooringlb/mooring/internal/agent/host"
+	"github.com/mooringlb/mooring/internal/agent/ipam"
+	"github.com/mooringlb/mooring/internal/membership"
 )
 
 // Config is the agent's configuration, one field per `mooring agent` flag
@@ -41,7 +47,7 @@ type Config struct {
 	// readiness before it takes addresses; it then waits until every ready
 	// peer confirms (gossip metadata, published after its responder let
 	// them go) that it counts it, or TakeMaxWait has passed (a stuck or
-	// older peer): eligibility.go holdDown. Not flags.
+	// older peer): internal/agent/handoff. Not flags.
 	TakeDelay   time.Duration
 	TakeMaxWait time.Duration
 	// HoldDown is how long an agent that comes back to a cluster serving
@@ -63,7 +69,8 @@ type Config struct {
 	// so a restarting agent does not briefly claim every address while it
 	// still believes it is alone.
 	SettleTimeout time.Duration
-	// StateDir holds the local snapshot (snapshot.go); empty: none.
+	// StateDir holds the local snapshot (internal/agent/snapshot); empty:
+	// none.
 	// SnapshotWait is how long a starting agent waits for its caches to
 	// sync before it serves from the snapshot.
 	StateDir     string
@@ -73,10 +80,10 @@ type Config struct {
 	Burst int
 	// Log receives everything; nil discards.
 	Log *slog.Logger
-	// PodIPAM configures pod address allocation (see podipam.go).
-	PodIPAM PodIPAM
+	// PodIPAM configures pod address allocation (internal/agent/ipam).
+	PodIPAM ipam.Config
 	// FastEndpointEviction marks a confirmed-dead node's pods NotReady at
-	// once (evict.go); FastEvictionMaxShare bounds the share of Nodes so
+	// once (internal/agent/evict); FastEvictionMaxShare bounds the share of Nodes so
 	// treated at a time (at least one).
 	FastEndpointEviction bool
 	FastEvictionMaxShare float64
@@ -166,4 +173,35 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
 	return errors.Join(errs...)
+}
+
+// membershipConfig is the gossip configuration the agent's flags give.
+func (c Config) membershipConfig() membership.Config {
+	mc := membership.Config{
+		NodeName: c.NodeName, BindAddr: c.GossipBind, BindPort: c.GossipPort, AdvertiseAddr: c.GossipAdvertise,
+		KeyFile: c.GossipKeyFile, SuspicionMult: c.GossipSuspicionMult,
+		NodeCheckWait: c.NodeCheckWait, AgentLossTimeout: c.AgentLossTimeout,
+	}
+	if c.NodeCheckWait > 0 {
+		mc.NodeCheck = host.KernelCheck(c.NodeCheckWait)
+	}
+	return mc
+}
+
+// eligibilityConfig is what eligibility and the hand-off are told.
+func (c Config) eligibilityConfig() eligibility.Config {
+	return eligibility.Config{Node: c.NodeName, GossipBind: c.GossipBind, Handoff: handoff.Config{
+		Node: c.NodeName, HoldDown: c.HoldDown, TakeDelay: c.TakeDelay, TakeMaxWait: c.TakeMaxWait}}
+}
+
+// resumeThreshold is the shortest stall after which peers may have taken
+// this node's addresses: with the kernel check on they hold a failed
+// member whose node answers for AgentLossTimeout after gossip declared it
+// failed, so a shorter stall is harmless (the issue's 2 s SIGSTOPs move
+// nothing); without it gossip alone decides within about a second.
+func resumeThreshold(cfg Config) time.Duration {
+	if cfg.NodeCheckWait <= 0 {
+		return min(time.Second, cfg.AgentLossTimeout)
+	}
+	return cfg.AgentLossTimeout
 }

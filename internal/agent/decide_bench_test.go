@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/responder"
 )
@@ -46,7 +47,7 @@ func nullOpen(ifindex int) (*responder.Link, error) {
 // becomes its owner (the responder is involved), "other" when another node
 // does. The responder is the real one, running, over null sockets.
 func BenchmarkDecideNewService10k(b *testing.B) {
-	a, store := snapshotBenchAgent(b, 10000)
+	a, cs := snapshotBenchAgent(b, 10000)
 	// One gratuitous round: at thousands of new addresses per second the
 	// default series (5 rounds over 3 s) would make the benchmark measure
 	// the responder's pending list instead of the decision.
@@ -55,7 +56,7 @@ func BenchmarkDecideNewService10k(b *testing.B) {
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	a.deps.Responder, a.applied = m, false
+	a.deps.Responder, a.loop.applied = m, false
 	if err := a.decide(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func BenchmarkDecideNewService10k(b *testing.B) {
 			}
 		}
 	}
-	base := realisticService(0)
+	base := agenttest.RealisticService(0)
 	for _, local := range []bool{true, false} {
 		b.Run(map[bool]string{true: "local", false: "other"}[local], func(b *testing.B) {
 			b.ReportAllocs()
@@ -78,7 +79,7 @@ func BenchmarkDecideNewService10k(b *testing.B) {
 				svc := *base
 				svc.Namespace, svc.Name = "burst", fmt.Sprintf("new-%06d", next)
 				svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addrFor(local).String()}}
-				if err := (serviceSink{store}).Update(&svc); err != nil {
+				if err := cs.Update(&svc); err != nil {
 					b.Fatal(err)
 				}
 				a.dirty.service(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})

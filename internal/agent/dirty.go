@@ -3,23 +3,11 @@ package agent
 import (
 	"sync"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/mooringlb/mooring/internal/agent/mailbox"
 )
-
-// indexSliceService indexes EndpointSlices by the Service they belong to,
-// so a Service event reads that Service's slices and not every slice of
-// its namespace.
-const indexSliceService = "mooring.endpointslice.service"
-
-func sliceService(o client.Object) []string {
-	if n := o.GetLabels()[discoveryv1.LabelServiceName]; n != "" {
-		return []string{n}
-	}
-	return nil
-}
 
 // dirty is what changed since the last decision: informer handlers mark
 // it, the decision loop takes it. Services are named one by one; Nodes,
@@ -48,7 +36,7 @@ func (d *dirty) mark(fn func(c *changed)) {
 	d.mu.Lock()
 	fn(&d.changed)
 	d.mu.Unlock()
-	poke(d.kick)
+	mailbox.Poke(d.kick)
 }
 
 func (d *dirty) service(k types.NamespacedName) {
@@ -74,7 +62,7 @@ func (d *changed) merge(o changed) {
 
 // flagHandler returns an informer handler that marks d with flag. Service
 // and EndpointSlice events reach d through the compact store
-// (mem_store.go), which marks only what the decision reads.
+// (internal/agent/store), which marks only what the decision reads.
 func (d *dirty) flagHandler(flag func(c *changed)) toolscache.ResourceEventHandlerFuncs {
 	mark := func(any) { d.mark(flag) }
 	return toolscache.ResourceEventHandlerFuncs{AddFunc: mark, UpdateFunc: func(_, n any) { mark(n) }, DeleteFunc: mark}

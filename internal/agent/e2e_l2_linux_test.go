@@ -22,7 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/eligibility"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
@@ -64,7 +64,7 @@ func TestE2ENodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, e := range evs.Items {
-			if e.Reason == agent.EventReasonCannotAnnounce && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "eth0") {
+			if e.Reason == eligibility.EventReasonCannotAnnounce && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "eth0") {
 				t.Logf("node-3: %s", e.Message)
 				return true, ""
 			}

@@ -18,12 +18,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/eligibility"
+	"github.com/mooringlb/mooring/internal/agent/host"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/membership"
 )
 
-// gossipMembers is fakeMembers with metadata, like membership.Membership.
+// gossipMembers is agenttest.Members with metadata, like membership.Membership.
 type gossipMembers struct {
 	*fakeMembers
 	mu    sync.Mutex
@@ -58,10 +61,10 @@ func (g *gossipMembers) SetMeta(m membership.NodeMeta) error {
 	return nil
 }
 
-// inspectLinks is fakeLinks that can describe links.
+// inspectLinks is agenttest.Links that can describe links.
 type inspectLinks struct {
-	fakeLinks
-	links []LinkInfo
+	agenttest.Links
+	links []host.LinkInfo
 }
 
 func (l inspectLinks) Interfaces() ([]announce.Interface, error) {
@@ -71,7 +74,7 @@ func (l inspectLinks) Interfaces() ([]announce.Interface, error) {
 	}
 	return out, nil
 }
-func (l inspectLinks) Inspect() ([]LinkInfo, error) { return l.links, nil }
+func (l inspectLinks) Inspect() ([]host.LinkInfo, error) { return l.links, nil }
 
 func ready(ifs ...string) membership.NodeMeta {
 	return membership.NodeMeta{Ranking: announce.RankingVersion(), Ready: true, Interfaces: ifs, Defaults: ifs[:1]}
@@ -79,7 +82,7 @@ func ready(ifs ...string) membership.NodeMeta {
 
 // eligibilityFixture: node-1..3, a policy for eth0 only and eight
 // addresses; the agent runs as local, whose links are given.
-func eligibilityFixture(t *testing.T, local string, links []LinkInfo, metas map[string]membership.NodeMeta, nodes ...*corev1.Node) (*Agent, client.Client, *gossipMembers, *fakeResponder, []netip.Addr) {
+func eligibilityFixture(t *testing.T, local string, links []host.LinkInfo, metas map[string]membership.NodeMeta, nodes ...*corev1.Node) (*Agent, client.Client, *gossipMembers, *agenttest.Responder, []netip.Addr) {
 	t.Helper()
 	objs := []client.Object{&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "eth0-only"},
 		Spec: mooringv1.L2AnnouncementPolicySpec{Interfaces: []string{"eth0"}}}}
@@ -90,25 +93,25 @@ func eligibilityFixture(t *testing.T, local string, links []LinkInfo, metas map[
 	for i := range 8 {
 		a := netip.AddrFrom4([4]byte{10, 213, 0, byte(100 + i)})
 		vips = append(vips, a)
-		svc := lbService("default", "web-"+a.String(), a.String())
+		svc := agenttest.LBService("default", "web-"+a.String(), a.String())
 		objs = append(objs, &svc)
 	}
 	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).WithObjects(objs...).
 		WithStatusSubresource(&mooringv1.L2AnnouncementPolicy{}).Build()
-	mem := &gossipMembers{fakeMembers: &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}, metas: metas}
-	resp := &fakeResponder{}
+	mem := &gossipMembers{fakeMembers: agenttest.NewMembers([]string{"node-1", "node-2", "node-3"}...), metas: metas}
+	resp := &agenttest.Responder{}
 	cfg := DefaultConfig()
 	cfg.NodeName = local
 	cfg.TakeDelay = 0   // TestHoldDownAfterRestart tests it
 	cfg.TakeMaxWait = 0 // static peers never confirm (take_confirm_test.go)
 	a := New(cfg, Deps{Reader: c, Client: c, Members: mem, Responder: resp, Links: inspectLinks{links: links},
-		Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
+		Sysctls: agenttest.Sysctls{}, Registerer: prometheus.NewRegistry()})
 	return a, c, mem, resp, vips
 }
 
 var (
-	eth0 = LinkInfo{Name: "eth0", Index: 2, Up: true, Ethernet: true, DefaultRoute: true}
-	eth1 = LinkInfo{Name: "eth1", Index: 3, Up: true, Ethernet: true, DefaultRoute: true}
+	eth0 = host.LinkInfo{Name: "eth0", Index: 2, Up: true, Ethernet: true, DefaultRoute: true}
+	eth1 = host.LinkInfo{Name: "eth1", Index: 3, Up: true, Ethernet: true, DefaultRoute: true}
 )
 
 // The black hole, closed: node-3 has no eth0. It owns none of the policy's
@@ -118,26 +121,26 @@ func TestNodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
 	metas := map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": ready("eth0", "eth1"), "node-3": ready("eth1")}
 	owners := map[string][]string{}
 	for _, local := range []string{"node-1", "node-2", "node-3"} {
-		links := []LinkInfo{eth0, eth1}
+		links := []host.LinkInfo{eth0, eth1}
 		if local == "node-3" {
-			links = []LinkInfo{eth1}
+			links = []host.LinkInfo{eth1}
 		}
-		a, c, mem, resp, vips := eligibilityFixture(t, local, links, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
+		a, c, mem, resp, vips := eligibilityFixture(t, local, links, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		go func() { done <- a.elig.eventLoop(ctx, c, a.deps.Clock) }()
+		go func() { done <- a.elig.RunEvents(ctx, c, a.deps.Clock) }()
 		if err := a.decide(ctx); err != nil {
 			t.Fatal(err)
 		}
 		for _, v := range vips {
-			if o, _ := a.prev.OwnerOf(v); true {
+			if o, _ := a.loop.prev.OwnerOf(v); true {
 				owners[v.String()] = append(owners[v.String()], o)
 				if want := announce.Rank([]string{"node-1", "node-2"}, v)[0]; o != want {
 					t.Errorf("%s decides %s owns %s, want %s", local, o, v, want)
 				}
 			}
 		}
-		for _, addrs := range resp.get() {
+		for _, addrs := range resp.Table() {
 			if local == "node-3" && len(addrs) > 0 {
 				t.Errorf("node-3 answers for %v", addrs)
 			}
@@ -154,12 +157,12 @@ func TestNodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 				_ = c.List(ctx, &evs)
 			}
-			if len(evs.Items) != 1 || evs.Items[0].Reason != EventReasonCannotAnnounce || evs.Items[0].InvolvedObject.Kind != "Node" ||
+			if len(evs.Items) != 1 || evs.Items[0].Reason != eligibility.EventReasonCannotAnnounce || evs.Items[0].InvolvedObject.Kind != "Node" ||
 				!strings.Contains(evs.Items[0].Message, "eth0-only") {
 				t.Errorf("node-3 events: %+v", evs.Items)
 			}
 		}
-		if got := value(a.elig.met.unservable); got != wantUnservable {
+		if got := gathered(a, "mooring_agent_unservable_policies"); got != wantUnservable {
 			t.Errorf("%s: unservable policies %v, want %v", local, got, wantUnservable)
 		}
 		cancel()
@@ -171,7 +174,7 @@ func TestNodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
 // the exclude-from-external-load-balancers label does not, and an older
 // agent that publishes nothing does (as all agents assumed before).
 func TestCandidates(t *testing.T) {
-	excluded := testNode("node-3")
+	excluded := agenttest.Node("node-3")
 	excluded.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: ""}
 	notReady := ready("eth0")
 	notReady.Ready = false
@@ -186,7 +189,7 @@ func TestCandidates(t *testing.T) {
 		{"older agent", map[string]membership.NodeMeta{"node-1": ready("eth0")}, []string{"node-1", "node-2"}},
 		{"another ranking", map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": otherRanking}, []string{"node-1", "node-2"}},
 	} {
-		a, _, _, _, _ := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, tc.metas, testNode("node-1"), testNode("node-2"), excluded)
+		a, _, _, _, _ := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, tc.metas, agenttest.Node("node-1"), agenttest.Node("node-2"), excluded)
 		caps, err := a.capabilities(context.Background(), changed{all: true})
 		if err != nil {
 			t.Fatal(err)
@@ -200,7 +203,7 @@ func TestCandidates(t *testing.T) {
 			t.Errorf("%s: candidates %v, want %v", tc.name, got, tc.want)
 		}
 		// A mixed-version cluster is reported.
-		if got, want := value(a.elig.met.otherRanking), b2f(tc.name == "another ranking"); got != want {
+		if got, want := gathered(a, "mooring_agent_members_other_ranking"), b2f(tc.name == "another ranking"); got != want {
 			t.Errorf("%s: members with another ranking %v, want %v", tc.name, got, want)
 		}
 	}
@@ -214,22 +217,22 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	nodes := func() []*corev1.Node {
 		var out []*corev1.Node
 		for i, n := range []string{"node-1", "node-2", "node-3"} {
-			node := testNode(n)
+			node := agenttest.Node(n)
 			node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: netip.AddrFrom4([4]byte{10, 213, 0, byte(11 + i)}).String()}}
 			out = append(out, node)
 		}
 		return out
 	}
-	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, nodes()...)
+	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, nodes()...)
 	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
 	a.deps.Clock = clk
-	mem.set("node-1") // alone so far
+	mem.Set("node-1") // alone so far
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- a.decideLoop(ctx) }()
 	time.Sleep(200 * time.Millisecond)
-	if got := resp.get(); got != nil {
+	if got := resp.Table(); got != nil {
 		t.Fatalf("announced %v before gossip found a peer", got)
 	}
 	if mem.mine.Ready {
@@ -238,7 +241,7 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	if _, err := a.readyz(); err == nil || !strings.Contains(err.Error(), "not deciding yet") || !strings.Contains(err.Error(), "reaches none of the 2") {
 		t.Fatalf("/readyz during the gate: %v", err)
 	}
-	mem.set("node-1", "node-2", "node-3")
+	mem.Set("node-1", "node-2", "node-3")
 	wantOwned := 0
 	for _, v := range vips {
 		if announce.Rank([]string{"node-1", "node-2", "node-3"}, v)[0] == "node-1" {
@@ -246,10 +249,10 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for resp.get() == nil && time.Now().Before(deadline) {
+	for resp.Table() == nil && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := len(resp.get()[eth0.Index]); got != wantOwned {
+	if got := len(resp.Table()[eth0.Index]); got != wantOwned {
 		t.Fatalf("after the peers arrived: %d addresses, want node-1's share %d", got, wantOwned)
 	}
 	if _, err := a.readyz(); err != nil {
@@ -261,10 +264,10 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 	}
 
 	// Alone for good: after SettleTimeout it announces with what it knows.
-	b, _, memB, respB, _ := eligibilityFixture(t, "node-2", []LinkInfo{eth0}, metas, nodes()...)
+	b, _, memB, respB, _ := eligibilityFixture(t, "node-2", []host.LinkInfo{eth0}, metas, nodes()...)
 	clkB := clocktesting.NewFakeClock(time.Unix(1e9, 0))
 	b.deps.Clock = clkB
-	memB.set("node-2")
+	memB.Set("node-2")
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	go func() { _ = b.decideLoop(ctx2) }()
@@ -272,15 +275,15 @@ func TestStartupGateKeepsANewAgentQuiet(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(50 * time.Millisecond)
-	if respB.get() != nil {
+	if respB.Table() != nil {
 		t.Fatal("announced before SettleTimeout")
 	}
 	clkB.Step(b.cfg.SettleTimeout)
 	deadline = time.Now().Add(5 * time.Second)
-	for respB.get() == nil && time.Now().Before(deadline) {
+	for respB.Table() == nil && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := len(respB.get()[eth0.Index]); got != len(vips) {
+	if got := len(respB.Table()[eth0.Index]); got != len(vips) {
 		t.Fatalf("alone after the timeout: %d addresses, want all %d", got, len(vips))
 	}
 }
@@ -296,17 +299,18 @@ func TestHoldDownAfterRestart(t *testing.T) {
 		return m
 	}
 	metas := map[string]membership.NodeMeta{"node-2": old("eth0"), "node-3": old("eth0")}
-	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
+	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
 	a.deps.Clock = clk
 	a.cfg.TakeDelay = 500 * time.Millisecond // published ready first, takes later
+	reconfigured(a)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { _ = a.decideLoop(ctx) }()
 	deadline := time.Now().Add(5 * time.Second)
-	for resp.get() == nil && time.Now().Before(deadline) {
+	for resp.Table() == nil && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	if got := len(resp.get()[eth0.Index]); got != 0 {
+	if got := len(resp.Table()[eth0.Index]); got != 0 {
 		t.Fatalf("answers for %d addresses during the hold-down", got)
 	}
 	mem.mu.Lock()
@@ -326,11 +330,11 @@ func TestHoldDownAfterRestart(t *testing.T) {
 	}
 	clk.Step(a.cfg.HoldDown)
 	deadline = time.Now().Add(5 * time.Second)
-	for len(resp.get()[eth0.Index]) != wantOwned && time.Now().Before(deadline) {
+	for len(resp.Table()[eth0.Index]) != wantOwned && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 		clk.Step(10 * time.Millisecond) // the decision loop's coalescing window
 	}
-	if got := len(resp.get()[eth0.Index]); got != wantOwned {
+	if got := len(resp.Table()[eth0.Index]); got != wantOwned {
 		t.Fatalf("after the hold-down: %d addresses, want node-1's share %d", got, wantOwned)
 	}
 	mem.mu.Lock()

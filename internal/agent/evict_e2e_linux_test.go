@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/evict"
 )
 
 // Fast endpoint eviction, end to end (issue 9 item 8): real agents with
@@ -68,7 +68,7 @@ func TestE2EFastEvictionOnlyWhenTheKernelIsSilent(t *testing.T) {
 	kill := c.killNode(victim)
 	waitFor(t, 15*time.Second, "the dead node's pods NotReady", func() (bool, string) {
 		for _, p := range onVictim {
-			if r := ready(p); r.Status != corev1.ConditionFalse || r.Reason != agent.PodReasonNodeUnreachable {
+			if r := ready(p); r.Status != corev1.ConditionFalse || r.Reason != evict.PodReasonNodeUnreachable {
 				return false, fmt.Sprintf("%s: %s %s", p.Name, r.Status, r.Reason)
 			}
 		}

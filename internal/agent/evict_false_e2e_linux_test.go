@@ -28,7 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/evict"
 	"github.com/mooringlb/mooring/internal/failover"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
@@ -88,12 +88,24 @@ func TestE2EFalseEvictionCostsNoRequest(t *testing.T) {
 	url := "http://" + netip.AddrPortFrom(target, lab.DemoPort).String() + "/"
 	owner := responderOf(ctx, t, r, target)
 	t.Logf("load on %s, announced by %s", target, owner)
-	load := startEchoLoad(r.Cluster.Host("client"), []string{url}, 25*time.Millisecond, 3*time.Second)
+	const reqTimeout = 3 * time.Second
+	load := startEchoLoad(r.Cluster.Host("client"), []string{url}, 25*time.Millisecond, reqTimeout)
 	defer load.stop()
 	waitFor(t, 30*time.Second, "both echo pods serving", func() (bool, string) {
 		s := load.servedBy(time.Time{})
 		return s["echo-1"] > 0 && s[pod] > 0, fmt.Sprint(s)
 	})
+	// The first connections of a load can meet node-1 before kube-proxy
+	// programmed the address: their conntrack entries keep the SYN
+	// retransmits on the same dead path until the client gives up (seen on
+	// CI: 11 requests started 0.2-0.4 s before the cut). The fault waits
+	// until every request of that warm-up has finished, and only requests
+	// started after it count; a failure after warm-up still fails the test.
+	warm := time.Now()
+	time.Sleep(reqTimeout + 500*time.Millisecond)
+	if _, f := load.totalsSince(time.Time{}, warm); len(f) > 0 {
+		t.Logf("%d requests of the warm-up failed (not counted): first %v", len(f), f[0].err)
+	}
 
 	agentPID := labProcess(t, state, []string{"agent"}, victim)
 	kubeletPID := labProcess(t, state, []string{"lab", "kubelet"}, victim)
@@ -140,7 +152,7 @@ table ip6 mooring_e2e_evict6 {
 	cut := time.Now()
 	waitFor(t, 20*time.Second, pod+" marked NotReady by Mooring", func() (bool, string) {
 		c := podCondition(ctx, t, cs, pod)
-		return c.Status == corev1.ConditionFalse && c.Reason == agent.PodReasonNodeUnreachable, fmt.Sprintf("%s %s", c.Status, c.Reason)
+		return c.Status == corev1.ConditionFalse && c.Reason == evict.PodReasonNodeUnreachable, fmt.Sprintf("%s %s", c.Status, c.Reason)
 	})
 	marked := time.Since(cut)
 	waitFor(t, 20*time.Second, pod+"'s endpoint not ready in every EndpointSlice", func() (bool, string) {
@@ -179,7 +191,7 @@ table ip6 mooring_e2e_evict6 {
 		t.Errorf("%s moved from %s to %s: the load was not on an address the fault leaves alone", target, owner, now)
 	}
 
-	total, failed := load.totals()
+	total, failed := load.totalsSince(warm, time.Now().Add(time.Hour))
 	out1, back := load.servedBetween(out, healed), load.servedBetween(healed, time.Now())
 	t.Logf("requests: %d, failed %d; answered by pod while echo-2's endpoints were out: %v, after the fault: %v", total, len(failed), out1, back)
 	if len(failed) > 0 {
@@ -477,14 +489,21 @@ func (l *echoLoad) servedBetween(from, to time.Time) map[string]int {
 	return out
 }
 
-func (l *echoLoad) totals() (int, []echoResult) {
+// totalsSince counts the requests started in [from, to) and returns those
+// that failed.
+func (l *echoLoad) totalsSince(from, to time.Time) (int, []echoResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var n int
 	var failed []echoResult
 	for _, r := range l.res {
+		if r.at.Before(from) || !r.at.Before(to) {
+			continue
+		}
+		n++
 		if r.err != nil {
 			failed = append(failed, r)
 		}
 	}
-	return len(l.res), failed
+	return n, failed
 }

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/evict"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -95,7 +95,7 @@ func TestAgentPodStatusPolicy(t *testing.T) {
 		}
 		t.Errorf("%s: %v, want denied with %q", what, err, want)
 	}
-	deny("marking a pod Ready", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"`+agent.PodReasonNodeUnreachable+`"}]}}`,
+	deny("marking a pod Ready", `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"`+evict.PodReasonNodeUnreachable+`"}]}}`,
 		"may only set Ready and ContainersReady to False")
 	deny("NotReady with another reason", `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Other"}]}}`,
 		"may only set Ready and ContainersReady to False")
@@ -108,8 +108,8 @@ func TestAgentPodStatusPolicy(t *testing.T) {
 	// The change fast eviction makes is allowed, and the kubelet (here the
 	// admin) takes it back.
 	notReady := `{"status":{"conditions":[` +
-		`{"type":"Ready","status":"False","reason":"` + agent.PodReasonNodeUnreachable + `","message":"node-b is dead","lastTransitionTime":"2026-01-01T00:00:00Z"},` +
-		`{"type":"ContainersReady","status":"False","reason":"` + agent.PodReasonNodeUnreachable + `","message":"node-b is dead","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
+		`{"type":"Ready","status":"False","reason":"` + evict.PodReasonNodeUnreachable + `","message":"node-b is dead","lastTransitionTime":"2026-01-01T00:00:00Z"},` +
+		`{"type":"ContainersReady","status":"False","reason":"` + evict.PodReasonNodeUnreachable + `","message":"node-b is dead","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
 	if err := patch(p.Name, notReady); err != nil {
 		t.Fatalf("the agent marking a pod NotReady: %v", err)
 	}
@@ -117,7 +117,7 @@ func TestAgentPodStatusPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := condition(got, corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != agent.PodReasonNodeUnreachable ||
+	if c := condition(got, corev1.PodReady); c.Status != corev1.ConditionFalse || c.Reason != evict.PodReasonNodeUnreachable ||
 		condition(got, corev1.PodScheduled).Status != corev1.ConditionTrue || got.Status.PodIP != "10.244.9.9" {
 		t.Fatalf("after the patch: %+v", got.Status)
 	}

@@ -18,6 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/convert"
+	"github.com/mooringlb/mooring/internal/agent/status"
 	"github.com/mooringlb/mooring/internal/announce"
 )
 
@@ -37,7 +40,7 @@ func fullDecision(t *testing.T, a *Agent, c client.Reader) announce.Result {
 			t.Fatal(err)
 		}
 	}
-	in := buildInput(snapshot{policies: pols.Items, services: svcs.Items, slices: es.Items, nodes: nodes.Items})
+	in := convert.Input(convert.Objects{Policies: pols.Items, Services: svcs.Items, Slices: es.Items, Nodes: nodes.Items})
 	in.Members, in.Local = a.deps.Members.Members(), a.cfg.NodeName
 	in.Interfaces, _ = a.deps.Links.Interfaces()
 	return announce.Decide(in)
@@ -72,7 +75,7 @@ func TestIncrementalDecisionsMatchFullRecompute(t *testing.T) {
 					t.Fatal(err)
 				}
 			default:
-				svc := lbService("default", name, fmt.Sprintf("10.213.1.%d", r.Intn(40)))
+				svc := agenttest.LBService("default", name, fmt.Sprintf("10.213.1.%d", r.Intn(40)))
 				if r.Intn(2) == 0 {
 					svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 				}
@@ -89,12 +92,12 @@ func TestIncrementalDecisionsMatchFullRecompute(t *testing.T) {
 			}
 		}
 		if round == 4 {
-			mem.set("node-1", "node-3")
+			mem.Set("node-1", "node-3")
 		}
 		if err := a.decide(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if want, got := fullDecision(t, a, c), a.state.Result(); !reflect.DeepEqual(got, want) {
+		if want, got := fullDecision(t, a, c), a.loop.state.Result(); !reflect.DeepEqual(got, want) {
 			t.Fatalf("round %d: incremental\n%+v\nfull\n%+v", round, got, want)
 		}
 	}
@@ -105,7 +108,7 @@ func TestIncrementalDecisionsMatchFullRecompute(t *testing.T) {
 func TestMissingNode(t *testing.T) {
 	a, c, _, _, _ := fixture(t)
 	a.cfg.NodeName = "node-9"
-	a.rec.node = "node-9"
+	a.rec.Node = "node-9"
 	ctx := context.Background()
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
@@ -113,7 +116,7 @@ func TestMissingNode(t *testing.T) {
 	if err := a.Ready(); err == nil {
 		t.Fatal("ready without a Node")
 	}
-	if err := c.Create(ctx, testNode("node-9")); err != nil {
+	if err := c.Create(ctx, agenttest.Node("node-9")); err != nil {
 		t.Fatal(err)
 	}
 	a.Trigger()
@@ -156,7 +159,7 @@ func TestAnnouncements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := Announcements(ctx, c)
+	got, err := status.Announcements(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +184,7 @@ func TestAnnouncements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err = Announcements(ctx, c)
+	got, err = status.Announcements(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +208,7 @@ func TestAnnouncements(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err = Announcements(ctx, c)
+	got, err = status.Announcements(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +229,7 @@ func TestPublishThrottle(t *testing.T) {
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	published := a.prev
+	published := a.loop.prev
 	// A Service this node will own.
 	var vip string
 	for i := range 50 {
@@ -235,7 +238,7 @@ func TestPublishThrottle(t *testing.T) {
 			break
 		}
 	}
-	svc := lbService("default", "late", vip)
+	svc := agenttest.LBService("default", "late", vip)
 	if err := c.Create(ctx, &svc); err != nil {
 		t.Fatal(err)
 	}
@@ -243,17 +246,17 @@ func TestPublishThrottle(t *testing.T) {
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(resp.get()[2], ip(vip)) {
-		t.Fatalf("responder table %v lacks %s", resp.get(), vip)
+	if !slices.Contains(resp.Table()[2], ip(vip)) {
+		t.Fatalf("responder table %v lacks %s", resp.Table(), vip)
 	}
-	if _, ok := a.prev.OwnerOf(ip(vip)); ok || !reflect.DeepEqual(a.prev, published) {
+	if _, ok := a.loop.prev.OwnerOf(ip(vip)); ok || !reflect.DeepEqual(a.loop.prev, published) {
 		t.Fatal("published before publishEvery passed")
 	}
 	clk.Step(publishEvery)
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := a.prev.OwnerOf(ip(vip)); n != owner {
+	if n, _ := a.loop.prev.OwnerOf(ip(vip)); n != owner {
 		t.Fatalf("not published after publishEvery: owner %q", n)
 	}
 	// A member leaves: published at once.
@@ -263,11 +266,11 @@ func TestPublishThrottle(t *testing.T) {
 			other = n
 		}
 	}
-	mem.set(owner, other)
+	mem.Set(owner, other)
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := a.prev.Owners[0].Eligible; got != 2 {
+	if got := a.loop.prev.Owners[0].Eligible; got != 2 {
 		t.Fatalf("a member change was not published at once: eligible %d", got)
 	}
 }

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
 
@@ -75,7 +75,7 @@ func (c *cluster) memRound(bin, label string, ready func()) {
 	for _, settle := range []time.Duration{20 * time.Second, 60 * time.Second} {
 		time.Sleep(settle - time.Since(start) + synced) // GC cycles, the scavenger, the periodic loops
 		for _, h := range c.lab.Nodes() {
-			m, err := agent.ReadProc(procs[h.Name].PID)
+			m, err := agenttest.ReadProc(procs[h.Name].PID)
 			if err != nil {
 				c.t.Fatal(err)
 			}
@@ -198,7 +198,7 @@ func smapsSummary(pid int) string {
 	var out []string
 	for _, k := range order {
 		if sums[k] >= 512<<10 {
-			out = append(out, fmt.Sprintf("%s=%.1fMiB", k, agent.MiB(sums[k])))
+			out = append(out, fmt.Sprintf("%s=%.1fMiB", k, agenttest.MiB(sums[k])))
 		}
 	}
 	return strings.Join(out, " ")

@@ -179,11 +179,24 @@ func TestAgentCannotTouchServicesOrOtherNodes(t *testing.T) {
 	if err := agentA.Status().Update(ctx, own); err != nil {
 		t.Fatalf("updating its own L2Announcer: %v", err)
 	}
-	// Another node's: denied by the admission policy, even to create.
+	// Another node's: denied by the admission policy, even to create. The
+	// API server enforces a new policy once its policy cache has it (a
+	// loaded machine took over a second once): until then a create passes
+	// and is undone, and the policy must deny within 30 s.
 	other := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: "node-b"}}
-	err := agentA.Create(ctx, other)
-	if err == nil || !strings.Contains(err.Error(), "only the L2Announcer of its own node (node-a)") {
-		t.Fatalf("node-a creating node-b's L2Announcer: %v, want denied", err)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		err := agentA.Create(ctx, other.DeepCopy())
+		if err != nil && strings.Contains(err.Error(), "only the L2Announcer of its own node (node-a)") {
+			break
+		}
+		if err == nil {
+			if err := env.Client.Delete(ctx, other.DeepCopy()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node-a creating node-b's L2Announcer: %v, want denied", err)
+		}
 	}
 	if err := env.Client.Create(ctx, other); err != nil {
 		t.Fatal(err)

@@ -14,12 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
 	"github.com/mooringlb/mooring/internal/announce"
 )
 
-// mutableLinks is fakeLinks whose interfaces the test changes.
+// mutableLinks is agenttest.Links whose interfaces the test changes.
 type mutableLinks struct {
-	fakeLinks
+	agenttest.Links
 	mu     sync.Mutex
 	ifaces []announce.Interface
 }
@@ -64,7 +65,7 @@ func TestResponderUpdatesMatchFullRecompute(t *testing.T) {
 				switch n := r.Intn(10); {
 				case n < 6:
 					name := fmt.Sprintf("s%d", r.Intn(40))
-					svc := lbService("default", name, fmt.Sprintf("10.213.1.%d", r.Intn(50)))
+					svc := agenttest.LBService("default", name, fmt.Sprintf("10.213.1.%d", r.Intn(50)))
 					if r.Intn(4) == 0 {
 						svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: fmt.Sprintf("fd00:213::%d", r.Intn(20))})
 					}
@@ -80,7 +81,7 @@ func TestResponderUpdatesMatchFullRecompute(t *testing.T) {
 					if !slices.Contains(members, a.cfg.NodeName) {
 						members = append(members, a.cfg.NodeName)
 					}
-					mem.set(members...)
+					mem.Set(members...)
 				default:
 					next := []announce.Interface{{Name: "lo", Index: 1, Loopback: true}}
 					for i := 2; i <= 4; i++ {
@@ -100,7 +101,7 @@ func TestResponderUpdatesMatchFullRecompute(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := tableSet(fullDecision(t, a, c).Desired())
-				if got := tableSet(resp.get()); !maps.EqualFunc(got, want, maps.Equal) {
+				if got := tableSet(resp.Table()); !maps.EqualFunc(got, want, maps.Equal) {
 					t.Fatalf("step %d: responder answers\n%v\nfull recompute\n%v", step, got, want)
 				}
 			}

@@ -12,6 +12,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/host"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/membership"
 )
@@ -23,12 +25,12 @@ import (
 func TestResumeAfterLongStallHoldsDown(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
 	metas := map[string]membership.NodeMeta{"node-2": ready("eth0"), "node-3": ready("eth0")}
-	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
+	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
 	a.deps.Clock = clk
 	a.cfg.TakeDelay = 500 * time.Millisecond
+	reconfigured(a)
 	var mono time.Duration // the process's monotonic clock
-	a.wake.now = func() time.Duration { return mono }
-	a.wake.start()
+	a.stall.SetMonotonic(func() time.Duration { return mono })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wantOwned := 0
@@ -40,7 +42,7 @@ func TestResumeAfterLongStallHoldsDown(t *testing.T) {
 	if wantOwned == 0 {
 		t.Fatal("node-1 owns nothing: no test")
 	}
-	answered := func() int { return len(resp.get()[eth0.Index]) }
+	answered := func() int { return len(resp.Table()[eth0.Index]) }
 	published := func() membership.NodeMeta {
 		mem.mu.Lock()
 		defer mem.mu.Unlock()
@@ -57,14 +59,14 @@ func TestResumeAfterLongStallHoldsDown(t *testing.T) {
 		t.Fatalf("cold start: answers %d, want %d; published %+v", answered(), wantOwned, published())
 	}
 
-	mono += a.wake.threshold - 100*time.Millisecond // a short stall
+	mono += a.stall.Threshold() - 100*time.Millisecond // a short stall
 	a.Trigger()
 	decide()
-	if answered() != wantOwned || !published().Ready || a.ready.holding.Load() {
+	if answered() != wantOwned || !published().Ready || a.ready.Holding.Load() {
 		t.Fatalf("after a stall shorter than the threshold: answers %d, want %d; published %+v", answered(), wantOwned, published())
 	}
 
-	mono += a.wake.threshold + time.Second // a long stall: no Trigger, resumed() notices
+	mono += a.stall.Threshold() + time.Second // a long stall: no Trigger, resumed() notices
 	decide()
 	if got := answered(); got != 0 {
 		t.Fatalf("answers %d addresses right after a long stall, want none", got)
@@ -72,8 +74,8 @@ func TestResumeAfterLongStallHoldsDown(t *testing.T) {
 	if m := published(); m.Ready || !strings.Contains(m.Reason, "holding down") {
 		t.Fatalf("published %+v after a long stall", m)
 	}
-	if !a.ready.holding.Load() || counterValue(a.wake.resumes) != 1 {
-		t.Fatalf("holding %v, resumes %v", a.ready.holding.Load(), counterValue(a.wake.resumes))
+	if !a.ready.Holding.Load() || gathered(a, "mooring_agent_stall_resumes_total") != 1 {
+		t.Fatalf("holding %v, resumes %v", a.ready.Holding.Load(), gathered(a, "mooring_agent_stall_resumes_total"))
 	}
 
 	clk.Step(a.cfg.HoldDown)
@@ -85,7 +87,7 @@ func TestResumeAfterLongStallHoldsDown(t *testing.T) {
 	clk.Step(a.cfg.TakeDelay)
 	a.Trigger()
 	decide()
-	if answered() != wantOwned || a.ready.holding.Load() {
+	if answered() != wantOwned || a.ready.Holding.Load() {
 		t.Fatalf("after the take delay: answers %d, want %d", answered(), wantOwned)
 	}
 }
@@ -102,11 +104,6 @@ func TestResumeThreshold(t *testing.T) {
 	if got := resumeThreshold(cfg); got != time.Second {
 		t.Fatalf("kernel check off: %v, want 1s", got)
 	}
-	w := newWakeWatch(0, nil, nil)
-	w.start()
-	if w.beat() || w.pending() {
-		t.Fatal("a zero threshold noticed a stall")
-	}
 }
 
 // The split-brain probe never re-announces from a decision made before a
@@ -114,19 +111,18 @@ func TestResumeThreshold(t *testing.T) {
 // decision yet) or the agent holds down, it does not probe.
 func TestProbeStandsStillAfterStall(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1e9, 0))
-	a, _, _, _, _ := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, nil, testNode("node-1"))
+	a, _, _, _, _ := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, nil, agenttest.Node("node-1"))
 	a.deps.Clock = clk
 	a.cfg.ProbeInterval = time.Second
 	pr := &countingProber{}
 	a.deps.Prober = pr
 	var mu sync.Mutex
 	var mono time.Duration
-	a.wake.now = func() time.Duration { mu.Lock(); defer mu.Unlock(); return mono }
-	a.wake.start()
-	a.toProbe.put(announce.Result{Local: []announce.Entry{{IfIndex: 2, IfName: "eth0", Addr: netip.MustParseAddr("10.213.0.100")}}})
+	a.stall.SetMonotonic(func() time.Duration { mu.Lock(); defer mu.Unlock(); return mono })
+	a.toProbe.Put(announce.Result{Local: []announce.Entry{{IfIndex: 2, IfName: "eth0", Addr: netip.MustParseAddr("10.213.0.100")}}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); _ = a.probeLoop(ctx) }()
+	go func() { defer close(done); _ = a.safetyChecks().RunProbe(ctx, a.toProbe) }()
 	round := func() {
 		t.Helper()
 		for !clk.HasWaiters() {
@@ -140,7 +136,7 @@ func TestProbeStandsStillAfterStall(t *testing.T) {
 		t.Fatalf("%d probes before the stall, want 1", pr.n())
 	}
 	mu.Lock()
-	mono += a.wake.threshold + time.Second
+	mono += a.stall.Threshold() + time.Second
 	mu.Unlock()
 	round()
 	round()

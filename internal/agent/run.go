@@ -4,26 +4,31 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent/gossip"
+	"github.com/mooringlb/mooring/internal/agent/handoff"
+	"github.com/mooringlb/mooring/internal/agent/health"
+	"github.com/mooringlb/mooring/internal/agent/host"
+	"github.com/mooringlb/mooring/internal/agent/ipam"
+	"github.com/mooringlb/mooring/internal/agent/memory"
+	"github.com/mooringlb/mooring/internal/agent/snapshot"
+	"github.com/mooringlb/mooring/internal/agent/store"
 	"github.com/mooringlb/mooring/internal/conntrack"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/membership"
 	"github.com/mooringlb/mooring/internal/responder"
-	"github.com/mooringlb/mooring/internal/serve"
 )
 
 // Run runs the agent until ctx ends: informer caches, gossip, the
@@ -34,24 +39,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log := cfg.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-		cfg.Log = log
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	log := cfg.Log
 	kube.BridgeLogs(log)
-	tuneGC() // mem_release.go
+	memory.TuneGC()
 	restCfg, err := kube.RESTConfig(cfg.Kubeconfig, cfg.QPS, cfg.Burst)
 	if err != nil {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: withAnnouncers(transforms()), Mapper: cacheMapper(scheme)})
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: store.Transforms(), Mapper: snapshot.CacheMapper(scheme)})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
-	// Services and EndpointSlices are kept compactly (mem_store.go).
-	compact, err := newCompactCache(restCfg)
+	// Services and EndpointSlices are kept compactly (internal/agent/store).
+	compact, err := store.NewCache(restCfg)
 	if err != nil {
 		return err
 	}
@@ -66,45 +70,61 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	var silent func() bool // the agent's stall gate (handoff.go), set before resp.Run
+	var silent func() bool // the agent's stall gate (internal/agent/handoff), set before resp.Run
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval,
 		Silent: func() bool { return silent() }}, log.With("sub", "responder"), reg)
-	src := newSwitchReader(compactReader{informers, compact.store}) // snapshot_reader.go, mem_store.go
+	src := snapshot.NewSwitchReader(store.NewReader(informers, compact.Store()))
 	a := New(cfg, Deps{
-		Reader: src, Client: writer, Members: failSafe{mem}, Responder: resp, // partition.go
-		Links: netlinkLinks{}, Sysctls: procSysctls{root: "/proc/sys"}, Prober: rawProber{},
+		Reader: src, Client: writer, Members: gossip.FailSafe{Membership: mem}, Responder: resp,
+		Links: host.Links{}, Sysctls: host.Sysctls{Root: "/proc/sys"}, Prober: host.Prober{},
 		Clock: clock.RealClock{}, Registerer: reg,
-		NodeCheck: NodeCheck(kernelCheck(cfg.NodeCheckWait)), Conntrack: conntrack.Delete,
+		NodeCheck: host.KernelCheck(cfg.NodeCheckWait), Conntrack: conntrack.Delete,
 	})
 	silent = a.stalled
-	compact.notify(a.dirty)
-	if err := watch(ctx, informers, a.dirty, a.deferrals.handler(clock.RealClock{})); err != nil {
+	compact.Notify(a.dirty.service, func() { a.dirty.mark(func(c *changed) { c.all = true }) })
+	if err := watch(ctx, informers, a.dirty, a.deferrals.Handler(clock.RealClock{})); err != nil {
 		return err
 	}
+	return a.runAll(ctx, runParts{informers: informers, compact: compact, resp: resp, mem: mem, reg: reg, src: src, restCfg: restCfg})
+}
 
+// runParts are what Run built for runAll.
+type runParts struct {
+	informers cache.Cache
+	compact   *store.Cache
+	resp      *responder.Manager
+	mem       *membership.Membership
+	reg       *prometheus.Registry
+	src       *snapshot.SwitchReader
+	restCfg   *rest.Config
+}
+
+// runAll runs every part until ctx ends and returns when all have stopped.
+func (a *Agent) runAll(ctx context.Context, p runParts) error {
+	cfg, log := a.cfg, a.log
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return informers.Start(ctx) })
-	g.Go(func() error { return compact.Run(ctx) })
-	g.Go(func() error { releaseAfterStart(ctx, a, clock.RealClock{}, log); return nil }) // mem_release.go
+	g.Go(func() error { return p.informers.Start(ctx) })
+	g.Go(func() error { return p.compact.Run(ctx) })
+	g.Go(func() error { memory.ReleaseAfterStart(ctx, a.ready.Decided.Load, clock.RealClock{}, log); return nil })
 	// On SIGTERM (a rolling update, a drain) the responder closes first and
 	// only then does gossip leave, so peers take over at once from a node
 	// that no longer answers: never two responders, nothing sent after the
-	// leave (handoff.go).
+	// leave (internal/agent/handoff).
 	answering := make(chan struct{})
-	g.Go(func() error { defer close(answering); return resp.Run(ctx) })
-	g.Go(func() error { return mem.Run(afterClosed(ctx, answering)) })
-	g.Go(func() error { return serveMetrics(ctx, cfg.MetricsAddr, reg, a.readyz, log) })
-	g.Go(func() error { watchLinks(ctx, netlinkLinks{}, a.Trigger, log); return nil })
-	g.Go(func() error { return runPodIPAM(ctx, &cfg, restCfg) })
+	g.Go(func() error { defer close(answering); return p.resp.Run(ctx) })
+	g.Go(func() error { return p.mem.Run(handoff.AfterClosed(ctx, answering)) })
+	g.Go(func() error { return health.Serve(ctx, cfg.MetricsAddr, p.reg, a.readyz, log) })
+	g.Go(func() error { watchLinks(ctx, host.Links{}, a.Trigger, log); return nil })
+	g.Go(func() error { return ipam.Run(ctx, cfg.PodIPAM, cfg.NodeName, p.restCfg, log.With("sub", "podipam")) })
 	// The first decision must see complete caches (a partial Service list
 	// would withdraw addresses for a moment), or a whole snapshot.
-	g.Go(func() error { return a.startFrom(ctx, allSynced{informers, compact}, src) }) // snapshot.go
+	g.Go(func() error { return a.startFrom(ctx, store.AllSynced{p.informers, p.compact}, p.src) })
 	return g.Wait()
 }
 
 // watch registers the informers the decision reads: Node and policy
 // events mark the (few) Nodes or policies for re-reading. Services and
-// EndpointSlices are watched by the compact cache (mem_watch.go).
+// EndpointSlices are watched by the compact cache (internal/agent/store).
 func watch(ctx context.Context, c cache.Cache, d *dirty, announcers toolscache.ResourceEventHandler) error {
 	for _, w := range []struct {
 		obj client.Object
@@ -112,7 +132,7 @@ func watch(ctx context.Context, c cache.Cache, d *dirty, announcers toolscache.R
 	}{
 		{&mooringv1.L2AnnouncementPolicy{}, d.flagHandler(func(c *changed) { c.policies = true })},
 		{&corev1.Node{}, d.flagHandler(func(c *changed) { c.nodes = true })},
-		{&mooringv1.L2Announcer{}, announcers}, // peers' deferrals (partition.go)
+		{&mooringv1.L2Announcer{}, announcers}, // peers' deferrals (internal/agent/gossip)
 	} {
 		inf, err := c.GetInformer(ctx, w.obj, cache.BlockUntilSynced(false))
 		if err != nil {
@@ -139,31 +159,4 @@ func watchLinks(ctx context.Context, l Links, trigger func(), log *slog.Logger) 
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, ready func() (string, error), log *slog.Logger) error {
-	if addr == "" {
-		return nil
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		what, err := ready()
-		if err != nil {
-			if what != "" {
-				what = "\n(" + what + ")"
-			}
-			http.Error(w, err.Error()+what, http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok: " + what + "\n"))
-	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
-	}
-	log.Info("serving metrics", "addr", ln.Addr().String())
-	return serve.HTTP(ctx, srv, ln)
 }

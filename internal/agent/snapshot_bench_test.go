@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"testing"
@@ -15,40 +14,46 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/snapshot"
+	"github.com/mooringlb/mooring/internal/agent/store"
 	"github.com/mooringlb/mooring/internal/kube"
 )
 
 // snapshotBenchAgent is an agent reading n Services (and their slices)
 // from a compact store, as in production, with --state-dir set; it has
 // decided once.
-func snapshotBenchAgent(tb testing.TB, n int) (*Agent, *compactStore) {
+func snapshotBenchAgent(tb testing.TB, n int) (*Agent, *store.Store) {
 	tb.Helper()
 	c := fake.NewClientBuilder().WithScheme(kube.Scheme()).
-		WithObjects(testNode("node-1"), testNode("node-2"), testNode("node-3"),
+		WithObjects(agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"),
 			&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "all"}}).Build()
-	store := newCompactStore(func(types.NamespacedName) {}, func() {})
+	cs := store.NewStore()
 	for i := range n {
-		if err := (serviceSink{store}).Update(variedService(i)); err != nil {
+		if err := cs.Update(agenttest.VariedService(i)); err != nil {
 			tb.Fatal(err)
 		}
-		for _, es := range variedSlices(i) {
-			if err := (sliceSink{store}).Update(es); err != nil {
+		for _, es := range agenttest.VariedSlices(i) {
+			if err := cs.Update(es); err != nil {
 				tb.Fatal(err)
 			}
 		}
 	}
-	store.svcSynced.Store(true)
-	store.sliceSynced.Store(true)
 	cfg := DefaultConfig()
 	cfg.NodeName, cfg.StateDir = "node-1", tb.TempDir()
-	mem := &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}
-	a := New(cfg, Deps{Reader: newSwitchReader(compactReader{c, store}), Client: c, Members: mem, Responder: &fakeResponder{},
-		Links: fakeLinks{}, Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
+	mem := agenttest.NewMembers([]string{"node-1", "node-2", "node-3"}...)
+	a := New(cfg, Deps{Reader: snapshot.NewSwitchReader(store.NewReader(c, cs)), Client: c, Members: mem, Responder: &agenttest.Responder{},
+		Links: agenttest.Links{}, Sysctls: agenttest.Sysctls{}, Registerer: prometheus.NewRegistry()})
 	a.dirty.mark(func(c *changed) { c.all, c.nodes, c.policies, c.links = true, true, true, true })
 	if err := a.decide(context.Background()); err != nil {
 		tb.Fatal(err)
 	}
-	return a, store
+	return a, cs
+}
+
+// keeper is the snapshot writer of a.
+func keeper(a *Agent) *snapshot.Keeper {
+	return &snapshot.Keeper{Dir: a.cfg.StateDir, Node: a.cfg.NodeName, Reader: a.deps.Reader, Clock: a.deps.Clock, Log: a.log, Metrics: a.snapMet}
 }
 
 // BenchmarkSnapshot10k measures the snapshot loop's work at 10,000
@@ -57,17 +62,18 @@ func snapshotBenchAgent(tb testing.TB, n int) (*Agent, *compactStore) {
 // "status-only" an update of a field the decision does not read, "changed"
 // one Service's address changed (encode and write).
 func BenchmarkSnapshot10k(b *testing.B) {
-	a, store := snapshotBenchAgent(b, 10000)
+	a, cs := snapshotBenchAgent(b, 10000)
 	ctx := context.Background()
-	res := a.state.Result()
-	var last snapshotMark
-	if wrote, err := a.saveSnapshot(ctx, res, &last); err != nil || !wrote {
+	res := a.loop.state.Result()
+	var last snapshot.Mark
+	k := keeper(a)
+	if wrote, err := k.Save(ctx, res, &last); err != nil || !wrote {
 		b.Fatalf("first save: wrote %v, %v", wrote, err)
 	}
 	b.Run("unchanged", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if wrote, err := a.saveSnapshot(ctx, res, &last); err != nil || wrote {
+			if wrote, err := k.Save(ctx, res, &last); err != nil || wrote {
 				b.Fatalf("wrote %v, %v", wrote, err)
 			}
 		}
@@ -76,14 +82,14 @@ func BenchmarkSnapshot10k(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			svc := variedService(0)
+			svc := agenttest.VariedService(0)
 			svc.ResourceVersion = fmt.Sprint(500000 + i)
 			svc.Status.Conditions = append(svc.Status.Conditions, metav1.Condition{Type: "x", Message: fmt.Sprint(i)})
 			i++
-			if err := (serviceSink{store}).Update(svc); err != nil {
+			if err := cs.Update(svc); err != nil {
 				b.Fatal(err)
 			}
-			if wrote, err := a.saveSnapshot(ctx, res, &last); err != nil || wrote {
+			if wrote, err := k.Save(ctx, res, &last); err != nil || wrote {
 				b.Fatalf("wrote %v, %v", wrote, err)
 			}
 		}
@@ -92,13 +98,13 @@ func BenchmarkSnapshot10k(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			svc := variedService(0)
+			svc := agenttest.VariedService(0)
 			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: fmt.Sprintf("10.250.%d.%d", i/250%250, i%250)}}
 			i++
-			if err := (serviceSink{store}).Update(svc); err != nil {
+			if err := cs.Update(svc); err != nil {
 				b.Fatal(err)
 			}
-			if wrote, err := a.saveSnapshot(ctx, res, &last); err != nil || !wrote {
+			if wrote, err := k.Save(ctx, res, &last); err != nil || !wrote {
 				b.Fatalf("wrote %v, %v", wrote, err)
 			}
 		}
@@ -114,14 +120,14 @@ type hideStore struct{ client.Reader }
 // varied), and is rewritten only when something the decision reads
 // changed: not for resource versions, status-only updates or map order.
 func TestSnapshotFromCompactStore(t *testing.T) {
-	a, store := snapshotBenchAgent(t, 60)
+	a, cs := snapshotBenchAgent(t, 60)
 	ctx := context.Background()
-	res := a.state.Result()
-	fast, err := readSnapshot(ctx, a.deps.Reader, "node-1", res)
+	res := a.loop.state.Result()
+	fast, err := snapshot.Read(ctx, a.deps.Reader, "node-1", res)
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := readSnapshot(ctx, hideStore{a.deps.Reader}, "node-1", res)
+	slow, err := snapshot.Read(ctx, hideStore{a.deps.Reader}, "node-1", res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,29 +144,30 @@ func TestSnapshotFromCompactStore(t *testing.T) {
 		t.Fatalf("the compact encoding differs from the generic one")
 	}
 	// It decides alike: the snapshot reader over it gives the same result.
-	b := New(a.cfg, Deps{Reader: newSnapshotReader(fast), Client: a.deps.Client, Members: a.deps.Members, Responder: &fakeResponder{},
-		Links: fakeLinks{}, Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
+	b := New(a.cfg, Deps{Reader: snapshot.NewReader(fast), Client: a.deps.Client, Members: a.deps.Members, Responder: &agenttest.Responder{},
+		Links: agenttest.Links{}, Sysctls: agenttest.Sysctls{}, Registerer: prometheus.NewRegistry()})
 	b.dirty.mark(func(c *changed) { c.all, c.nodes, c.policies, c.links = true, true, true, true })
 	if err := b.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := b.state.Result(); !reflect.DeepEqual(got, res) {
+	if got := b.loop.state.Result(); !reflect.DeepEqual(got, res) {
 		t.Fatalf("decision from the snapshot\n%+v\nlive\n%+v", got, res)
 	}
 
-	var last snapshotMark
+	var last snapshot.Mark
+	k := keeper(a)
 	save := func(what string, want bool) {
 		t.Helper()
-		if wrote, err := a.saveSnapshot(ctx, res, &last); err != nil || wrote != want {
+		if wrote, err := k.Save(ctx, res, &last); err != nil || wrote != want {
 			t.Fatalf("%s: wrote %v (%v), want %v", what, wrote, err, want)
 		}
 	}
 	save("first", true)
 	save("nothing changed", false)
-	svc := variedService(0)
+	svc := agenttest.VariedService(0)
 	svc.ResourceVersion = "999999"
 	svc.Status.Conditions = append(svc.Status.Conditions, metav1.Condition{Type: "x"})
-	if err := (serviceSink{store}).Update(svc); err != nil {
+	if err := cs.Update(svc); err != nil {
 		t.Fatal(err)
 	}
 	save("status-only update", false)
@@ -174,24 +181,15 @@ func TestSnapshotFromCompactStore(t *testing.T) {
 	}
 	save("a Node's resource version", false)
 	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.250.0.1"}}
-	if err := (serviceSink{store}).Update(svc); err != nil {
+	if err := cs.Update(svc); err != nil {
 		t.Fatal(err)
 	}
 	save("an address changed", true)
-	got, err := loadSnapshot(a.cfg.StateDir, "node-1")
+	got, err := snapshot.Load(a.cfg.StateDir, "node-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Written.IsZero() || len(got.Services) != 60 || got.Services[0].Status.LoadBalancer.Ingress[0].IP != "10.250.0.1" {
 		t.Fatalf("read back: written %v, %d Services, first %+v", got.Written, len(got.Services), got.Services[0].Status)
-	}
-}
-
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "web", "a\"b", `back\slash`, "tab\t", "<&>", "é", "\x7f", "\xff", "mooring.dev/x_y-z.1"} {
-		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); string(got) != string(want) {
-			t.Errorf("%q: %s, want %s", s, got, want)
-		}
 	}
 }

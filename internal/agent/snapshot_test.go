@@ -3,18 +3,13 @@ package agent
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,18 +22,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/snapshot"
+	"github.com/mooringlb/mooring/internal/agent/store"
 	"github.com/mooringlb/mooring/internal/kube"
 )
 
 // snapshotOf decides once with the fixture and returns the snapshot a live
 // agent would write, plus the fixture's reader.
-func snapshotOf(t *testing.T) (*snapshotFile, client.Client, string) {
+func snapshotOf(t *testing.T) (*snapshot.File, client.Client, string) {
 	t.Helper()
 	a, c, _, _, owner := fixture(t)
 	if err := a.decide(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s, err := readSnapshot(context.Background(), c, owner, a.state.Result())
+	s, err := snapshot.Read(context.Background(), c, owner, a.loop.state.Result())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +46,7 @@ func snapshotOf(t *testing.T) (*snapshotFile, client.Client, string) {
 
 func TestSnapshotRoundTripAndReader(t *testing.T) {
 	s, _, owner := snapshotOf(t)
-	if len(s.Owned) != 1 || s.Owned[0] != (snapshotEntry{Addr: "10.213.0.100", Interface: "eth0"}) {
+	if len(s.Owned) != 1 || s.Owned[0] != (snapshot.Entry{Addr: "10.213.0.100", Interface: "eth0"}) {
 		t.Fatalf("owned %+v, want 10.213.0.100 on eth0", s.Owned)
 	}
 	s.Slices = append(s.Slices,
@@ -57,10 +55,10 @@ func TestSnapshotRoundTripAndReader(t *testing.T) {
 		discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "web-2", Labels: map[string]string{discoveryv1.LabelServiceName: "web"}}},
 		discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db-1", Labels: map[string]string{discoveryv1.LabelServiceName: "db"}}})
 	dir := t.TempDir()
-	if err := writeSnapshot(dir, s); err != nil {
+	if err := snapshot.Write(dir, s); err != nil {
 		t.Fatal(err)
 	}
-	got, err := loadSnapshot(dir, owner)
+	got, err := snapshot.Load(dir, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +69,7 @@ func TestSnapshotRoundTripAndReader(t *testing.T) {
 		t.Fatalf("temporary files left: %v", left)
 	}
 
-	r := newSnapshotReader(got)
+	r := snapshot.NewReader(got)
 	ctx := context.Background()
 	var svc = got.Services[0].DeepCopy()
 	if err := r.Get(ctx, types.NamespacedName{Namespace: "default", Name: "web"}, svc); err != nil || svc.Status.LoadBalancer.Ingress[0].IP != "10.213.0.100" {
@@ -85,7 +83,7 @@ func TestSnapshotRoundTripAndReader(t *testing.T) {
 		t.Fatalf("Get of a missing Service: %v, want NotFound", err)
 	}
 	var es discoveryv1.EndpointSliceList
-	if err := r.List(ctx, &es, client.InNamespace("default"), client.MatchingFields{indexSliceService: "web"}); err != nil {
+	if err := r.List(ctx, &es, client.InNamespace("default"), client.MatchingFields{store.IndexSliceService: "web"}); err != nil {
 		t.Fatal(err)
 	}
 	if len(es.Items) != 1 || es.Items[0].Name != "web-1" {
@@ -96,10 +94,10 @@ func TestSnapshotRoundTripAndReader(t *testing.T) {
 func TestSnapshotMissingOrCorruptSaysWhy(t *testing.T) {
 	s, _, owner := snapshotOf(t)
 	good := t.TempDir()
-	if err := writeSnapshot(good, s); err != nil {
+	if err := snapshot.Write(good, s); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(snapshotPath(good))
+	b, err := os.ReadFile(snapshot.Path(good))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +114,11 @@ func TestSnapshotMissingOrCorruptSaysWhy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			if tc.content != nil {
-				if err := os.WriteFile(snapshotPath(dir), tc.content, 0o600); err != nil {
+				if err := os.WriteFile(snapshot.Path(dir), tc.content, 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}
-			_, err := loadSnapshot(dir, tc.node)
+			_, err := snapshot.Load(dir, tc.node)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("load: %v, want an error saying %q", err, tc.want)
 			}
@@ -136,17 +134,17 @@ func TestSnapshotWrittenOnlyWhenChanged(t *testing.T) {
 	if err := a.decide(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var last snapshotMark
+	var last snapshot.Mark
 	for i, want := range []bool{true, false, false} {
-		if wrote, err := a.saveSnapshot(ctx, a.state.Result(), &last); err != nil || wrote != want {
+		if wrote, err := keeper(a).Save(ctx, a.loop.state.Result(), &last); err != nil || wrote != want {
 			t.Fatalf("save %d: wrote %v (err %v), want %v", i, wrote, err, want)
 		}
 	}
-	svc := lbService("default", "db", "10.213.0.101")
+	svc := agenttest.LBService("default", "db", "10.213.0.101")
 	if err := c.Create(ctx, &svc); err != nil {
 		t.Fatal(err)
 	}
-	if wrote, err := a.saveSnapshot(ctx, a.state.Result(), &last); err != nil || !wrote {
+	if wrote, err := keeper(a).Save(ctx, a.loop.state.Result(), &last); err != nil || !wrote {
 		t.Fatalf("save after a new Service: wrote %v (err %v)", wrote, err)
 	}
 }
@@ -177,17 +175,17 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 
 // snapshotAgent is an agent whose API server has not answered (its live
 // reader is empty until the gate opens), with dir as --state-dir.
-func snapshotAgent(t *testing.T, node, dir string, live client.Reader) (*Agent, *switchReader, *fakeResponder, *syncBuffer) {
+func snapshotAgent(t *testing.T, node, dir string, live client.Reader) (*Agent, *snapshot.SwitchReader, *agenttest.Responder, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	cfg := DefaultConfig()
 	cfg.NodeName, cfg.StateDir, cfg.SnapshotWait = node, dir, 50*time.Millisecond
 	cfg.Log = slog.New(slog.NewTextHandler(logs, nil))
-	src := newSwitchReader(live)
-	resp := &fakeResponder{}
-	mem := &fakeMembers{members: []string{"node-1", "node-2", "node-3"}, changes: make(chan struct{}, 1)}
+	src := snapshot.NewSwitchReader(live)
+	resp := &agenttest.Responder{}
+	mem := agenttest.NewMembers([]string{"node-1", "node-2", "node-3"}...)
 	a := New(cfg, Deps{Reader: src, Client: fake.NewClientBuilder().WithScheme(kube.Scheme()).Build(), Members: mem, Responder: resp,
-		Links: fakeLinks{}, Sysctls: fakeSysctls{}, Registerer: prometheus.NewRegistry()})
+		Links: agenttest.Links{}, Sysctls: agenttest.Sysctls{}, Registerer: prometheus.NewRegistry()})
 	return a, src, resp, logs
 }
 
@@ -198,7 +196,7 @@ func snapshotAgent(t *testing.T, node, dir string, live client.Reader) (*Agent, 
 func TestStartFromSnapshotUntilCachesSync(t *testing.T) {
 	s, live, owner := snapshotOf(t)
 	dir := t.TempDir()
-	if err := writeSnapshot(dir, s); err != nil {
+	if err := snapshot.Write(dir, s); err != nil {
 		t.Fatal(err)
 	}
 	a, _, resp, logs := snapshotAgent(t, owner, dir, live)
@@ -209,7 +207,7 @@ func TestStartFromSnapshotUntilCachesSync(t *testing.T) {
 	defer func() { cancel(); <-done }()
 
 	want := map[int][]netip.Addr{2: {ip("10.213.0.100")}}
-	waitUntil(t, func() bool { return reflect.DeepEqual(resp.get(), want) }, "the snapshot's address is answered")
+	waitUntil(t, func() bool { return reflect.DeepEqual(resp.Table(), want) }, "the snapshot's address is answered")
 	if what, err := a.readyz(); err != nil || !strings.Contains(what, "local snapshot written 2026-11-30T12:00:00Z") {
 		t.Fatalf("/readyz from the snapshot: %q, %v", what, err)
 	}
@@ -218,20 +216,20 @@ func TestStartFromSnapshotUntilCachesSync(t *testing.T) {
 	}
 	close(g.open)
 	waitUntil(t, func() bool { what, _ := a.readyz(); return strings.Contains(what, "live API state") }, "/readyz says live")
-	if !reflect.DeepEqual(resp.get(), want) {
-		t.Fatalf("table after the caches synced: %v", resp.get())
+	if !reflect.DeepEqual(resp.Table(), want) {
+		t.Fatalf("table after the caches synced: %v", resp.Table())
 	}
 }
 
 // srcOf returns the switch reader the agent was built with.
-func srcOf(a *Agent) *switchReader { return a.deps.Reader.(*switchReader) }
+func srcOf(a *Agent) *snapshot.SwitchReader { return a.deps.Reader.(*snapshot.SwitchReader) }
 
 // A corrupt snapshot: a clear log line, /readyz says why, nothing answered,
 // no crash; the agent starts normally once the API server answers.
 func TestStartWithCorruptSnapshot(t *testing.T) {
 	_, live, owner := snapshotOf(t)
 	dir := t.TempDir()
-	if err := os.WriteFile(snapshotPath(dir), []byte("garbage"), 0o600); err != nil {
+	if err := os.WriteFile(snapshot.Path(dir), []byte("garbage"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	a, _, resp, logs := snapshotAgent(t, owner, dir, live)
@@ -247,11 +245,11 @@ func TestStartWithCorruptSnapshot(t *testing.T) {
 	if _, err := a.readyz(); err == nil || !strings.Contains(err.Error(), "cannot be used") {
 		t.Fatalf("/readyz: %v", err)
 	}
-	if resp.get() != nil {
-		t.Fatalf("answered %v without API state or snapshot", resp.get())
+	if resp.Table() != nil {
+		t.Fatalf("answered %v without API state or snapshot", resp.Table())
 	}
 	close(g.open)
-	waitUntil(t, func() bool { return len(resp.get()[2]) == 1 }, "serving once the caches sync")
+	waitUntil(t, func() bool { return len(resp.Table()[2]) == 1 }, "serving once the caches sync")
 }
 
 func waitUntil(t *testing.T, cond func() bool, what string) {
@@ -262,18 +260,5 @@ func waitUntil(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting: %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// Pod IPAM retries only while the API server is unreachable; any other
-// error (a mode change) still ends the agent.
-func TestPodIPAMRetriesOnlyWhenUnreachable(t *testing.T) {
-	refused := fmt.Errorf("read the pod IPAM mode: failed to get server groups: %w",
-		&url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}})
-	if !unreachable(refused) {
-		t.Errorf("%v: want unreachable", refused)
-	}
-	if other := errors.New("pod IPAM mode changed from cluster-pool to multi-pool: restarting the agent to follow it"); unreachable(other) {
-		t.Errorf("%v: want not unreachable", other)
 	}
 }

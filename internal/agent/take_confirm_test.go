@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -11,74 +10,17 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/host"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/membership"
 	"github.com/mooringlb/mooring/internal/responder"
 )
 
-// A returning node takes its addresses once every ready peer confirms
-// that it counts it, never before TakeDelay, and after TakeMaxWait
-// whatever its peers say.
-func TestTakeDecision(t *testing.T) {
-	confirms := func(names ...string) membership.NodeMeta {
-		m := ready("eth0")
-		m.Confirms, m.Counted = true, names
-		return m
-	}
-	older := ready("eth0") // ready, publishes no confirmations
-	t0 := time.Unix(1e9, 0)
-	takeAt, takeBy := t0.Add(500*time.Millisecond), t0.Add(5*time.Second)
-	for _, tc := range []struct {
-		name    string
-		members []membership.Member
-		now     time.Time
-		awaited []string
-		want    int
-	}{
-		{"every peer confirms", []membership.Member{
-			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-2", Meta: ready("eth0")}, {Name: "node-3", Meta: confirms("node-2", "node-4")},
-		}, takeAt, nil, takeConfirmed},
-		{"confirmed but before TakeDelay", []membership.Member{
-			{Name: "node-1", Meta: confirms("node-2")},
-		}, takeAt.Add(-time.Millisecond), nil, takeWait},
-		{"one peer lags", []membership.Member{
-			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-3", Meta: confirms()},
-		}, takeAt.Add(time.Second), []string{"node-3"}, takeWait},
-		{"one peer lags past the maximum wait", []membership.Member{
-			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-3", Meta: confirms("node-4")},
-		}, takeBy, []string{"node-3"}, takeUnconfirmed},
-		{"a peer without the field waits for the maximum", []membership.Member{
-			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-3", Meta: older},
-		}, takeBy.Add(-time.Millisecond), []string{"node-3"}, takeWait},
-		{"an agent older than metadata too", []membership.Member{
-			{Name: "node-1", MetaErr: membership.ErrNoMeta},
-		}, takeBy, []string{"node-1"}, takeUnconfirmed},
-		{"unreadable metadata is awaited", []membership.Member{
-			{Name: "node-1", MetaErr: errors.New("garbage")},
-		}, takeAt, []string{"node-1"}, takeWait},
-		{"peers that serve nothing are not awaited", []membership.Member{
-			{Name: "node-1", Meta: membership.NodeMeta{Reason: "holding down"}},
-			{Name: "node-3", Meta: membership.NodeMeta{Ready: true, Leaving: true}},
-			{Name: "node-4", Meta: membership.NodeMeta{Leaving: true}, MetaErr: membership.ErrNoMeta},
-		}, takeAt, nil, takeConfirmed},
-		{"alone", nil, takeAt, nil, takeConfirmed},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			awaited := unconfirmed("node-2", tc.members)
-			if !slices.Equal(awaited, tc.awaited) {
-				t.Fatalf("awaited %v, want %v", awaited, tc.awaited)
-			}
-			if got := takeDecision(tc.now, takeAt, takeBy, awaited); got != tc.want {
-				t.Fatalf("decision %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
 // orderResponder records what the agent had published in Counted when
 // the responder was handed each table.
 type orderResponder struct {
-	*fakeResponder
+	*agenttest.Responder
 	mem     *gossipMembers
 	counted [][]string
 }
@@ -87,14 +29,14 @@ func (o *orderResponder) Apply(d map[int][]netip.Addr) {
 	o.mem.mu.Lock()
 	o.counted = append(o.counted, slices.Clone(o.mem.mine.Counted))
 	o.mem.mu.Unlock()
-	o.fakeResponder.Apply(d)
+	o.Responder.Apply(d)
 }
 
 func (o *orderResponder) Update(cs []responder.Change) {
 	o.mem.mu.Lock()
 	o.counted = append(o.counted, slices.Clone(o.mem.mine.Counted))
 	o.mem.mu.Unlock()
-	o.fakeResponder.Update(cs)
+	o.Responder.Update(cs)
 }
 
 // The peer side: a serving node counts a returning (Taking) peer, lets its
@@ -103,8 +45,8 @@ func TestTakeConfirmedAfterApply(t *testing.T) {
 	returning := ready("eth0")
 	returning.Taking = true
 	metas := map[string]membership.NodeMeta{"node-2": returning, "node-3": ready("eth0")}
-	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
-	or := &orderResponder{fakeResponder: resp, mem: mem}
+	a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
+	or := &orderResponder{Responder: resp, mem: mem}
 	a.deps.Responder = or
 	if err := a.decide(context.Background()); err != nil {
 		t.Fatal(err)
@@ -118,7 +60,7 @@ func TestTakeConfirmedAfterApply(t *testing.T) {
 	if len(or.counted) == 0 || slices.Contains(or.counted[0], "node-2") {
 		t.Fatalf("confirmed node-2 before the responder had the decision: %v", or.counted)
 	}
-	for _, v := range resp.get()[eth0.Index] {
+	for _, v := range resp.Table()[eth0.Index] {
 		if announce.Rank([]string{"node-1", "node-2", "node-3"}, v)[0] == "node-2" {
 			t.Fatalf("still answers %s, node-2's", v)
 		}
@@ -129,7 +71,7 @@ func TestTakeConfirmedAfterApply(t *testing.T) {
 			want++
 		}
 	}
-	if got := len(resp.get()[eth0.Index]); got != want {
+	if got := len(resp.Table()[eth0.Index]); got != want {
 		t.Fatalf("answers %d addresses, want node-1's share %d", got, want)
 	}
 
@@ -163,9 +105,10 @@ func TestTakeWaitsForConfirmations(t *testing.T) {
 				return m
 			}
 			metas := map[string]membership.NodeMeta{"node-2": peer(), "node-3": peer()}
-			a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []LinkInfo{eth0}, metas, testNode("node-1"), testNode("node-2"), testNode("node-3"))
+			a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
 			a.deps.Clock = clk
 			a.cfg.TakeDelay, a.cfg.TakeMaxWait = 500*time.Millisecond, 5*time.Second
+			reconfigured(a)
 			wantOwned := 0
 			for _, v := range vips {
 				if announce.Rank([]string{"node-1", "node-2", "node-3"}, v)[0] == "node-1" {
@@ -187,18 +130,18 @@ func TestTakeWaitsForConfirmations(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				}
 				if !ok() {
-					t.Fatalf("%s: published %+v, answers %d", what, published(), len(resp.get()[eth0.Index]))
+					t.Fatalf("%s: published %+v, answers %d", what, published(), len(resp.Table()[eth0.Index]))
 				}
 			}
 			waitFor("holding down", func() bool { return clk.HasWaiters() && strings.Contains(published().Reason, "holding down") })
 			clk.Step(a.cfg.HoldDown)
-			mem.changes <- struct{}{}
+			mem.Changed <- struct{}{}
 			waitFor("ready and taking", func() bool { m := published(); return m.Ready && m.Taking })
 			for range 10 { // 2 s past readiness: long past TakeDelay
 				clk.Step(200 * time.Millisecond)
 				time.Sleep(10 * time.Millisecond)
 			}
-			if got := len(resp.get()[eth0.Index]); got != 0 || !published().Taking {
+			if got := len(resp.Table()[eth0.Index]); got != 0 || !published().Taking {
 				t.Fatalf("took %d addresses without confirmations (published %+v)", got, published())
 			}
 			mem.mu.Lock()
@@ -208,19 +151,19 @@ func TestTakeWaitsForConfirmations(t *testing.T) {
 			}
 			mem.mu.Unlock()
 			select {
-			case mem.changes <- struct{}{}:
+			case mem.Changed <- struct{}{}:
 			default:
 			}
 			if lagging {
 				time.Sleep(50 * time.Millisecond)
-				if got := len(resp.get()[eth0.Index]); got != 0 {
+				if got := len(resp.Table()[eth0.Index]); got != 0 {
 					t.Fatalf("took %d addresses with node-3 unconfirmed", got)
 				}
 				clk.Step(3 * time.Second) // past TakeMaxWait
 			}
 			waitFor("taken", func() bool {
 				clk.Step(10 * time.Millisecond) // the decision loop's coalescing window
-				return len(resp.get()[eth0.Index]) == wantOwned && !published().Taking
+				return len(resp.Table()[eth0.Index]) == wantOwned && !published().Taking
 			})
 		})
 	}

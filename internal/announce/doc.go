@@ -16,4 +16,6 @@
 // The package may not import k8s.io, sigs.k8s.io, netlink or socket code, and
 // reads no clock: the agent (internal/agent) converts API objects into
 // Input and makes Result true.
+//
+//mooring:pure
 package announce

@@ -372,3 +372,33 @@ func advertisement(ip6 []byte, ethSrc net.HardwareAddr) (netip.Addr, net.Hardwar
 	}
 	return target, ethSrc, true
 }
+
+// InterfaceProber returns a function that probes addresses from the
+// interface called name (in this process's network namespace), asked from
+// the interface's own global addresses: MetalLB's NDP responder ignores a
+// solicitation without a source link-layer address, which a DAD-style one
+// from :: does not carry. It is what the operator tools' --interface flag
+// builds (`mooring doctor`, `mooring migrate metallb`).
+func InterfaceProber(name string, wait time.Duration) (func(context.Context, []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error), error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("--interface %q: %w", name, err)
+	}
+	po := Options{Wait: wait}
+	if as, err := ifi.Addrs(); err == nil {
+		for _, a := range as {
+			p, err := netip.ParsePrefix(a.String())
+			if err != nil || !p.Addr().IsGlobalUnicast() {
+				continue
+			}
+			if ip := p.Addr().Unmap(); ip.Is4() && !po.Src4.IsValid() {
+				po.Src4 = ip
+			} else if ip.Is6() && !po.Src6.IsValid() {
+				po.Src6 = ip
+			}
+		}
+	}
+	return func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
+		return ProbeInterface(ctx, ifi, addrs, po)
+	}, nil
+}

@@ -60,6 +60,7 @@ func (a *adv) resolve(al aliases, pools []Pool) (string, error) {
 	if a.LocalPref != nil {
 		a.attrs.LocalPref, a.attrs.HasLocalPref = *a.LocalPref, true
 	}
+	a.attrs.key = a.attrs.computeKey()
 	if a.AggregationLength != nil {
 		a.agg4 = *a.AggregationLength
 	}

@@ -17,5 +17,8 @@
 //
 // The package is pure: it may import only the standard library and the
 // other pure cores (internal/announce, internal/ipalloc) — nothing from
-// k8s.io, sigs.k8s.io, GoBGP, netlink or sockets — and reads no clock.
+// k8s.io, sigs.k8s.io, GoBGP, netlink or sockets — and reads no clock
+// (internal/codecheck checks the imports).
+//
+//mooring:pure
 package bgp

@@ -145,12 +145,15 @@ func (p *peer) resolveBFD(profiles map[string]*BFDProfile) {
 }
 
 // selects reports whether the peer's node selectors pick node.
-func selectsNode(sels []*announce.Selector, node *Node) bool {
+func selectsNode(sels []*announce.Selector, node *Node) bool { return selectsLabels(sels, node.Labels) }
+
+// selectsLabels reports whether any selector matches labels (none: all).
+func selectsLabels(sels []*announce.Selector, labels map[string]string) bool {
 	if len(sels) == 0 {
 		return true
 	}
 	for _, s := range sels {
-		if s.Matches(node.Labels) {
+		if s.Matches(labels) {
 			return true
 		}
 	}

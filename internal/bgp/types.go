@@ -171,6 +171,8 @@ type Attrs struct {
 	// LocalPref is sent to iBGP peers when HasLocalPref.
 	LocalPref    uint32
 	HasLocalPref bool
+	// key caches Key for the sets the core builds.
+	key string
 }
 
 // Route is one prefix a node advertises on one session.

@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -33,6 +35,10 @@ func TestMain(m *testing.M) {
 		os.Exit(childMain())
 	case "garbage":
 		os.Exit(garbageMain())
+	case "web":
+		os.Exit(webMain())
+	case "client":
+		os.Exit(clientMain())
 	}
 	os.Exit(m.Run())
 }
@@ -45,6 +51,8 @@ type command struct {
 type reply struct {
 	Err      string                    `json:"err,omitempty"`
 	Sessions []bgpspeaker.SessionState `json:"sessions,omitempty"`
+	// HeapInuse is the child's heap after a GC (op "mem").
+	HeapInuse uint64 `json:"heapInuse,omitempty"`
 }
 
 // childMain serves commands on stdin until EOF or SIGTERM.
@@ -90,6 +98,12 @@ func serve(ctx context.Context, sp *bgpspeaker.Speaker, line []byte) reply {
 			return reply{Err: err.Error()}
 		}
 		return reply{}
+	case "mem":
+		runtime.GC()
+		debug.FreeOSMemory()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return reply{HeapInuse: m.HeapInuse}
 	case "status":
 		s, err := sp.Status(ctx)
 		if err != nil {

@@ -81,6 +81,13 @@ func NewGoBGP(log *slog.Logger, probe Prober) *GoBGP {
 	}
 }
 
+// globalFamilies are the indices of GoBGP's AfiSafiType enumeration
+// (oc.IntToAfiSafiTypeMap) the API's Global.Families takes: IPv4 and IPv6
+// unicast, L3VPN IPv4 and IPv6 unicast, and route-target constraint
+// (12), whose table GoBGP's DeleteVrf uses unconditionally (without it,
+// removing a peer crashed: TestChurnAndPeerChangesResetNothing).
+var globalFamilies = []uint32{0, 1, 4, 5, 12}
+
 // Changed receives a value whenever a session changes state.
 func (g *GoBGP) Changed() <-chan struct{} { return g.changed }
 
@@ -107,6 +114,10 @@ func (g *GoBGP) Start(ctx context.Context, gl Global) error {
 	}
 	err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{
 		Asn: gl.ASN, RouterId: gl.RouterID.String(), ListenPort: listen,
+		// Only the families used (the per-peer tables are VPN routes
+		// inside): GoBGP allocates two tables of 2,048 shards per family,
+		// about 9 MiB for its ~30 families by default.
+		Families: globalFamilies,
 	}})
 	if err != nil {
 		srv.Stop()

@@ -54,8 +54,10 @@ type Speaker struct {
 
 // applied is what the router holds for one session.
 type applied struct {
-	cfg    PeerConfig
-	routes map[netip.Prefix]Path
+	cfg PeerConfig
+	// routes are sorted by prefix (a slice: at 20,000 routes a map cost
+	// twice the memory).
+	routes []Path
 }
 
 // New returns a Speaker driving r. listenPort <= 0 does not listen.
@@ -190,7 +192,7 @@ func (s *Speaker) applySession(ctx context.Context, pc PeerConfig, first bool) e
 		if err := s.r.AddPeer(ctx, configOnly(pc), first && pc.GracefulRestart); err != nil {
 			return fmt.Errorf("adding BGP peer %s: %w", pc.Peer, err)
 		}
-		a = &applied{cfg: configOnly(pc), routes: map[netip.Prefix]Path{}}
+		a = &applied{cfg: configOnly(pc)}
 		s.peers[pc.Peer] = a
 	}
 	return s.sendDiff(ctx, a, pc)
@@ -205,35 +207,69 @@ func configOnly(pc PeerConfig) PeerConfig {
 func sameConfig(a, b PeerConfig) bool { return reflect.DeepEqual(configOnly(a), configOnly(b)) }
 
 // sendDiff announces new and changed routes and withdraws those gone.
+// Cost: O(R) for R routes (both lists are sorted by prefix).
 func (s *Speaker) sendDiff(ctx context.Context, a *applied, pc PeerConfig) error {
-	want := make(map[netip.Prefix]Path, len(pc.Routes))
+	want := make([]Path, 0, len(pc.Routes))
 	for _, r := range pc.Routes {
-		want[r.Prefix] = Path{Route: r, NextHop: nextHopFor(pc.Session, r.Prefix)}
+		want = append(want, Path{Route: r, NextHop: nextHopFor(pc.Session, r.Prefix)})
 	}
-	var add, del []Path
-	for p, w := range want {
-		if old, ok := a.routes[p]; !ok || old.NextHop != w.NextHop || old.Attrs.Key() != w.Attrs.Key() {
-			add = append(add, w)
-		}
+	if !slices.IsSortedFunc(want, comparePaths) {
+		slices.SortFunc(want, comparePaths)
 	}
-	for p, old := range a.routes {
-		if _, ok := want[p]; !ok {
-			del = append(del, old)
-		}
-	}
-	if err := s.r.Withdraw(ctx, pc.Peer, sortPaths(del)); err != nil {
+	add, del := diffPaths(a.routes, want)
+	if err := s.r.Withdraw(ctx, pc.Peer, del); err != nil {
 		return err
 	}
-	for _, p := range del {
-		delete(a.routes, p.Prefix)
-	}
-	if err := s.r.Announce(ctx, pc.Peer, sortPaths(add)); err != nil {
+	if err := s.r.Announce(ctx, pc.Peer, add); err != nil {
+		// The withdrawals went through; the additions are tried again
+		// with the next change (they still differ from what is held).
+		a.routes = without(a.routes, del)
 		return err
 	}
-	for _, p := range add {
-		a.routes[p.Prefix] = p
-	}
+	a.routes = want
 	return nil
+}
+
+// diffPaths returns the paths of want not in have (or changed) and the
+// paths of have whose prefix is not in want. Both sorted by prefix.
+func diffPaths(have, want []Path) (add, del []Path) {
+	i, j := 0, 0
+	for i < len(have) || j < len(want) {
+		switch {
+		case j == len(want) || (i < len(have) && comparePaths(have[i], want[j]) < 0):
+			del = append(del, have[i])
+			i++
+		case i == len(have) || comparePaths(have[i], want[j]) > 0:
+			add = append(add, want[j])
+			j++
+		default:
+			if have[i].NextHop != want[j].NextHop || have[i].Attrs.Key() != want[j].Attrs.Key() {
+				add = append(add, want[j])
+			}
+			i, j = i+1, j+1
+		}
+	}
+	return add, del
+}
+
+// without returns have without the prefixes of drop (both sorted).
+func without(have, drop []Path) []Path {
+	out := make([]Path, 0, len(have))
+	j := 0
+	for _, h := range have {
+		for j < len(drop) && comparePaths(drop[j], h) < 0 {
+			j++
+		}
+		if j < len(drop) && comparePaths(drop[j], h) == 0 {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+func comparePaths(a, b Path) int {
+	return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()))
 }
 
 // nextHopFor is zero (the session's own address) for the session's family
@@ -247,13 +283,6 @@ func nextHopFor(ses bgp.Session, p netip.Prefix) netip.Addr {
 		return ses.NextHop4
 	}
 	return ses.NextHop6
-}
-
-func sortPaths(ps []Path) []Path {
-	slices.SortFunc(ps, func(a, b Path) int {
-		return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()))
-	})
-	return ps
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,7 +1,10 @@
 // Package buildinfo says which Mooring this is.
 package buildinfo
 
-import "runtime/debug"
+import (
+	"runtime"
+	"runtime/debug"
+)
 
 // Version is set at link time by the Makefile (-X); "dev" otherwise.
 var Version = "dev"
@@ -27,4 +30,24 @@ func Commit() string {
 		}
 	}
 	return "unknown"
+}
+
+// Info is what every component reports about its build: `mooring version`,
+// the components' /version endpoints and their build_info metrics say the
+// same.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	GoVersion string `json:"goVersion"`
+}
+
+// Get returns this binary's Info.
+func Get() Info {
+	return Info{Version: Version, Commit: Commit(), GoVersion: runtime.Version()}
+}
+
+// Labels are Info as metric labels (version, commit, goversion), for a
+// component's mooring_<component>_build_info gauge.
+func (i Info) Labels() map[string]string {
+	return map[string]string{"version": i.Version, "commit": i.Commit, "goversion": i.GoVersion}
 }

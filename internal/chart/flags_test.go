@@ -28,6 +28,9 @@ var intendedDefaults = map[string]string{
 	"agent.gossipKeyFile":       "",                       // set from agent.gossipKey
 	"agent.podIpamNamespace":    "",                       // the controller's lease namespace, where it records the mode
 	"agent.stateDir":            "/var/lib/mooring/agent", // a hostPath; the binary keeps no snapshot by default
+	// The chart's agents have the pods/status permission eviction needs
+	// (bound by an admission policy); a bare binary may not.
+	"agent.fastEndpointEviction": "true",
 }
 
 // flagsOf lists every flag of `mooring <component>`, inherited ones (the

@@ -92,7 +92,9 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 // markUsageErrors wraps the flag and argument checks of every command so
-// their errors are known as usage errors.
+// their errors are known as usage errors. A command checks its flags'
+// values in PreRunE, before it builds or reaches anything: an error there
+// is a usage error too (exit 2, with the --help to read).
 func markUsageErrors(root *cobra.Command) {
 	// A verb may word its own flag errors (lab exec does): keep its words,
 	// mark the result. Every command's function is read before any is
@@ -104,6 +106,14 @@ func markUsageErrors(root *cobra.Command) {
 		c.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 			return usageError{cmd: c, flag: true, err: f(c, err)}
 		})
+		if pre := c.PreRunE; pre != nil {
+			c.PreRunE = func(c *cobra.Command, args []string) error {
+				if err := pre(c, args); err != nil {
+					return usageError{cmd: c, err: err}
+				}
+				return nil
+			}
+		}
 		if c.Args == nil {
 			return
 		}

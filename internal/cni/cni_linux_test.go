@@ -132,13 +132,13 @@ func TestCNIThroughLibcni(t *testing.T) {
 			t.Fatalf("DEL %s: %v", rt.ContainerID, err)
 		}
 	}
-	if _, err := ag.alloc.Get(ipamd.Key{ContainerID: "c1", IfName: "eth0"}); !errors.Is(err, ipamd.ErrNotFound) {
+	if _, err := ag.alloc.Get(ipamd.Key{Network: "mooring", ContainerID: "c1", IfName: "eth0"}); !errors.Is(err, ipamd.ErrNotFound) {
 		t.Fatalf("after DEL the allocation is still there: %v", err)
 	}
 
 	// GC: an allocation the runtime no longer knows (its ADD crashed before
 	// the runtime cached it) is freed; the valid attachment stays.
-	leaked, err := ag.alloc.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{ContainerID: "crashed", IfName: "eth0"}})
+	leaked, err := ag.alloc.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{Network: "mooring", ContainerID: "crashed", IfName: "eth0"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,9 @@ type Config struct {
 	ValidAttachments    []types.GCAttachment `json:"cni.dev/valid-attachments,omitempty"`
 	ValidAttachmentsOld []types.GCAttachment `json:"cni.dev/attachments,omitempty"`
 
+	// HasValidAttachments: the config carries a list of valid attachments
+	// (possibly empty). Absent or null, a GC frees nothing.
+	HasValidAttachments bool `json:"-"`
 	// Chained is true when the plugin is its own list entry.
 	Chained bool          `json:"-"`
 	timeout time.Duration `json:"-"`
@@ -80,6 +83,7 @@ func ParseConfig(stdin []byte) (*Config, error) {
 			return nil, types.NewError(types.ErrInvalidNetworkConfig, fmt.Sprintf("mooring-ipam: routes[%d] has no dst", i), `write e.g. {"dst": "0.0.0.0/0"}`)
 		}
 	}
+	c.HasValidAttachments = c.ValidAttachments != nil || c.ValidAttachmentsOld != nil
 	if len(c.ValidAttachments) == 0 {
 		c.ValidAttachments = c.ValidAttachmentsOld
 	}

@@ -48,7 +48,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return passThrough(c)
 	}
 	ns, pod := podArgs(args.Args)
-	al, err := cl.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{ContainerID: args.ContainerID, IfName: args.IfName}, Namespace: ns, Pod: pod})
+	al, err := cl.Add(ctx, ipamd.AddRequest{Key: attachment(c, args), Namespace: ns, Pod: pod})
 	if err != nil {
 		return cniError("ADD", err)
 	}
@@ -118,7 +118,7 @@ func cmdDel(args *skel.CmdArgs) error {
 	if c.Chained {
 		return nil
 	}
-	if err := cl.Del(ctx, ipamd.Key{ContainerID: args.ContainerID, IfName: args.IfName}); err != nil {
+	if err := cl.Del(ctx, attachment(c, args)); err != nil {
 		return cniError("DEL", err)
 	}
 	return nil
@@ -133,7 +133,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if c.Chained {
 		return nil
 	}
-	al, err := cl.Check(ctx, ipamd.Key{ContainerID: args.ContainerID, IfName: args.IfName})
+	al, err := cl.Check(ctx, attachment(c, args))
 	if err != nil {
 		return cniError("CHECK", err)
 	}
@@ -159,17 +159,33 @@ func cmdCheck(args *skel.CmdArgs) error {
 	return nil
 }
 
+// attachment is the agent's key for this call: the network's name, the
+// container and the interface, as CNI identifies an attachment.
+func attachment(c *Config, args *skel.CmdArgs) ipamd.Key {
+	return ipamd.Key{Network: c.Name, ContainerID: args.ContainerID, IfName: args.IfName}
+}
+
+// cmdGC frees the network's allocations whose attachments the runtime no
+// longer lists. Without the list it frees nothing and says why: an absent
+// list is not "nothing is in use".
 func cmdGC(args *skel.CmdArgs) error {
 	c, cl, err := setup(args)
 	if err != nil {
 		return err
 	}
-	ctx := context.Background()
+	if !c.HasValidAttachments {
+		return types.NewError(types.ErrInvalidNetworkConfig, "mooring-ipam GC: no cni.dev/valid-attachments: nothing was freed",
+			"a GC must list the attachments still in use (CNI 1.1): freeing without it would take addresses from running pods")
+	}
+	if c.Name == "" {
+		return types.NewError(types.ErrInvalidNetworkConfig, "mooring-ipam GC: the network config has no name: nothing was freed",
+			`set "name" in the network config: allocations are kept per network`)
+	}
 	valid := make([]ipamd.Key, 0, len(c.ValidAttachments))
 	for _, a := range c.ValidAttachments {
-		valid = append(valid, ipamd.Key{ContainerID: a.ContainerID, IfName: a.IfName})
+		valid = append(valid, ipamd.Key{Network: c.Name, ContainerID: a.ContainerID, IfName: a.IfName})
 	}
-	if _, err := cl.GC(ctx, valid); err != nil {
+	if _, err := cl.GC(context.Background(), c.Name, valid); err != nil {
 		return cniError("GC", err)
 	}
 	return nil
@@ -187,8 +203,10 @@ func cmdStatus(args *skel.CmdArgs) error {
 	return nil
 }
 
-// cniError maps an agent error to a CNI error code: unreachable agent or
-// no room yet → 11 (try again later), bad request → invalid config.
+// cniError maps an agent error to a CNI error code: unreachable agent, no
+// room yet, a pool that cannot be looked up now, is missing or is
+// exhausted → 11 (try again later: the kubelet retries, and the agent puts
+// the reason on the pod as an Event), bad request → invalid config.
 func cniError(op string, err error) error {
 	var un *ipamd.UnreachableError
 	var ce *ipamd.CallError
@@ -197,6 +215,12 @@ func cniError(op string, err error) error {
 		return types.NewError(types.ErrTryAgainLater, "mooring-ipam "+op+": agent unreachable", un.Error())
 	case errors.As(err, &ce) && ce.Kind == ipamd.KindNoBlock:
 		return types.NewError(types.ErrTryAgainLater, "mooring-ipam "+op+": no free pod address", ce.Message)
+	case errors.As(err, &ce) && ce.Kind == ipamd.KindUnavailable:
+		return types.NewError(types.ErrTryAgainLater, "mooring-ipam "+op+": the pod's pool cannot be determined now", ce.Message)
+	case errors.As(err, &ce) && ce.Kind == ipamd.KindNoPool:
+		return types.NewError(types.ErrTryAgainLater, "mooring-ipam "+op+": the pod's pool does not exist", ce.Message)
+	case errors.As(err, &ce) && ce.Kind == ipamd.KindExhausted:
+		return types.NewError(types.ErrTryAgainLater, "mooring-ipam "+op+": the pod's pool cannot give this node more addresses", ce.Message)
 	case errors.As(err, &ce) && ce.Kind == ipamd.KindBad:
 		return types.NewError(types.ErrInvalidNetworkConfig, "mooring-ipam "+op+": bad request", ce.Message)
 	case errors.As(err, &ce) && ce.Kind == ipamd.KindNotFound:

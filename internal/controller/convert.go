@@ -170,7 +170,9 @@ func toPool(p *mooringv1.LoadBalancerIPPool) poolInput {
 		if b.CIDR != "" {
 			blk, err = lbipam.ParseCIDRBlock(b.CIDR)
 		} else {
-			blk, err = lbipam.ParseRangeBlock(b.Start, b.Stop)
+			// A reversed or mixed range goes to the core, which reports it
+			// by family (admission cannot order IPv6 addresses).
+			blk, err = lbipam.ParseRangeEnds(b.Start, b.Stop)
 		}
 		if err != nil {
 			in.invalidBlocks = append(in.invalidBlocks, fmt.Sprintf("spec.blocks[%d]: %v", i, err))
@@ -182,6 +184,12 @@ func toPool(p *mooringv1.LoadBalancerIPPool) poolInput {
 	var errs []string
 	in.pool.ServiceSelector, errs = toSelector("serviceSelector", p.Spec.ServiceSelector, errs)
 	in.pool.NamespaceSelector, errs = toSelector("namespaceSelector", p.Spec.NamespaceSelector, errs)
+	for i, t := range p.Spec.SelectorTerms {
+		term := lbipam.Term{Namespaces: t.Namespaces}
+		term.ServiceSelector, errs = toSelector(fmt.Sprintf("selectorTerms[%d].serviceSelector", i), t.ServiceSelector, errs)
+		term.NamespaceSelector, errs = toSelector(fmt.Sprintf("selectorTerms[%d].namespaceSelector", i), t.NamespaceSelector, errs)
+		in.pool.Terms = append(in.pool.Terms, term)
+	}
 	in.selectorError = strings.Join(errs, "; ")
 	return in
 }

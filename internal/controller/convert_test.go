@@ -180,8 +180,14 @@ func TestToPool(t *testing.T) {
 		},
 	}
 	in := toPool(p)
-	if len(in.pool.Blocks) != 1 || len(in.invalidBlocks) != 1 {
-		t.Errorf("blocks %v invalid %v: the reversed IPv6 range must be reported, the CIDR kept", in.pool.Blocks, in.invalidBlocks)
+	// The reversed IPv6 range reaches the core, which reports it by family
+	// (a Service's IPv6 reason names it instead of asking for a block).
+	if len(in.pool.Blocks) != 2 || len(in.invalidBlocks) != 0 {
+		t.Errorf("blocks %v invalid %v: both blocks must reach the core, which reports the reversed one", in.pool.Blocks, in.invalidBlocks)
+	}
+	rep := lbipam.NewAllocator().SetPools([]lbipam.Pool{in.pool})
+	if len(rep) != 1 || len(rep[0].Invalid) != 1 || !strings.Contains(rep[0].Invalid[0], "spec.blocks[1]: start 2001:db8::9 is after stop 2001:db8::1") {
+		t.Errorf("the core must report the reversed block as spec.blocks[1]: %+v", rep)
 	}
 	if in.selectorError == "" || in.pool.ServiceSelector == nil || in.pool.ServiceSelector.Matches(map[string]string{"app": "x"}) {
 		t.Errorf("an invalid selector must match nothing and be reported: %q", in.selectorError)

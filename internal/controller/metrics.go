@@ -4,7 +4,9 @@ import (
 	"math/big"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/mooringlb/mooring/internal/buildinfo"
 	"github.com/mooringlb/mooring/internal/lbipam"
 )
 
@@ -18,41 +20,44 @@ type metrics struct {
 	allocations prometheus.Counter
 	outside     prometheus.Gauge
 	adoptOnly   *prometheus.GaugeVec
+	buildInfo   prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) *metrics {
+	f := promauto.With(reg)
 	m := &metrics{
-		poolAddrs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		poolAddrs: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mooring_lbipam_pool_addresses",
 			Help: "Addresses of a LoadBalancerIPPool by family and state (total, used, free). IPv6 totals beyond 2^53 are approximate.",
 		}, []string{"pool", "family", "state"}),
-		pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		pending: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mooring_lbipam_services_pending",
 			Help: "LoadBalancer Services with at least one address family pending, by the reason of the first.",
 		}, []string{"reason"}),
-		conflicting: prometheus.NewGauge(prometheus.GaugeOpts{
+		conflicting: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mooring_lbipam_pools_conflicting",
 			Help: "LoadBalancerIPPools that overlap an older pool.",
 		}),
-		allocations: prometheus.NewCounter(prometheus.CounterOpts{
+		allocations: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_lbipam_allocations_total",
 			Help: "Addresses newly assigned to Services.",
 		}),
-		outside: prometheus.NewGauge(prometheus.GaugeOpts{
+		outside: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mooring_lbipam_services_held_outside_pools",
 			Help: "LoadBalancer Services keeping an address that lies outside every pool (or held twice); each also carries a warning condition.",
 		}),
-		adoptOnly: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		adoptOnly: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "mooring_lbipam_adopt_only_services",
 			Help: "Services without a loadBalancerClass that --adopt-only leaves to another controller, by state: in_pools (every held address lies in a pool), outside_pools, no_address. Switch --adopt-only off when outside_pools is 0.",
 		}, []string{"state"}),
+		buildInfo: f.NewGauge(prometheus.GaugeOpts{
+			Name:        "mooring_controller_build_info",
+			Help:        "Always 1; the labels say which build runs: the version and commit `mooring version` and /version report.",
+			ConstLabels: buildinfo.Get().Labels(),
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.poolAddrs, m.pending, m.conflicting, m.allocations, m.outside, m.adoptOnly} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
+	m.buildInfo.Set(1)
+	return m
 }
 
 // observe replaces the gauges with a fresh snapshot.

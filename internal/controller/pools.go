@@ -230,8 +230,10 @@ func poolReadiness(p *mooringv1.LoadBalancerIPPool, rep lbipam.PoolReport, in po
 		return false, "InvalidSelector", in.selectorError
 	case len(in.invalidBlocks)+len(rep.Invalid) > 0:
 		// Not ready although valid blocks still hand out addresses: a block
-		// the operator wrote is being ignored, and READY is where they look.
-		return false, mooringv1.ConditionInvalidBlocks, "some blocks cannot be used (see the InvalidBlocks condition); the other blocks still hand out addresses: fix or remove the invalid ones"
+		// the operator wrote is being ignored, and READY is where they look,
+		// so its message carries each block's problem and fix.
+		invalid := append(slices.Clone(in.invalidBlocks), rep.Invalid...)
+		return false, mooringv1.ConditionInvalidBlocks, "some blocks cannot be used, and hand out nothing (the other blocks still do): " + strings.Join(invalid, "; ")
 	case p.Spec.Disabled:
 		return false, "Disabled", "the pool is disabled: Services keep the addresses they hold, nothing new is handed out; set spec.disabled=false to use it"
 	case isZero(rep.IPv4) && isZero(rep.IPv6):

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -15,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/serve"
 )
 
 // The permissions below are all the controller uses; an integration test
@@ -67,11 +69,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if reg == nil {
 		reg = ctrlmetrics.Registry
 	}
-	m, err := newMetrics(reg)
-	if err != nil {
-		return fmt.Errorf("controller: register metrics: %w", err)
-	}
-	if err := wire(mgr, &cfg, newState(m)); err != nil {
+	if err := wire(mgr, &cfg, newState(newMetrics(reg))); err != nil {
 		return err
 	}
 	if err := setupPodIPAM(mgr, &cfg); err != nil {
@@ -92,8 +90,10 @@ func managerOptions(cfg *Config, lock resourcelock.Interface) manager.Options {
 		LeaderElectionNamespace:             cfg.LeaseNamespace,
 		LeaderElectionID:                    cfg.LeaseName,
 		LeaderElectionReleaseOnCancel:       true, // a restarted replica takes over at once
-		Metrics:                             metricsserver.Options{BindAddress: cfg.MetricsAddr},
-		HealthProbeBindAddress:              cfg.HealthAddr,
+		Metrics: metricsserver.Options{BindAddress: cfg.MetricsAddr,
+			// The same version and commit as `mooring version`.
+			ExtraHandlers: map[string]http.Handler{"/version": serve.VersionHandler()}},
+		HealthProbeBindAddress: cfg.HealthAddr,
 		// Run may be called more than once in a process (tests restart it).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}

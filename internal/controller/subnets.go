@@ -94,6 +94,9 @@ func computeNodeSubnets(nodes []corev1.Node, pols []mooringv1.L2AnnouncementPoli
 					ns.problems = append(ns.problems, fmt.Sprintf("L2Announcer %s: interface %s: %q is not a CIDR", n.Name, ifi.Name, raw))
 					continue
 				}
+				if !isNodeNetwork(p) {
+					continue
+				}
 				reports = true
 				if p = p.Masked(); !slices.Contains(ns.subnets, p) {
 					ns.subnets = append(ns.subnets, p)
@@ -113,6 +116,16 @@ func computeNodeSubnets(nodes []corev1.Node, pols []mooringv1.L2AnnouncementPoli
 		return a.Bits() - b.Bits()
 	})
 	return ns
+}
+
+// isNodeNetwork says whether an interface prefix describes a network the
+// node shares with others: a single address (/32, /128) is a host route —
+// a stale copy of a LoadBalancer address on some interface, or a VIP on
+// lo — and loopback networks reach no one, so neither counts. Counted, a
+// stale /32 would both be listed as a node network and make its own
+// address look "inside".
+func isNodeNetwork(p netip.Prefix) bool {
+	return !p.IsSingleIP() && !p.Addr().IsLoopback()
 }
 
 // subnetCondition is the pool's AddressesOutsideNodeSubnets condition.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -26,7 +27,9 @@ func TestComputeNodeSubnets(t *testing.T) {
 	}
 	nodes := []corev1.Node{node("a", "edge"), node("b", "edge"), node("c", "edge"), node("d", "worker")}
 	anns := []mooringv1.L2Announcer{
-		*announcer("a", "192.168.1.9/24", "2001:db8:1::/64"),
+		// a's interfaces also hold a stale copy of a LoadBalancer address
+		// (a /32) and loopback networks: neither is a node network.
+		*announcer("a", "192.168.1.9/24", "2001:db8:1::/64", "192.168.7.100/32", "2001:db8:7::100/128", "127.0.0.0/8", "::1/128"),
 		*announcer("b", "192.168.1.0/24", "bogus"),
 		*announcer("c"), // an agent that publishes no networks
 		*announcer("d", "10.0.0.0/8"),
@@ -39,7 +42,7 @@ func TestComputeNodeSubnets(t *testing.T) {
 		t.Fatalf("%+v", ns)
 	}
 	all := computeNodeSubnets(nodes, []mooringv1.L2AnnouncementPolicy{{ObjectMeta: metav1.ObjectMeta{Name: "all"}}}, anns)
-	if len(all.announcing) != 4 || len(all.subnets) != 3 {
+	if len(all.announcing) != 4 || len(all.subnets) != 3 || strings.Contains(fmt.Sprint(all.subnets), "192.168.7.100") {
 		t.Fatalf("a policy without nodeSelector selects every node: %+v", all)
 	}
 	if none := computeNodeSubnets(nodes, []mooringv1.L2AnnouncementPolicy{pol}, nil); len(none.reporting) != 0 {
@@ -55,6 +58,8 @@ func TestComputeNodeSubnets(t *testing.T) {
 	}{
 		{pool("192.168.1.0/24"), ns, metav1.ConditionFalse, "InsideNodeSubnets"},
 		{pool("192.168.1.240-192.168.2.5"), ns, metav1.ConditionTrue, "OutsideNodeSubnets"},
+		// The stale /32's own address is no more reachable than its pool.
+		{pool("192.168.7.100/32"), ns, metav1.ConditionTrue, "OutsideNodeSubnets"},
 		{pool("192.168.1.0/24"), nodeSubnets{announcing: []string{"c"}}, metav1.ConditionUnknown, "SubnetsUnknown"},
 		{pool("192.168.1.0/24"), nodeSubnets{}, metav1.ConditionUnknown, "NoAnnouncingNode"},
 	} {
@@ -63,7 +68,10 @@ func TestComputeNodeSubnets(t *testing.T) {
 		if status != tt.status || reason != tt.reason {
 			t.Errorf("%v: %s %s (%s), want %s %s", p.Spec.Blocks, status, reason, msg, tt.status, tt.reason)
 		}
-		if reason == "OutsideNodeSubnets" && !strings.Contains(msg, "192.168.2.0-192.168.2.5") {
+		if strings.Contains(msg, "/32") || strings.Contains(msg, "/128") || strings.Contains(msg, "127.0.0.0") {
+			t.Errorf("a host address or loopback listed as a node network: %s", msg)
+		}
+		if reason == "OutsideNodeSubnets" && !strings.Contains(msg, "192.168.2.0-192.168.2.5") && !strings.Contains(msg, "192.168.7.100") {
 			t.Errorf("message does not name the range outside: %s", msg)
 		}
 	}

@@ -9,7 +9,8 @@ import (
 
 // checkPoolSubnets: a pool whose addresses lie outside every announcing
 // node's subnet hands out addresses nothing on the segment can reach (seed
-// 002, failure 1).
+// 002, failure 1). Pools advertised over BGP are routed to the nodes and
+// need not lie on their segment.
 func checkPoolSubnets(in Inputs) []Finding {
 	var announcing []Node
 	for _, n := range in.Nodes {
@@ -18,15 +19,16 @@ func checkPoolSubnets(in Inputs) []Finding {
 		}
 	}
 	var out []Finding
+	l2Pools := slices.DeleteFunc(slices.Clone(in.Pools), func(p Pool) bool { return p.BGP })
 	if len(announcing) == 0 {
-		if len(in.Pools) > 0 && len(in.Nodes) > 0 {
+		if len(l2Pools) > 0 && len(in.Nodes) > 0 {
 			out = append(out, Finding{Severity: Problem, Object: "L2AnnouncementPolicy",
 				Message: "no node is selected by any L2AnnouncementPolicy: no address of any pool is announced",
 				Fix:     "create an L2AnnouncementPolicy whose nodeSelector selects the nodes on the Services' segment"})
 		}
 		return out
 	}
-	for _, p := range in.Pools {
+	for _, p := range l2Pools {
 		if p.Disabled {
 			continue
 		}
@@ -79,75 +81,6 @@ func subnetList(nodes []Node) string {
 	return strings.Join(out, ", ")
 }
 
-// Event reasons the agent records (api/v1alpha1 wellknown.go).
-const (
-	ReasonStaleLocalAddress = "StaleLocalAddress"
-	ReasonSplitBrain        = "L2SplitBrain"
-)
-
-// checkStale: a node holding an announced address on a local interface
-// with arp_ignore=0 is a second ARP responder (the kube-ipvs0 trap). The
-// agents' gauge is the current truth; their Events say which address.
-func checkStale(in Inputs) []Finding {
-	return agentReports(in, ReasonStaleLocalAddress, func(m *AgentMetrics) float64 { return m.StaleLocal },
-		"stale local copy of an announced address",
-		"remove the address from the node's interface (a leftover kube-ipvs0?) or set net.ipv4.conf.all.arp_ignore=1 on the node")
-}
-
-// checkSplitBrain: another MAC answered for an address a node announces.
-func checkSplitBrain(in Inputs) []Finding {
-	return agentReports(in, ReasonSplitBrain, func(m *AgentMetrics) float64 { return m.SplitBrain },
-		"split brain: another MAC answers for an announced address",
-		"find the other responder: a stale local address (kube-ipvs0, arp_ignore=0) or another announcer (MetalLB speaker, kube-vip) on the segment")
-}
-
-func agentReports(in Inputs, reason string, gauge func(*AgentMetrics) float64, what, fix string) []Finding {
-	byNode := map[string][]Event{}
-	var order []string
-	for _, e := range in.Events {
-		if e.Reason != reason {
-			continue
-		}
-		if _, ok := byNode[e.Node]; !ok {
-			order = append(order, e.Node)
-		}
-		byNode[e.Node] = append(byNode[e.Node], e)
-	}
-	eventFindings := func(node string) []Finding {
-		var out []Finding
-		for _, e := range byNode[node] {
-			out = append(out, Finding{Severity: Problem, Node: e.Node, Object: "Service/" + e.Service,
-				Message: fmt.Sprintf("%s (Event %s, %s ago): %s", what, e.Reason, e.Age, e.Message), Fix: fix})
-		}
-		return out
-	}
-	var out []Finding
-	withMetrics := map[string]bool{}
-	for _, n := range in.Nodes {
-		if n.Metrics == nil {
-			continue
-		}
-		// The node's gauge is the current truth; its Events are history
-		// that names the address, shown only while the gauge counts.
-		withMetrics[n.Name] = true
-		v := gauge(n.Metrics)
-		switch {
-		case v == 0:
-		case len(byNode[n.Name]) > 0:
-			out = append(out, eventFindings(n.Name)...)
-		default:
-			out = append(out, Finding{Severity: Problem, Node: n.Name,
-				Message: fmt.Sprintf("%s: the agent on %s reports %v such address(es) now", what, n.Name, v), Fix: fix})
-		}
-	}
-	for _, node := range order {
-		if !withMetrics[node] {
-			out = append(out, eventFindings(node)...)
-		}
-	}
-	return out
-}
-
 // checkKubeProxy: in IPVS mode without strictARP every node answers ARP for
 // every LoadBalancer address it holds on kube-ipvs0.
 func checkKubeProxy(in Inputs) []Finding {
@@ -163,79 +96,6 @@ func checkKubeProxy(in Inputs) []Finding {
 	return nil
 }
 
-// checkForeign: another load-balancer implementation still active, and the
-// addresses it serves that Mooring serves too.
-func checkForeign(in Inputs) []Finding {
-	var out []Finding
-	f := in.Foreign
-	announced := map[netip.Addr]Service{}
-	for _, s := range in.Services {
-		for a := range s.AnnouncedBy {
-			announced[a] = s
-		}
-	}
-	if len(f.MetalLBSpeakers) > 0 {
-		var both []string
-		for a, s := range announced {
-			for _, p := range f.MetalLBPools {
-				if slices.ContainsFunc(p.Ranges, func(r Range) bool { return r.Contains(a) }) {
-					both = append(both, fmt.Sprintf("%s (%s, MetalLB pool %s)", a, s.Key(), p.Name))
-				}
-			}
-		}
-		slices.Sort(both)
-		msg := fmt.Sprintf("MetalLB speakers are running (%s)", workloads(f.MetalLBSpeakers))
-		if len(both) > 0 {
-			msg += "; addresses both MetalLB and Mooring announce: " + strings.Join(both, ", ")
-		}
-		out = append(out, Finding{Severity: Problem, Object: f.MetalLBSpeakers[0].Kind + "/" + f.MetalLBSpeakers[0].Namespace + "/" + f.MetalLBSpeakers[0].Name,
-			Message: msg, Fix: "finish the migration (mooring migrate metallb plan): scale the speakers to zero once Mooring announces every address, then remove MetalLB"})
-	}
-	if len(f.CiliumL2Policies) > 0 || len(f.CiliumLeases) > 0 {
-		var both []string
-		for _, l := range f.CiliumLeases {
-			for a, s := range announced {
-				if s.Key() == l.Service {
-					both = append(both, fmt.Sprintf("%s (%s)", a, l.Service))
-				}
-			}
-		}
-		slices.Sort(both)
-		msg := fmt.Sprintf("Cilium L2 announcements are active (policies: %s; leases: %d)", strings.Join(f.CiliumL2Policies, ", "), len(f.CiliumLeases))
-		if len(both) > 0 {
-			msg += "; addresses both Cilium and Mooring announce: " + strings.Join(both, ", ")
-		}
-		out = append(out, Finding{Severity: Problem, Object: "CiliumL2AnnouncementPolicy", Message: msg,
-			Fix: "delete the CiliumL2AnnouncementPolicies (and set l2announcements.enabled=false) once Mooring announces the addresses"})
-	}
-	if len(f.KubeVIP) > 0 {
-		out = append(out, Finding{Severity: Problem, Object: f.KubeVIP[0].Kind + "/" + f.KubeVIP[0].Namespace + "/" + f.KubeVIP[0].Name,
-			Message: fmt.Sprintf("kube-vip is running (%s): it may answer ARP for Service addresses too", workloads(f.KubeVIP)),
-			Fix:     "disable kube-vip's Service load balancing (svc_enable=false) or restrict Mooring to other Services"})
-	}
-	if len(f.ServiceLB) > 0 {
-		var svcs []string
-		for _, w := range f.ServiceLB {
-			if w.Service != "" && !slices.Contains(svcs, w.Service) {
-				svcs = append(svcs, w.Service)
-			}
-		}
-		slices.Sort(svcs)
-		out = append(out, Finding{Severity: Problem, Object: "Pod/" + f.ServiceLB[0].Namespace + "/" + f.ServiceLB[0].Name,
-			Message: fmt.Sprintf("k3s servicelb (klipper-lb) is running %d svclb pod(s) for Services %s: it serves them on the nodes' own addresses beside Mooring", len(f.ServiceLB), strings.Join(svcs, ", ")),
-			Fix:     "start k3s with --disable=servicelb"})
-	}
-	return out
-}
-
-func workloads(ws []Workload) string {
-	var out []string
-	for _, w := range ws {
-		out = append(out, w.Kind+" "+w.Namespace+"/"+w.Name)
-	}
-	return strings.Join(out, ", ")
-}
-
 // checkCounters: per-node retry and warning counters (seed 004: "Ready"
 // with a loop inside). Failing writes and policy problems are warnings;
 // metrics that cannot be read are said so, never guessed.
@@ -244,8 +104,7 @@ func checkCounters(in Inputs) []Finding {
 	for _, n := range in.Nodes {
 		m := n.Metrics
 		if m == nil {
-			out = append(out, Finding{Severity: Info, Node: n.Name, Message: "agent metrics not available on " + n.Name})
-			continue
+			continue // checkMetricsReach says why
 		}
 		if m.WriteErrors > 0 {
 			out = append(out, Finding{Severity: Warning, Node: n.Name,
@@ -314,6 +173,42 @@ func checkGossipKey(in Inputs) []Finding {
 			Message: "the agent on " + n.Name + " gossips without a key (--insecure-gossip): anyone who reaches its gossip port can join, claim addresses and spread false deaths",
 			Fix: "create the Secret mooring-gossip-key and run the agents with --gossip-key-file instead of --insecure-gossip " +
 				"(chart: agent.gossipKey; plain manifests: docs/install.md#gossip-key)"})
+	}
+	return out
+}
+
+// checkL2AndBGP: an address announced by L2 (a node answers ARP/NDP for it
+// on a segment) and advertised over BGP to a router on that same segment
+// reaches that router two ways — a /32 (/128) route spreading it over the
+// advertising nodes, and the ARP answer of one node — so clients on the
+// segment and behind the router take different paths, and an L2 failover
+// no longer moves what the router forwards. Nearly always a mistake.
+func checkL2AndBGP(in Inputs) []Finding {
+	subnets := map[string][]netip.Prefix{}
+	for _, n := range in.Nodes {
+		subnets[n.Name] = n.Subnets
+	}
+	var out []Finding
+	for _, s := range in.Services {
+		for _, a := range s.Addrs {
+			owner, l2 := s.AnnouncedBy[a]
+			if !l2 || owner == "" || len(s.AdvertisedBy[a]) == 0 {
+				continue
+			}
+			for _, sub := range subnets[owner] {
+				if !sub.Contains(a) {
+					continue
+				}
+				for _, p := range in.BGPPeers {
+					if sub.Contains(p.Address) {
+						out = append(out, Finding{Severity: Problem, Object: "Service/" + s.Key(), Node: owner, Address: a.String(),
+							Message: fmt.Sprintf("%s is announced by L2 (%s answers ARP/NDP for it on %s) and advertised over BGP (by %s) to %s (%s) on the same segment: the router reaches it two ways",
+								a, owner, sub, strings.Join(s.AdvertisedBy[a], ", "), p.Name, p.Address),
+							Fix: "announce each pool one way on a segment: leave it out of the L2AnnouncementPolicy (serviceSelector) or out of the BGPAdvertisement (pools/poolSelectors); see docs/bgp.md"})
+					}
+				}
+			}
+		}
 	}
 	return out
 }

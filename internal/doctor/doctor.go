@@ -15,9 +15,19 @@ import (
 type Severity string
 
 const (
+	// Problem: a live check (the agents' metrics or readiness, the ARP/NDP
+	// audit, the API objects) sees it now. The only severity that makes
+	// doctor exit 1.
 	Problem Severity = "problem"
+	// Warning: worth a look, not seen broken now (e.g. counters that
+	// climbed since an agent started, an agent's metrics that cannot be
+	// read: doctor could not look, which is not a problem it saw).
 	Warning Severity = "warning"
-	Info    Severity = "info"
+	// History: an Event that no live check confirms now. Shown, never
+	// counted.
+	History Severity = "history"
+	// Info: shown with --all.
+	Info Severity = "info"
 )
 
 // Finding is one thing an operator should know, with the fix.
@@ -51,6 +61,9 @@ type Pool struct {
 	Name     string
 	Ranges   []Range
 	Disabled bool
+	// BGP: a valid BGPAdvertisement selects the pool, so its addresses are
+	// routed to the nodes and need not lie on their segment.
+	BGP bool
 }
 
 // Node is one Node and what is known about its L2 segment.
@@ -61,10 +74,25 @@ type Node struct {
 	// the /24 (/64) around each InternalIP and sets SubnetsAssumed.
 	Subnets        []netip.Prefix
 	SubnetsAssumed bool
+	// Addresses are the node's own (status.addresses: InternalIP and
+	// ExternalIP), which no pool may hand to a Service.
+	Addresses []netip.Addr
 	// Announcing: some L2AnnouncementPolicy's nodeSelector selects it.
 	Announcing bool
 	// Metrics are the node's agent metrics; nil when not available.
 	Metrics *AgentMetrics
+	// MetricsErr says why Metrics is nil: the read failed (unreachable,
+	// blocked, an error status). "" when metrics were not asked for.
+	MetricsErr string
+	// Readiness is what the agent's /readyz says now; nil when not read.
+	Readiness *Readiness
+}
+
+// Readiness is an agent's /readyz answer.
+type Readiness struct {
+	Ready bool
+	// Reasons are the lines of a not-ready answer (why it does not serve).
+	Reasons []string
 }
 
 // AgentMetrics are the counters doctor reads from an agent's /metrics.
@@ -75,6 +103,21 @@ type AgentMetrics struct {
 	WriteErrors     float64 // mooring_agent_api_writes_total{result="error"}
 	OwnershipLosses float64 // mooring_agent_ownership_changes_total{change="lost"}
 	GossipInsecure  float64 // mooring_members_insecure
+	// StepFailures count the failures of each data-plane step since the
+	// agent started, by step, with the series they come from: the
+	// responder's mooring_responder_errors_total{op} (steps
+	// "responder-open", "responder-read", ...) and the agent's
+	// mooring_agent_dataplane_failures_total{step}.
+	StepFailures map[string]StepCounter
+	// StepsFailing are the steps whose last attempt failed
+	// (mooring_agent_dataplane_failing{step} is 1).
+	StepsFailing []string
+}
+
+// StepCounter is one data-plane step's failure counter.
+type StepCounter struct {
+	Series string // e.g. mooring_responder_errors_total{op="open"}
+	Value  float64
 }
 
 // Service is one LoadBalancer Service.
@@ -86,6 +129,9 @@ type Service struct {
 	// Ours: Mooring serves the Service (its class, or no class with
 	// Mooring as the default).
 	Ours bool
+	// AdvertisedBy maps each address advertised over BGP to the nodes
+	// advertising it (the BGP decision recomputed from the API objects).
+	AdvertisedBy map[netip.Addr][]string
 }
 
 // Key is namespace/name.
@@ -110,19 +156,61 @@ type KubeProxy struct {
 // Workload is another implementation's running piece.
 type Workload struct {
 	Kind, Namespace, Name string
+	// Node is where a Pod runs, or a Lease's holder.
+	Node string
 	// Service is the Service it serves, when it serves one (k3s svclb,
 	// Cilium's per-Service lease).
 	Service string
 }
 
-// Foreign is what other load-balancer implementations have in the cluster.
+// Foreign is what other load-balancer implementations have in the
+// cluster: what runs, from their Pods; whom they announce, from their own
+// records (MetalLB's ServiceL2Status, Cilium's leases).
 type Foreign struct {
-	MetalLBSpeakers  []Workload
-	MetalLBPools     []Pool
-	CiliumL2Policies []string
-	CiliumLeases     []Workload // cilium-l2announce-<ns>-<svc>
-	KubeVIP          []Workload
-	ServiceLB        []Workload // k3s svclb-* pods
+	MetalLBSpeakers    []Workload // running (or pending) speaker Pods
+	MetalLBControllers []Workload // running (or pending) controller Pods
+	// MetalLBIdle are MetalLB's DaemonSets and Deployments while none of
+	// their Pods runs (left behind, or scaled to zero).
+	MetalLBIdle  []Workload
+	MetalLBPools []Pool
+	// MetalLBAnnouncers are MetalLB's ServiceL2Statuses: Service
+	// namespace/name -> the node whose speaker announces it.
+	MetalLBAnnouncers map[string]string
+	CiliumL2Policies  []string
+	// CiliumLeases are the fresh cilium-l2announce-<ns>-<svc> Leases
+	// (Node: the holder); CiliumStaleLeases those nobody renews.
+	CiliumLeases, CiliumStaleLeases []Workload
+	KubeVIP                         []Workload
+	ServiceLB                       []Workload // k3s svclb-* pods
+}
+
+// Audit is the ARP/NDP audit of the pools' addresses: who answers for
+// each, asked from a host on the Services' segment.
+type Audit struct {
+	// Skipped says why no audit ran ("" when it ran).
+	Skipped   string
+	Interface string
+	Addrs     []AuditAddr
+	// Left are pool addresses not asked for (beyond the audit's bound).
+	Left int
+}
+
+// AuditAddr is one address asked for.
+type AuditAddr struct {
+	Addr netip.Addr
+	// Service holds it (namespace/name), "" for a free pool address.
+	Service string
+	// Mooring is the node Mooring's agents say announces it, "" for none.
+	Mooring    string
+	Responders []Responder
+}
+
+// Responder is one MAC that answered.
+type Responder struct {
+	MAC string
+	// Node owns the MAC (the MAC that answers for its InternalIP); "" for
+	// a host that is no node.
+	Node string
 }
 
 // Inputs is one snapshot.
@@ -139,6 +227,16 @@ type Inputs struct {
 	PolicyGenerations map[string]int64
 	// Agents are what each agent reports it decided with (its L2Announcer).
 	Agents []Agent
+	// Audit is nil when no audit was asked for.
+	Audit *Audit
+	// BGPPeers are the routers the agents peer with.
+	BGPPeers []BGPPeer
+}
+
+// BGPPeer is one BGPPeer's name and address.
+type BGPPeer struct {
+	Name    string
+	Address netip.Addr
 }
 
 // Agent is one agent's applied configuration.
@@ -161,13 +259,18 @@ type Check struct {
 // Checks are every check, in the order they are reported.
 var Checks = []Check{
 	{"pool-subnet", checkPoolSubnets},
+	{"pool-node-address", checkPoolNodeAddresses},
 	{"stale-local-address", checkStale},
 	{"kube-proxy", checkKubeProxy},
 	{"other-load-balancer", checkForeign},
+	{"arp-audit", checkAudit},
 	{"split-brain", checkSplitBrain},
+	{"agent-dataplane", checkDataPlane},
+	{"agent-metrics", checkMetricsReach},
 	{"agent-counters", checkCounters},
 	{"agent-config", checkAgentConfig},
 	{"gossip-key", checkGossipKey},
+	{"l2-and-bgp", checkL2AndBGP},
 }
 
 // Run runs every check and returns the findings, problems first.
@@ -179,7 +282,7 @@ func Run(in Inputs) []Finding {
 			out = append(out, f)
 		}
 	}
-	order := map[Severity]int{Problem: 0, Warning: 1, Info: 2}
+	order := map[Severity]int{Problem: 0, Warning: 1, History: 2, Info: 3}
 	slices.SortStableFunc(out, func(a, b Finding) int { return cmp.Compare(order[a.Severity], order[b.Severity]) })
 	return out
 }

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 )
 
 // This file is the only one here that touches Kubernetes: it turns the
@@ -33,7 +33,7 @@ type ServiceInfo struct {
 type KubeCluster struct {
 	Client          kubernetes.Interface
 	Namespace, Name string
-	// Reader reads who announces an address (agent.Announcements: the
+	// Reader reads who announces an address (agentstatus.Announcements: the
 	// API objects and the agents' L2Announcers); nil: nobody is known.
 	Reader client.Reader
 }
@@ -62,12 +62,12 @@ func serviceInfo(svc *corev1.Service) ServiceInfo {
 	return si
 }
 
-// AnnouncedBy implements Cluster with agent.Announcements.
+// AnnouncedBy implements Cluster with internal/agent/status.Announcements.
 func (k KubeCluster) AnnouncedBy(ctx context.Context, addr netip.Addr) (string, error) {
 	if k.Reader == nil {
 		return "", nil
 	}
-	anns, err := agent.Announcements(ctx, k.Reader)
+	anns, err := agentstatus.Announcements(ctx, k.Reader)
 	if err != nil {
 		return "", err
 	}

@@ -39,3 +39,19 @@ func OpenNetNSClient(string) (*NetNSClient, error) {
 
 // Close does nothing.
 func (*NetNSClient) Close() error { return nil }
+
+// KernelRoutes reads a router's routes; only on Linux.
+type KernelRoutes struct{}
+
+// OpenKernelRoutes fails off Linux.
+func OpenKernelRoutes(string) (*KernelRoutes, error) {
+	return nil, errors.New("network namespaces need Linux")
+}
+
+// Close does nothing.
+func (*KernelRoutes) Close() error { return nil }
+
+// Nexthops fails off Linux.
+func (*KernelRoutes) Nexthops(context.Context, netip.Addr) ([]netip.Addr, error) {
+	return nil, errors.New("reading routes needs Linux")
+}

@@ -30,6 +30,7 @@ type Report struct {
 type RunReport struct {
 	Run            int                       `json:"run"`
 	KilledNode     string                    `json:"killed_node"`
+	NexthopsBefore []string                  `json:"nexthops_before,omitempty"`
 	NewNode        string                    `json:"new_node,omitempty"`
 	OwnerBefore    string                    `json:"owner_before,omitempty"`
 	OwnerAfter     string                    `json:"owner_after,omitempty"`
@@ -54,7 +55,9 @@ type EventTimes struct {
 	Recovered     *float64 `json:"recovered"`
 	LastError     *float64 `json:"last_error"`
 	EndpointsGone *float64 `json:"endpoints_gone"`
-	End           float64  `json:"end"`
+	// RouteWithdrawn is set in routed runs (a client behind a router).
+	RouteWithdrawn *float64 `json:"route_withdrawn,omitempty"`
+	End            float64  `json:"end"`
 }
 
 // PhaseCountsJSON is Counts in JSON.
@@ -73,15 +76,17 @@ type SpreadJSON struct {
 
 // SummaryJSON is a Summary in JSON.
 type SummaryJSON struct {
-	Runs         int            `json:"runs"`
-	Phase1S      SpreadJSON     `json:"phase1_seconds"`
-	Phase2S      SpreadJSON     `json:"phase2_seconds"`
-	ErrorsUntilS SpreadJSON     `json:"errors_until_seconds"`
-	OwnerChangeS SpreadJSON     `json:"owner_change_seconds"`
-	Failed       SpreadJSON     `json:"failed_requests"`
-	Requests     SpreadJSON     `json:"requests"`
-	Incomplete   int            `json:"incomplete_runs"`
-	Errors       map[string]int `json:"errors"`
+	Runs         int        `json:"runs"`
+	Phase1S      SpreadJSON `json:"phase1_seconds"`
+	Phase2S      SpreadJSON `json:"phase2_seconds"`
+	ErrorsUntilS SpreadJSON `json:"errors_until_seconds"`
+	OwnerChangeS SpreadJSON `json:"owner_change_seconds"`
+	// RouteWithdrawnS is set when runs were routed.
+	RouteWithdrawnS *SpreadJSON    `json:"route_withdrawn_seconds,omitempty"`
+	Failed          SpreadJSON     `json:"failed_requests"`
+	Requests        SpreadJSON     `json:"requests"`
+	Incomplete      int            `json:"incomplete_runs"`
+	Errors          map[string]int `json:"errors"`
 }
 
 func secs(d time.Duration) float64 { return math.Round(d.Seconds()*1000) / 1000 }
@@ -110,9 +115,11 @@ func NewRunReport(r RunResult) RunReport {
 		Events: EventTimes{
 			FirstError: since(tl.FirstError, tl.Kill), OwnerChange: since(tl.OwnerChange, tl.Kill),
 			Recovered: since(tl.Recovered, tl.Kill), LastError: since(tl.LastError, tl.Kill),
-			EndpointsGone: since(tl.EndpointsGone, tl.Kill), End: secs(tl.End.Sub(tl.Kill)),
+			EndpointsGone: since(tl.EndpointsGone, tl.Kill), RouteWithdrawn: since(tl.RouteWithdrawn, tl.Kill),
+			End: secs(tl.End.Sub(tl.Kill)),
 		},
-		Phase1S: secs(tl.Phase1), Phase2S: secs(tl.Phase2), ErrorsUntilS: secs(tl.ErrorsUntil),
+		NexthopsBefore: r.HopsBefore,
+		Phase1S:        secs(tl.Phase1), Phase2S: secs(tl.Phase2), ErrorsUntilS: secs(tl.ErrorsUntil),
 		Phase1Complete: tl.Phase1Complete, Phase2Complete: tl.Phase2Complete,
 		Failed: tl.Failed(), Phases: map[Phase]PhaseCountsJSON{}, Warnings: r.Warnings,
 	}
@@ -141,11 +148,16 @@ func NewRunReport(r RunResult) RunReport {
 func NewSummaryJSON(s Summary) SummaryJSON {
 	errs := map[string]int{}
 	maps.Copy(errs, s.ByClass)
-	return SummaryJSON{
+	out := SummaryJSON{
 		Runs: s.Runs, Phase1S: durSpread(s.Phase1), Phase2S: durSpread(s.Phase2),
 		ErrorsUntilS: durSpread(s.ErrorsUntil), OwnerChangeS: durSpread(s.OwnerChange),
 		Failed: intSpread(s.Failed), Requests: intSpread(s.Requests), Incomplete: s.Incomplete, Errors: errs,
 	}
+	if s.Routed {
+		rw := durSpread(s.RouteWithdrawn)
+		out.RouteWithdrawnS = &rw
+	}
+	return out
 }
 
 // WriteJSON writes r, indented.
@@ -158,7 +170,11 @@ func WriteJSON(w io.Writer, r Report) error {
 // WriteTable writes the runs and the summary as a readable table.
 func WriteTable(w io.Writer, runs []RunResult, s Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "RUN\tKILLED\tNEW OWNER\tFIRST ERR\tOWNER CHG\tRECOVERED\tENDPTS GONE\tLAST ERR\tPHASE 1\tPHASE 2\tFAILED/REQS\t")
+	if s.Routed {
+		fmt.Fprintln(tw, "RUN\tKILLED\tNEXT HOPS BEFORE\tFIRST ERR\tROUTE GONE\tRECOVERED\tENDPTS GONE\tLAST ERR\tPHASE 1\tPHASE 2\tFAILED/REQS\t")
+	} else {
+		fmt.Fprintln(tw, "RUN\tKILLED\tNEW OWNER\tFIRST ERR\tOWNER CHG\tRECOVERED\tENDPTS GONE\tLAST ERR\tPHASE 1\tPHASE 2\tFAILED/REQS\t")
+	}
 	for _, r := range runs {
 		tl := r.Timeline
 		newOwner := r.NewNode
@@ -168,6 +184,10 @@ func WriteTable(w io.Writer, runs []RunResult, s Summary) error {
 		if newOwner == "" {
 			newOwner = "-"
 		}
+		change := tl.OwnerChange
+		if tl.Routed {
+			newOwner, change = strings.Join(r.HopsBefore, ","), tl.RouteWithdrawn
+		}
 		reqs := 0
 		for _, p := range []Phase{Phase1, Phase2, PhaseAfter} {
 			if c := tl.Counts[p]; c != nil {
@@ -175,7 +195,7 @@ func WriteTable(w io.Writer, runs []RunResult, s Summary) error {
 			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d/%d\t\n", r.Run, r.Node, newOwner,
-			at(tl.FirstError, tl.Kill), at(tl.OwnerChange, tl.Kill), at(tl.Recovered, tl.Kill),
+			at(tl.FirstError, tl.Kill), at(change, tl.Kill), at(tl.Recovered, tl.Kill),
 			at(tl.EndpointsGone, tl.Kill), at(tl.LastError, tl.Kill),
 			dur(tl.Phase1, tl.Phase1Complete), dur(tl.Phase2, tl.Phase2Complete), tl.Failed(), reqs)
 	}
@@ -195,7 +215,12 @@ func WriteTable(w io.Writer, runs []RunResult, s Summary) error {
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "SUMMARY (%s)\tMEDIAN\tWORST\n", plural(s.Runs, "run", "runs"))
-	fmt.Fprintf(tw, "phase 1 (kill → answers again)\t%s\t%s\n", ds(s.Phase1.Median), ds(s.Phase1.Worst))
+	if s.Routed {
+		fmt.Fprintf(tw, "route withdrawn at the router (kill →)\t%s\t%s\n", ds(s.RouteWithdrawn.Median), ds(s.RouteWithdrawn.Worst))
+		fmt.Fprintf(tw, "phase 1, route withdrawal (kill → the client's last failure before it is answered)\t%s\t%s\n", ds(s.Phase1.Median), ds(s.Phase1.Worst))
+	} else {
+		fmt.Fprintf(tw, "phase 1 (kill → answers again)\t%s\t%s\n", ds(s.Phase1.Median), ds(s.Phase1.Worst))
+	}
 	fmt.Fprintf(tw, "phase 2 (→ stale endpoints gone, errors stop)\t%s\t%s\n", ds(s.Phase2.Median), ds(s.Phase2.Worst))
 	fmt.Fprintf(tw, "errors until (kill → last error)\t%s\t%s\n", ds(s.ErrorsUntil.Median), ds(s.ErrorsUntil.Worst))
 	if s.OwnerChange.N > 0 {

@@ -21,7 +21,7 @@ type Cluster interface {
 	// Endpoints returns the Service's endpoints now.
 	Endpoints(ctx context.Context) ([]Endpoint, error)
 	// AnnouncedBy returns the node the API says announces addr (the
-	// agents' L2Announcers, agent.Announcements), or "" when none does.
+	// agents' L2Announcers, internal/agent/status.Announcements), or "" when none does.
 	AnnouncedBy(ctx context.Context, addr netip.Addr) (string, error)
 	// WatchEndpoints calls fn with the Service's endpoints on every change
 	// until ctx ends, then returns.
@@ -97,9 +97,14 @@ type Env struct {
 	Restorer Restorer      // optional: brings the killed node back between runs
 	Owner    OwnerObserver // optional: without it there is no owner-change marker
 	NodeMACs NodeMACs      // MAC → node; Cluster.AnnouncedBy is the fallback
-	Cluster  Cluster       // required
-	Clock    Clock         // nil: RealClock
-	Log      *slog.Logger  // nil: discard
+	// Routes, when set, reads a router's next hops for the address: the
+	// client is behind it (routes.go), the victim is one of them, named by
+	// NodeAddrs, and phase 1 ends with its route withdrawal.
+	Routes    RouteObserver
+	NodeAddrs NodeAddrs
+	Cluster   Cluster      // required
+	Clock     Clock        // nil: RealClock
+	Log       *slog.Logger // nil: discard
 	// Progress, if set, is told what happens while it happens.
 	Progress func(ProgressEvent)
 }
@@ -118,9 +123,12 @@ type RunResult struct {
 	Node                    string // the killed node
 	NewNode                 string // the node whose MAC took over, when known
 	OwnerBefore, OwnerAfter net.HardwareAddr
-	Timeline                Timeline
-	Results                 []Result
-	Warnings                []string
+	// HopsBefore names the router's next hops for the address at the kill
+	// (routed runs).
+	HopsBefore []string
+	Timeline   Timeline
+	Results    []Result
+	Warnings   []string
 }
 
 // Measure runs cfg.Runs failovers and returns every finished run. An error
@@ -210,6 +218,9 @@ type state struct {
 	haveEps     bool
 	events      []Event
 	warnings    []string
+	hops        []netip.Addr // the router's next hops (routed runs)
+	haveHops    bool
+	routed      bool
 }
 
 // ownerSeen records a MAC observation at t.
@@ -251,7 +262,7 @@ func (s *state) observed(cfg Config, start, end time.Time) Observed {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return Observed{Start: start, Kill: s.kill, End: end, Events: append([]Event(nil), s.events...),
-		Results: s.rec.Snapshot(), EndpointsStay: cfg.Soft}
+		Results: s.rec.Snapshot(), EndpointsStay: cfg.Soft, Routed: s.routed}
 }
 
 func runOnce(ctx context.Context, cfg Config, env Env, run int) (RunResult, error) {
@@ -269,7 +280,7 @@ func runOnce(ctx context.Context, cfg Config, env Env, run int) (RunResult, erro
 	nodes, _ := ReadyNodes(eps)
 	say(-1, "ready backends on %v; sending %.4g requests/s to %s", nodes, cfg.Rate, cfg.Target)
 
-	st := &state{}
+	st := &state{routed: env.Routes != nil}
 	st.endpointsSeen(eps, clk.Now())
 	bg, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -280,6 +291,9 @@ func runOnce(ctx context.Context, cfg Config, env Env, run int) (RunResult, erro
 	if env.Owner != nil {
 		wg.Go(func() { pollOwner(bg, cfg, env, st) })
 	}
+	if env.Routes != nil {
+		wg.Go(func() { pollRoutes(bg, cfg, env, st) })
+	}
 	wg.Go(func() {
 		if err := env.Cluster.WatchEndpoints(bg, func(eps []Endpoint) { st.endpointsSeen(eps, clk.Now()) }); err != nil {
 			env.Log.Warn("watching endpoints", "err", err)
@@ -289,30 +303,15 @@ func runOnce(ctx context.Context, cfg Config, env Env, run int) (RunResult, erro
 	if err := warmup(ctx, cfg, env, st); err != nil {
 		return RunResult{}, err
 	}
-	victim, err := chooseVictim(ctx, cfg, env, st)
+	victim, err := pickVictim(ctx, cfg, env, st)
 	if err != nil {
 		return RunResult{}, err
 	}
 
-	st.mu.Lock()
-	before := st.owner
-	st.kill, st.victim, st.ownerBefore = clk.Now(), victim, before
-	kill := st.kill
-	st.events = append(st.events, Event{Kind: EventKill, At: kill, Detail: victim})
-	st.checkGone(kill)
-	st.mu.Unlock()
-	if len(before) > 0 {
-		say(0, "killing %s (the client sees %s for %s)", victim, describeMAC(env.NodeMACs, before), cfg.Target.Addr.Addr())
-	} else {
-		say(0, "killing %s (named by the agents' L2Announcers)", victim)
-	}
-	kctx, kcancel := context.WithTimeout(ctx, killTimeout)
-	err = env.Killer.Kill(kctx, victim)
-	kcancel()
+	hopsBefore, before, err := killVictim(ctx, cfg, env, st, victim, say)
 	if err != nil {
-		return RunResult{}, fmt.Errorf("killing %s: %w", victim, err)
+		return RunResult{}, err
 	}
-	env.Log.Debug("kill done", "node", victim, "took", clk.Now().Sub(kill))
 
 	end, err := waitRunEnd(ctx, cfg, env, st, start, say)
 	if err != nil {
@@ -321,20 +320,64 @@ func runOnce(ctx context.Context, cfg Config, env Env, run int) (RunResult, erro
 	stop()
 	wg.Wait()
 
+	return result(cfg, env, st, run, victim, start, end, hopsBefore, before), nil
+}
+
+// killVictim records the kill, says why this node, and kills it. It
+// returns the router's next hops (routed runs) and the client's view of
+// the owner just before.
+func killVictim(ctx context.Context, cfg Config, env Env, st *state, victim string,
+	say func(time.Duration, string, ...any)) ([]string, net.HardwareAddr, error) {
+	clk := env.Clock
+	st.mu.Lock()
+	hopsBefore := env.NodeAddrs.Nodes(st.hops)
+	before := st.owner
+	st.kill, st.victim, st.ownerBefore = clk.Now(), victim, before
+	kill := st.kill
+	st.events = append(st.events, Event{Kind: EventKill, At: kill, Detail: victim})
+	st.checkGone(kill)
+	st.mu.Unlock()
+	switch {
+	case env.Routes != nil:
+		say(0, "killing %s (a next hop of %s at the router: %v)", victim, cfg.Target.Addr.Addr(), hopsBefore)
+	case len(before) > 0:
+		say(0, "killing %s (the client sees %s for %s)", victim, describeMAC(env.NodeMACs, before), cfg.Target.Addr.Addr())
+	default:
+		say(0, "killing %s (named by the agents' L2Announcers)", victim)
+	}
+	kctx, kcancel := context.WithTimeout(ctx, killTimeout)
+	err := env.Killer.Kill(kctx, victim)
+	kcancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("killing %s: %w", victim, err)
+	}
+	env.Log.Debug("kill done", "node", victim, "took", clk.Now().Sub(kill))
+	return hopsBefore, before, nil
+}
+
+// result turns what the run saw into its RunResult, with warnings for
+// phases that did not end.
+func result(cfg Config, env Env, st *state, run int, victim string, start, end time.Time,
+	hopsBefore []string, before net.HardwareAddr) RunResult {
 	tl := ComputeTimeline(st.observed(cfg, start, end))
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	r := RunResult{Run: run, Node: victim, OwnerBefore: before, Timeline: tl, Results: st.rec.Snapshot(), Warnings: st.warnings}
+	if env.Routes != nil {
+		r.HopsBefore = hopsBefore
+	}
 	if !bytes.Equal(st.owner, before) {
 		r.OwnerAfter = st.owner
 		r.NewNode = env.NodeMACs.Node(st.owner)
 	}
-	if !tl.Phase1Complete {
+	if !tl.Phase1Complete && env.Routes != nil {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%s did not leave the router's route (or the address did not answer again) within %s of the kill", victim, cfg.MaxRun))
+	} else if !tl.Phase1Complete {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the address did not answer again within %s of the kill", cfg.MaxRun))
 	} else if !tl.Phase2Complete {
 		r.Warnings = append(r.Warnings, fmt.Sprintf("the endpoints of %s did not leave the EndpointSlices within %s of the kill", victim, cfg.MaxRun))
 	}
-	return r, nil
+	return r
 }
 
 func pollOwner(ctx context.Context, cfg Config, env Env, st *state) {

@@ -36,8 +36,13 @@ type Summary struct {
 	// OwnerChange is Kill → the client seeing the new MAC, over the runs
 	// where it was seen.
 	OwnerChange Spread[time.Duration]
-	Failed      Spread[int] // failed requests per run, from the kill on
-	Requests    Spread[int] // requests per run, from the kill on
+	// RouteWithdrawn is Kill → the killed node leaving the router's route,
+	// over the routed runs where it was seen.
+	RouteWithdrawn Spread[time.Duration]
+	// Routed says some run was routed (phase 1 is the route withdrawal).
+	Routed   bool
+	Failed   Spread[int] // failed requests per run, from the kill on
+	Requests Spread[int] // requests per run, from the kill on
 	// Incomplete counts runs where a phase did not end within the run: their
 	// durations are lower bounds, and are included as such.
 	Incomplete int
@@ -47,7 +52,7 @@ type Summary struct {
 
 // SummarizeRuns folds the timelines of all runs into a Summary.
 func SummarizeRuns(tls []Timeline) Summary {
-	var p1, p2, eu, oc []time.Duration
+	var p1, p2, eu, oc, rw []time.Duration
 	var failed, reqs []int
 	s := Summary{Runs: len(tls), ByClass: map[string]int{}}
 	for _, t := range tls {
@@ -57,6 +62,10 @@ func SummarizeRuns(tls []Timeline) Summary {
 		if !t.OwnerChange.IsZero() {
 			oc = append(oc, t.OwnerChange.Sub(t.Kill))
 		}
+		if !t.RouteWithdrawn.IsZero() {
+			rw = append(rw, t.RouteWithdrawn.Sub(t.Kill))
+		}
+		s.Routed = s.Routed || t.Routed
 		failed = append(failed, t.Failed())
 		n := 0
 		for _, p := range []Phase{Phase1, Phase2, PhaseAfter} {
@@ -73,6 +82,6 @@ func SummarizeRuns(tls []Timeline) Summary {
 		}
 	}
 	s.Phase1, s.Phase2, s.ErrorsUntil, s.OwnerChange = Summarize(p1), Summarize(p2), Summarize(eu), Summarize(oc)
-	s.Failed, s.Requests = Summarize(failed), Summarize(reqs)
+	s.Failed, s.Requests, s.RouteWithdrawn = Summarize(failed), Summarize(reqs), Summarize(rw)
 	return s
 }

@@ -81,22 +81,7 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		return svgLeft + math.Max(0, math.Min(1, f))*plotW
 	}
 
-	// Lanes: OK first, then every error key present, in class order.
-	counts := map[string]int{}
-	for _, res := range r.Results {
-		counts[res.Outcome.Key()]++
-	}
-	lanes := []string{string(ClassOK)}
-	for _, c := range classOrder[1:] {
-		var keys []string
-		for k := range counts {
-			if k == string(c) || (c == ClassHTTPStatus && strings.HasPrefix(k, "http-")) {
-				keys = append(keys, k)
-			}
-		}
-		slices.Sort(keys)
-		lanes = append(lanes, keys...)
-	}
+	lanes, counts := lanesOf(r.Results)
 	plotH := len(lanes) * svgLane
 	axisY := svgTop + plotH + 8
 	caption := phase2Caption(r)
@@ -105,21 +90,8 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		return float64(svgTop + slices.Index(lanes, key)*svgLane + svgLane/2)
 	}
 
-	// Marker labels, in time order; a label of a marker near the right
-	// edge (a recovery at the end of the run) widens the picture rather
-	// than being cut off.
 	ms := markers(tl)
-	labels := make([]string, len(ms))
-	xs := make([]float64, len(ms))
-	width := svgWidth
-	for i, m := range ms {
-		labels[i] = m.name + " " + at(m.at, tl.Kill)
-		if m.name == "owner change" && r.NewNode != "" {
-			labels[i] = "owner change to " + r.NewNode + " " + at(m.at, tl.Kill)
-		}
-		xs[i] = x(m.at)
-		width = max(width, int(math.Ceil(xs[i]+3+labelWidth(labels[i])+4)))
-	}
+	labels, xs, width := markerLabels(r, ms, x)
 
 	b := bufio.NewWriter(w)
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
@@ -128,17 +100,13 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 	p(`<rect x="0" y="0" width="%d" height="%d" fill="#ffffff"/>`+"\n", width, height)
 	p(`<text x="%d" y="20" font-size="15" font-weight="bold">%s</text>`+"\n", svgLeft, esc(title))
 	p(`<text x="%d" y="38" fill="#444444">%s</text>`+"\n", svgLeft, esc(subtitle(tl)))
-	p(`<text class="owner" x="%d" y="56" fill="#1f77b4">%s</text>`+"\n", svgLeft, esc(ownerLine(r)))
+	if tl.Routed {
+		p(`<text class="route" x="%d" y="56" fill="#1f77b4">%s</text>`+"\n", svgLeft, esc(routeLine(r)))
+	} else {
+		p(`<text class="owner" x="%d" y="56" fill="#1f77b4">%s</text>`+"\n", svgLeft, esc(ownerLine(r)))
+	}
 
-	// Phases.
-	if tl.Phase1 > 0 {
-		p(`<rect class="phase1" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="none"><title>phase 1: %s</title></rect>`+"\n",
-			x(tl.Kill), svgTop, x(tl.Kill.Add(tl.Phase1))-x(tl.Kill), plotH, phase1Fill, ds(tl.Phase1))
-	}
-	if tl.Phase2 > 0 {
-		p(`<rect class="phase2" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="none"><title>phase 2: %s</title></rect>`+"\n",
-			x(tl.Recovered), svgTop, x(tl.Recovered.Add(tl.Phase2))-x(tl.Recovered), plotH, phase2Fill, ds(tl.Phase2))
-	}
+	writePhases(p, tl, x, plotH)
 
 	// Lanes and their dots.
 	for i, k := range lanes {
@@ -156,11 +124,75 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 	}
 	p("</g>\n")
 
-	// Axis: seconds since the kill.
+	writeAxis(p, tl.Kill, t0, t1, x, axisY, caption)
+	writeMarkers(p, ms, xs, labels, axisY)
+	writeLegend(p, lanes, tl.Routed, axisY)
+	p("</svg>\n")
+	return b.Flush()
+}
+
+// lanesOf lists the lanes, OK first, then every error key present in class
+// order, and counts the results per key.
+func lanesOf(results []Result) ([]string, map[string]int) {
+	counts := map[string]int{}
+	for _, res := range results {
+		counts[res.Outcome.Key()]++
+	}
+	lanes := []string{string(ClassOK)}
+	for _, c := range classOrder[1:] {
+		var keys []string
+		for k := range counts {
+			if k == string(c) || (c == ClassHTTPStatus && strings.HasPrefix(k, "http-")) {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		lanes = append(lanes, keys...)
+	}
+	return lanes, counts
+}
+
+// markerLabels gives the markers (in time order) their labels and x
+// positions, and the picture's width: a label of a marker near the right
+// edge (a recovery at the end of the run) widens the picture rather than
+// being cut off.
+func markerLabels(r RunResult, ms []marker, x func(time.Time) float64) ([]string, []float64, int) {
+	tl := r.Timeline
+	labels := make([]string, len(ms))
+	xs := make([]float64, len(ms))
+	width := svgWidth
+	for i, m := range ms {
+		labels[i] = m.name + " " + at(m.at, tl.Kill)
+		if m.name == "owner change" && r.NewNode != "" {
+			labels[i] = "owner change to " + r.NewNode + " " + at(m.at, tl.Kill)
+		}
+		xs[i] = x(m.at)
+		width = max(width, int(math.Ceil(xs[i]+3+labelWidth(labels[i])+4)))
+	}
+
+	return labels, xs, width
+}
+
+// writePhases shades the phases over the plot.
+func writePhases(p func(string, ...any), tl Timeline, x func(time.Time) float64, plotH int) {
+	if tl.Phase1 > 0 {
+		p(`<rect class="phase1" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="none"><title>phase 1: %s</title></rect>`+"\n",
+			x(tl.Kill), svgTop, x(tl.Kill.Add(tl.Phase1))-x(tl.Kill), plotH, phase1Fill, ds(tl.Phase1))
+	}
+	if tl.Phase2 > 0 {
+		p(`<rect class="phase2" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" stroke="none"><title>phase 2: %s</title></rect>`+"\n",
+			x(tl.Recovered), svgTop, x(tl.Recovered.Add(tl.Phase2))-x(tl.Recovered), plotH, phase2Fill, ds(tl.Phase2))
+	}
+
+}
+
+// writeAxis draws the time axis in seconds since the kill, and the caption
+// below it.
+func writeAxis(p func(string, ...any), kill, t0, t1 time.Time, x func(time.Time) float64, axisY int, caption string) {
 	p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#000000"/>`+"\n", svgLeft, axisY, svgWidth-svgRight, axisY)
 	step := niceStep(t1.Sub(t0))
-	for s := -(tl.Kill.Sub(t0) / step) * step; tl.Kill.Add(s).Before(t1) || tl.Kill.Add(s).Equal(t1); s += step {
-		tx := x(tl.Kill.Add(s))
+	for s := -(kill.Sub(t0) / step) * step; kill.Add(s).Before(t1) || kill.Add(s).Equal(t1); s += step {
+		tx := x(kill.Add(s))
 		p(`<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#000000"/>`+"\n", tx, axisY, tx, axisY+5)
 		p(`<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", tx, axisY+18, tickLabel(s))
 	}
@@ -169,7 +201,10 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		p(`<text class="caption" x="%d" y="%d" fill="#b35900" font-size="11">%s</text>`+"\n", svgRight, axisY+50, esc(caption))
 	}
 
-	// Markers, labels placed by placeLabels.
+}
+
+// writeMarkers draws the markers, labels placed by placeLabels.
+func writeMarkers(p func(string, ...any), ms []marker, xs []float64, labels []string, axisY int) {
 	for i, row := range placeLabels(xs, labels) {
 		m, mx := ms[i], xs[i]
 		ly := svgLabelTop + row*svgLabelRow
@@ -178,7 +213,11 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		p(`<text x="%.1f" y="%d" fill="%s" font-size="11">%s</text></g>`+"\n", mx+3, ly, m.color, esc(labels[i]))
 	}
 
-	// Legend: classes, then markers.
+}
+
+// writeLegend draws the legend below the axis: the classes of the lanes,
+// the marker kinds and the phases.
+func writeLegend(p func(string, ...any), lanes []string, routed bool, axisY int) {
 	ly := axisY + 66
 	lx := svgLeft
 	for _, k := range lanes {
@@ -189,15 +228,15 @@ func RenderSVG(w io.Writer, r RunResult, title string) error {
 		}
 	}
 	lx, ly = svgLeft, ly+24
-	for _, m := range allMarkers {
+	for _, m := range legendMarkers(routed) {
 		p(`<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="1.5"%s/><text x="%d" y="%d">%s</text>`+"\n",
 			lx, ly-6, lx, ly+6, m.color, m.dash, lx+6, ly+4, esc(m.name))
 		lx += 30 + 7*len(m.name)
 	}
-	p(`<rect x="%d" y="%d" width="12" height="12" fill="%s" stroke="#d62728"/><text x="%d" y="%d">phase 1</text>`+"\n", lx, ly-6, phase1Fill, lx+16, ly+4)
-	p(`<rect x="%d" y="%d" width="12" height="12" fill="%s" stroke="#ff7f0e"/><text x="%d" y="%d">phase 2</text>`+"\n", lx+76, ly-6, phase2Fill, lx+92, ly+4)
-	p("</svg>\n")
-	return b.Flush()
+	p1 := phase1Label(routed)
+	p(`<rect x="%d" y="%d" width="12" height="12" fill="%s" stroke="#d62728"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly-6, phase1Fill, lx+16, ly+4, p1)
+	lx += 16 + int(math.Ceil(labelWidth(p1)*12/11)) + 14
+	p(`<rect x="%d" y="%d" width="12" height="12" fill="%s" stroke="#ff7f0e"/><text x="%d" y="%d">phase 2</text>`+"\n", lx, ly-6, phase2Fill, lx+16, ly+4)
 }
 
 // The phases' shades: solid light colours rather than opacity, so that
@@ -280,13 +319,38 @@ var allMarkers = []marker{
 	{name: "last error", color: "#ff7f0e"},
 }
 
+// routeMarker takes the owner change's place in a routed run, where the
+// client's neighbour (the router) never changes.
+var routeMarker = marker{name: "route withdrawn", color: "#1f77b4"}
+
+// legendMarkers are the marker kinds of a run, routed or not.
+func legendMarkers(routed bool) []marker {
+	ms := slices.Clone(allMarkers)
+	if routed {
+		ms[2] = routeMarker
+	}
+	return ms
+}
+
+// phase1Label names phase 1 in the legend: in a routed run it is the
+// route withdrawal.
+func phase1Label(routed bool) string {
+	if routed {
+		return "phase 1 (route withdrawal)"
+	}
+	return "phase 1"
+}
+
 func markers(tl Timeline) []marker {
 	times := []time.Time{tl.Kill, tl.FirstError, tl.OwnerChange, time.Time{}, tl.EndpointsGone, tl.LastError}
+	if tl.Routed {
+		times[2] = tl.RouteWithdrawn
+	}
 	if !tl.FirstError.IsZero() {
 		times[3] = tl.Recovered
 	}
 	var out []marker
-	for i, m := range allMarkers {
+	for i, m := range legendMarkers(tl.Routed) {
 		if !times[i].IsZero() {
 			m.at = times[i]
 			out = append(out, m)
@@ -301,8 +365,8 @@ func subtitle(tl Timeline) string {
 	if c := tl.Counts[PhaseBefore]; c != nil {
 		after -= c.Requests
 	}
-	return fmt.Sprintf("phase 1 %s · phase 2 %s · errors until %s · %d/%d requests failed after the kill",
-		dur(tl.Phase1, tl.Phase1Complete), dur(tl.Phase2, tl.Phase2Complete), ds(tl.ErrorsUntil), tl.Failed(), after)
+	return fmt.Sprintf("%s %s · phase 2 %s · errors until %s · %d/%d requests failed after the kill",
+		phase1Label(tl.Routed), dur(tl.Phase1, tl.Phase1Complete), dur(tl.Phase2, tl.Phase2Complete), ds(tl.ErrorsUntil), tl.Failed(), after)
 }
 
 // niceStep picks a tick step giving about 8–15 ticks over span.

@@ -84,6 +84,10 @@ type Timeline struct {
 	Phase1Complete, Phase2Complete bool
 	// EndpointsStay is Observed.EndpointsStay: a soft failover.
 	EndpointsStay bool
+	// Routed is Observed.Routed; RouteWithdrawn is when the killed node
+	// left the router's route for the address (routes.go).
+	Routed         bool
+	RouteWithdrawn time.Time
 
 	Counts map[Phase]*Counts
 	Events []Event
@@ -131,6 +135,9 @@ type Observed struct {
 	// (a soft failover: the node and its backends stay up). Phase 2 then
 	// ends with the last error and is complete without EventEndpointsGone.
 	EndpointsStay bool
+	// Routed says the client reaches the address through a router's ECMP
+	// route (routes.go): phase 1 ends with the route withdrawal.
+	Routed bool
 }
 
 // ComputeTimeline turns what a run observed into its timeline.
@@ -140,7 +147,7 @@ type Observed struct {
 // what broke it.
 func ComputeTimeline(in Observed) Timeline {
 	start, kill, end, events, results := in.Start, in.Kill, in.End, in.Events, in.Results
-	tl := Timeline{Start: start, Kill: kill, End: end, EndpointsStay: in.EndpointsStay, Counts: map[Phase]*Counts{}}
+	tl := Timeline{Start: start, Kill: kill, End: end, EndpointsStay: in.EndpointsStay, Routed: in.Routed, Counts: map[Phase]*Counts{}}
 	for _, p := range Phases {
 		tl.Counts[p] = &Counts{}
 	}
@@ -155,13 +162,11 @@ func ComputeTimeline(in Observed) Timeline {
 			tl.OwnerChange = e.At
 		case e.Kind == EventEndpointsGone && tl.EndpointsGone.IsZero():
 			tl.EndpointsGone = e.At
+		case e.Kind == EventRouteWithdrawn && tl.RouteWithdrawn.IsZero():
+			tl.RouteWithdrawn = e.At
 		}
 	}
 
-	type placed struct {
-		at time.Time
-		o  Outcome
-	}
 	rs := make([]placed, 0, len(results))
 	for _, r := range results {
 		at := r.Start
@@ -191,14 +196,7 @@ func ComputeTimeline(in Observed) Timeline {
 		}
 	}
 
-	switch {
-	case silent.IsZero(): // the address never went silent (a clean soft failover, or only 503s)
-		tl.Recovered, tl.Phase1Complete = kill, true
-	case !tl.Recovered.IsZero():
-		tl.Phase1, tl.Phase1Complete = tl.Recovered.Sub(kill), true
-	default:
-		tl.Phase1 = end.Sub(kill)
-	}
+	tl.setPhase1(rs, silent, end)
 	if !tl.LastError.IsZero() {
 		tl.ErrorsUntil = tl.LastError.Sub(kill)
 	}
@@ -226,6 +224,33 @@ func ComputeTimeline(in Observed) Timeline {
 		tl.Counts[p].add(r.o)
 	}
 	return tl
+}
+
+// setPhase1 sets Recovered, Phase1 and Phase1Complete from the requests
+// in time order and the first unanswered one after the kill (silent).
+func (tl *Timeline) setPhase1(rs []placed, silent, end time.Time) {
+	kill := tl.Kill
+	switch {
+	case tl.Routed:
+		tl.Recovered, tl.Phase1Complete = routedRecovery(rs, kill, tl.RouteWithdrawn)
+		tl.Phase1 = end.Sub(kill)
+		if tl.Phase1Complete {
+			tl.Phase1 = tl.Recovered.Sub(kill)
+		}
+	case silent.IsZero(): // the address never went silent (a clean soft failover, or only 503s)
+		tl.Recovered, tl.Phase1Complete = kill, true
+	case !tl.Recovered.IsZero():
+		tl.Phase1, tl.Phase1Complete = tl.Recovered.Sub(kill), true
+	default:
+		tl.Phase1 = end.Sub(kill)
+	}
+}
+
+// placed is a request's outcome at the time it counts from (see
+// ComputeTimeline).
+type placed struct {
+	at time.Time
+	o  Outcome
 }
 
 func latest(ts ...time.Time) time.Time {

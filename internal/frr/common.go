@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// vtyshPath is where Debian's frr package puts vtysh.
+const vtyshPath = "/usr/bin/vtysh"
+
 // Sentinel errors.
 var (
 	// ErrNotInstalled is returned (wrapped, with the missing part) when

@@ -47,6 +47,10 @@ const (
 type BFD struct {
 	Interval   time.Duration // 10ms..60s, whole milliseconds
 	Multiplier int           // 2..255
+	// Passive waits for the peer's BFD packets before sending any: a
+	// router that runs BFD with the peers that ask for it and stays quiet
+	// towards the rest.
+	Passive bool
 }
 
 // Peer holds the settings of one neighbour, or of every dynamic neighbour
@@ -229,7 +233,11 @@ func (c *Config) Files() (map[string]string, error) {
 
 // bfdProfile names the BFD profile of timers b.
 func bfdProfile(b *BFD) string {
-	return fmt.Sprintf("t%dx%d", b.Interval.Milliseconds(), b.Multiplier)
+	name := fmt.Sprintf("t%dx%d", b.Interval.Milliseconds(), b.Multiplier)
+	if b.Passive {
+		name += "p"
+	}
+	return name
 }
 
 // bfdd renders one profile per distinct BFD setting.
@@ -250,8 +258,12 @@ func (c *Config) bfdd() string {
 	b.WriteString("bfd\n")
 	for _, p := range profiles {
 		ms := p.Interval.Milliseconds()
-		fmt.Fprintf(&b, " profile %s\n  detect-multiplier %d\n  receive-interval %d\n  transmit-interval %d\n exit\n",
+		fmt.Fprintf(&b, " profile %s\n  detect-multiplier %d\n  receive-interval %d\n  transmit-interval %d\n",
 			bfdProfile(p), p.Multiplier, ms, ms)
+		if p.Passive {
+			b.WriteString("  passive-mode\n")
+		}
+		b.WriteString(" exit\n")
 	}
 	b.WriteString("exit\n")
 	return b.String()

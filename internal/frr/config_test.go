@@ -15,7 +15,9 @@ func validConfig() Config {
 			BFD: &BFD{Interval: 300 * time.Millisecond, Multiplier: 3}},
 		Neighbors: []Neighbor{{Addr: netip.MustParseAddr("10.214.0.2"), Peer: Peer{RemoteAS: "64512", Multihop: 2,
 			Port: 1790, ConnectRetry: 5 * time.Second, IPv4Only: true,
-			BFD: &BFD{Interval: 300 * time.Millisecond, Multiplier: 3}}}},
+			BFD: &BFD{Interval: 300 * time.Millisecond, Multiplier: 3}}},
+			{Addr: netip.MustParseAddr("10.214.0.3"), Peer: Peer{RemoteAS: "internal", Passive: true,
+				BFD: &BFD{Interval: 50 * time.Millisecond, Multiplier: 5, Passive: true}}}},
 		MaximumPaths: 8, GracefulRestart: GRFull, StalePathTime: 30 * time.Second,
 		Originate: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")},
 		Extra:     []string{"bgp log-neighbor-changes"},
@@ -39,7 +41,8 @@ func TestFilesRendersEverySetting(t *testing.T) {
 		" neighbor 10.214.0.2 remote-as 64512\n neighbor 10.214.0.2 port 1790\n neighbor 10.214.0.2 timers connect 5\n" +
 			" neighbor 10.214.0.2 ebgp-multihop 2\n neighbor 10.214.0.2 bfd profile t300x3\n",
 		" address-family ipv4 unicast\n  maximum-paths 8\n  maximum-paths ibgp 8\n  network 0.0.0.0/0\n exit-address-family\n",
-		" address-family ipv6 unicast\n  maximum-paths 8\n  maximum-paths ibgp 8\n  network ::/0\n  neighbor dynamic activate\n exit-address-family\n",
+		" address-family ipv6 unicast\n  maximum-paths 8\n  maximum-paths ibgp 8\n  network ::/0\n  neighbor dynamic activate\n" +
+			"  neighbor 10.214.0.3 activate\n exit-address-family\n",
 		" bgp log-neighbor-changes\nexit\n",
 	} {
 		if !strings.Contains(bgpd, want) {
@@ -49,9 +52,13 @@ func TestFilesRendersEverySetting(t *testing.T) {
 	if strings.Contains(bgpd, "neighbor 10.214.0.2 activate") {
 		t.Error("an IPv4-only neighbour was activated for IPv6")
 	}
-	// One profile for the two equal BFD settings.
-	if bfdd := files["bfdd.conf"]; strings.Count(bfdd, "profile ") != 1 ||
-		!strings.Contains(bfdd, " profile t300x3\n  detect-multiplier 3\n  receive-interval 300\n  transmit-interval 300\n exit\n") {
+	if !strings.Contains(bgpd, " neighbor 10.214.0.3 remote-as internal\n neighbor 10.214.0.3 passive\n neighbor 10.214.0.3 bfd profile t50x5p\n") {
+		t.Errorf("bgpd.conf lacks the passive neighbour:\n%s", bgpd)
+	}
+	// One profile for the two equal BFD settings, one for the passive one.
+	if bfdd := files["bfdd.conf"]; strings.Count(bfdd, "profile ") != 2 ||
+		!strings.Contains(bfdd, " profile t300x3\n  detect-multiplier 3\n  receive-interval 300\n  transmit-interval 300\n exit\n") ||
+		!strings.Contains(bfdd, " profile t50x5p\n  detect-multiplier 5\n  receive-interval 50\n  transmit-interval 50\n  passive-mode\n exit\n") {
 		t.Errorf("bfdd.conf:\n%s", bfdd)
 	}
 	if z := files["zebra.conf"]; !strings.Contains(z, "ip forwarding\nipv6 forwarding\n") {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"os/user"
@@ -23,7 +22,6 @@ import (
 // Where Debian's frr package puts things.
 const (
 	daemonDir = "/usr/lib/frr"
-	vtyshPath = "/usr/bin/vtysh"
 	// frrTmp holds a folder per daemon process (<daemon>.<pid>) that FRR
 	// creates as root and cannot remove once it has dropped to user frr.
 	frrTmp = "/var/tmp/frr"
@@ -32,9 +30,10 @@ const (
 // Instance is one running router: zebra, bfdd and bgpd in one namespace,
 // every file of theirs in Dir.
 type Instance struct {
+	Client // queries and configures the running daemons
+
 	cfg    Config
 	host   *netlab.Host
-	dir    string
 	ownDir bool
 
 	mu     sync.Mutex
@@ -70,14 +69,14 @@ func Start(ctx context.Context, h *netlab.Host, dir string, cfg Config) (*Instan
 		return nil, err
 	}
 	sweepTmp()
-	i := &Instance{cfg: cfg, host: h, dir: dir, procs: map[string]*netlab.Process{}}
+	i := &Instance{Client: Client{Dir: dir}, cfg: cfg, host: h, procs: map[string]*netlab.Process{}}
 	if dir == "" {
-		if i.dir, err = os.MkdirTemp("", "mooring-frr-"); err != nil {
+		if i.Dir, err = os.MkdirTemp("", "mooring-frr-"); err != nil {
 			return nil, fmt.Errorf("frr: %w", err)
 		}
 		i.ownDir = true
 	}
-	if err := writeFiles(i.dir, files); err != nil {
+	if err := writeFiles(i.Dir, files); err != nil {
 		return nil, errors.Join(err, i.Stop())
 	}
 	for _, d := range daemons {
@@ -120,10 +119,10 @@ func writeFiles(dir string, files map[string]string) error {
 // start runs one daemon in the namespace, its output in <dir>/<daemon>.log.
 func (i *Instance) start(d string) error {
 	args := []string{
-		"-f", filepath.Join(i.dir, d+".conf"),
-		"-i", filepath.Join(i.dir, d+".pid"),
-		"--vty_socket", i.dir,
-		"-z", filepath.Join(i.dir, "zserv.api"),
+		"-f", filepath.Join(i.Dir, d+".conf"),
+		"-i", filepath.Join(i.Dir, d+".pid"),
+		"--vty_socket", i.Dir,
+		"-z", filepath.Join(i.Dir, "zserv.api"),
 		"-P", "0", // no vty TCP port
 		// FRR sizes tables by the fd limit, which can be a million here.
 		"--limit-fds", "1024",
@@ -131,13 +130,13 @@ func (i *Instance) start(d string) error {
 	}
 	switch d {
 	case "bfdd":
-		args = append(args, "--bfdctl", filepath.Join(i.dir, "bfdd.sock"))
+		args = append(args, "--bfdctl", filepath.Join(i.Dir, "bfdd.sock"))
 	case "bgpd":
 		if i.cfg.Port != 0 {
 			args = append(args, "-p", strconv.Itoa(i.cfg.Port))
 		}
 	}
-	log, err := os.OpenFile(filepath.Join(i.dir, d+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(filepath.Join(i.Dir, d+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("frr: %w", err)
 	}
@@ -163,7 +162,7 @@ func (i *Instance) start(d string) error {
 func (i *Instance) waitFile(d, name string) error {
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if _, err := os.Stat(filepath.Join(i.dir, name)); err == nil {
+		if _, err := os.Stat(filepath.Join(i.Dir, name)); err == nil {
 			return nil
 		}
 		select {
@@ -207,7 +206,7 @@ func (i *Instance) waitLoaded(ctx context.Context) error {
 func (i *Instance) configErrors() error {
 	var errs []error
 	for _, d := range daemons {
-		b, _ := os.ReadFile(filepath.Join(i.dir, d+".log"))
+		b, _ := os.ReadFile(filepath.Join(i.Dir, d+".log"))
 		for _, l := range strings.Split(string(b), "\n") {
 			if strings.Contains(l, "on config line") {
 				errs = append(errs, fmt.Errorf("frr: %s refused its configuration: %s", d, l))
@@ -219,105 +218,16 @@ func (i *Instance) configErrors() error {
 
 func (i *Instance) socketsUp() bool {
 	for _, d := range daemons {
-		if _, err := os.Stat(filepath.Join(i.dir, d+".vty")); err != nil {
+		if _, err := os.Stat(filepath.Join(i.Dir, d+".vty")); err != nil {
 			return false
 		}
 	}
 	return true
 }
 
-// Dir is the folder with the configuration, sockets, pid files and logs.
-// `vtysh --vty_socket <Dir>` reaches the router from anywhere on the machine.
-func (i *Instance) Dir() string { return i.dir }
-
-// Vtysh runs vtysh with one -c per command and returns its output. vtysh
-// talks to the daemons over their sockets, so it runs in this process's
-// namespace.
-func (i *Instance) Vtysh(ctx context.Context, cmds ...string) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, vtyshTimeout)
-	defer cancel()
-	args := []string{"--vty_socket", i.dir}
-	for _, c := range cmds {
-		args = append(args, "-c", c)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, vtyshPath, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("frr: vtysh %q: %w: %s", cmds, err, strings.TrimSpace(stderr.String()+" "+stdout.String()))
-	}
-	// vtysh exits 0 on some command errors, printing "% ...".
-	if o := bytes.TrimSpace(stdout.Bytes()); bytes.HasPrefix(o, []byte("% ")) {
-		return nil, fmt.Errorf("frr: vtysh %q: %s", cmds, o)
-	}
-	return stdout.Bytes(), nil
-}
-
-// Configure applies configuration lines (as typed after `configure
-// terminal`, e.g. "router bgp 64500", " neighbor 10.0.0.9 remote-as 64512")
-// to the running daemons, without a restart.
-func (i *Instance) Configure(ctx context.Context, lines ...string) error {
-	_, err := i.Vtysh(ctx, append([]string{"configure terminal"}, lines...)...)
-	return err
-}
-
-// RIB returns zebra's routes of family f: what the kernel got.
-func (i *Instance) RIB(ctx context.Context, f Family) (RIB, error) {
-	cmd := "show ip route json"
-	if f == IPv6 {
-		cmd = "show ipv6 route json"
-	}
-	out, err := i.Vtysh(ctx, cmd)
-	if err != nil {
-		return nil, err
-	}
-	return ParseRIB(out)
-}
-
-// BGPTable returns bgpd's paths of family f.
-func (i *Instance) BGPTable(ctx context.Context, f Family) (BGPTable, error) {
-	out, err := i.Vtysh(ctx, "show bgp "+f.String()+" unicast json")
-	if err != nil {
-		return nil, err
-	}
-	return ParseBGPTable(out)
-}
-
-// BGPPrefix returns every path of p with its attributes (communities,
-// LOCAL_PREF); nil when the router has none.
-func (i *Instance) BGPPrefix(ctx context.Context, p netip.Prefix) ([]Path, error) {
-	f := IPv4
-	if p.Addr().Is6() {
-		f = IPv6
-	}
-	out, err := i.Vtysh(ctx, fmt.Sprintf("show bgp %s unicast %s json", f, p))
-	if err != nil {
-		return nil, err
-	}
-	return ParseBGPPrefix(out)
-}
-
-// Sessions returns every neighbour's session, keyed by address.
-func (i *Instance) Sessions(ctx context.Context) (map[netip.Addr]Session, error) {
-	out, err := i.Vtysh(ctx, "show bgp neighbors json")
-	if err != nil {
-		return nil, err
-	}
-	return ParseSessions(out)
-}
-
-// BFDPeers returns every BFD session.
-func (i *Instance) BFDPeers(ctx context.Context) ([]BFDPeer, error) {
-	out, err := i.Vtysh(ctx, "show bfd peers json")
-	if err != nil {
-		return nil, err
-	}
-	return ParseBFDPeers(out)
-}
-
 // LogTail returns the last n lines of daemon d's log, on one line.
 func (i *Instance) LogTail(d string, n int) string {
-	b, err := os.ReadFile(filepath.Join(i.dir, d+".log"))
+	b, err := os.ReadFile(filepath.Join(i.Dir, d+".log"))
 	if err != nil {
 		return d + ": no log"
 	}
@@ -360,7 +270,7 @@ func (i *Instance) Stop() error {
 		f.Close()
 	}
 	if i.ownDir {
-		errs = append(errs, os.RemoveAll(i.dir))
+		errs = append(errs, os.RemoveAll(i.Dir))
 	}
 	return errors.Join(errs...)
 }

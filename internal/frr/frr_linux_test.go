@@ -206,7 +206,7 @@ func TestStopLeavesNothingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := r.Dir()
+	dir := r.Dir
 	pids := map[string]int{}
 	for d, p := range r.procs {
 		pids[d] = p.PID

@@ -88,7 +88,7 @@ func Cilium(inputs []Input) (*Result, error) {
 			}
 			res.Policies = append(res.Policies, p)
 		case strings.HasPrefix(o.kind, "CiliumBGP"):
-			rec.notMapped("", "BGP is not supported by Mooring yet (%s %q not imported)", o.kind, o.ref())
+			rec.notMapped("", "Cilium's BGP objects are not imported (%s %q): write Mooring's BGPPeer and BGPAdvertisement by hand (docs/bgp.md maps Cilium's fields)", o.kind, o.ref())
 		default:
 			rec.notMapped("", "Cilium kind %s is not about LB-IPAM or L2 announcements: not imported", o.kind)
 		}

@@ -35,11 +35,7 @@ func TestReportNamesEveryUnmappedField(t *testing.T) {
 	res := importFile(t, MetalLB, "testdata/metallb/ipaddresspools.yaml")
 	for _, w := range []struct{ object, field string }{
 		{"metallb-system/v6", "spec.futureField"},
-		{"metallb-system/edge", "spec.serviceAllocation.serviceSelectors[1]"},
 		{"metallb-system/edge-only", "spec.preferredNodeSelectors"},
-		{"metallb-system/tor-1", ""},
-		{"metallb-system/bgp-all", ""},
-		{"metallb-system/communities", ""},
 	} {
 		e := findEntry(&res.Report, NotMapped, w.object, w.field)
 		if e == nil {
@@ -50,7 +46,8 @@ func TestReportNamesEveryUnmappedField(t *testing.T) {
 			t.Errorf("entry %+v: want the file and a reason", *e)
 		}
 	}
-	if e := findEntry(&res.Report, Changed, "metallb-system/edge-only", "spec.ipAddressPools"); e == nil || !strings.Contains(e.Detail, "restricted to pools") {
+	if e := findEntry(&res.Report, Changed, "metallb-system/edge-only", "spec.ipAddressPools, spec.ipAddressPoolSelectors"); e == nil ||
+		!strings.Contains(e.Detail, `MetalLB announces only pools "web", "edge" of the imported 4 (by name: "edge"; by labels: tier=front)`) {
 		t.Errorf("restriction of edge-only to pools not reported as a change of meaning: %+v", e)
 	}
 	legacy := importFile(t, MetalLB, "testdata/metallb/legacy-configmap.yaml")
@@ -76,9 +73,11 @@ func TestMetalLBMapping(t *testing.T) {
 	for _, p := range res.Pools {
 		pools[p.Metadata.Name] = p
 	}
+	// edge: namespaces AND (either of two service selectors): two terms.
 	edge := pools["edge"].Spec
-	if edge.Priority == nil || *edge.Priority != 10 || !edge.AvoidBuggyIPs || !edge.AllowFirstLastIPs ||
-		strings.Join(edge.Namespaces, ",") != "team-a,team-b" || edge.ServiceSelector.MatchLabels["exposure"] != "edge" {
+	if edge.Priority == nil || *edge.Priority != 10 || !edge.AvoidBuggyIPs || !edge.AllowFirstLastIPs || len(edge.SelectorTerms) != 2 ||
+		strings.Join(edge.SelectorTerms[1].Namespaces, ",") != "team-a,team-b" || edge.SelectorTerms[0].ServiceSelector.MatchLabels["exposure"] != "edge" ||
+		edge.SelectorTerms[1].ServiceSelector.MatchExpressions[0].Key != "app" {
 		t.Errorf("edge: %+v", edge)
 	}
 	if r := pools["reserved"].Spec; r.AutoAssign == nil || *r.AutoAssign {

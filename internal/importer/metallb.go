@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,15 +39,17 @@ type mlbPool struct {
 	Spec mlbPoolSpec `json:"spec"`
 }
 
+type mlbL2AdvSpec struct {
+	IPAddressPools         []string               `json:"ipAddressPools"`
+	IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors"`
+	NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors"`
+	Interfaces             []string               `json:"interfaces"`
+	ServiceSelectors       []metav1.LabelSelector `json:"serviceSelectors"`
+	PreferredNodeSelectors []any                  `json:"preferredNodeSelectors"`
+}
+
 type mlbL2Adv struct {
-	Spec struct {
-		IPAddressPools         []string               `json:"ipAddressPools"`
-		IPAddressPoolSelectors []metav1.LabelSelector `json:"ipAddressPoolSelectors"`
-		NodeSelectors          []metav1.LabelSelector `json:"nodeSelectors"`
-		Interfaces             []string               `json:"interfaces"`
-		ServiceSelectors       []metav1.LabelSelector `json:"serviceSelectors"`
-		PreferredNodeSelectors []any                  `json:"preferredNodeSelectors"`
-	} `json:"spec"`
+	Spec mlbL2AdvSpec `json:"spec"`
 }
 
 var selectorFields = leaf
@@ -83,10 +86,11 @@ type mlbPoolIn struct {
 
 // metallbImporter accumulates one MetalLB import.
 type metallbImporter struct {
-	res   *Result
-	pools []*mlbPoolIn
-	advs  []mlbAdvIn
-	names map[string]string // Mooring object name -> source ref
+	res      *Result
+	pools    []*mlbPoolIn
+	advs     []mlbAdvIn
+	names    map[string]string // Mooring object name -> source ref
+	bgpState                   // metallb_bgp.go
 }
 
 type mlbAdvIn struct {
@@ -116,6 +120,10 @@ func MetalLB(inputs []Input) (*Result, error) {
 		if err := m.pool(p); err != nil {
 			return nil, err
 		}
+	}
+	m.pinnedPriorities()
+	if err := m.bgp(); err != nil {
+		return nil, err
 	}
 	m.announcements()
 	return m.res, nil
@@ -164,7 +172,7 @@ func (m *metallbImporter) object(o *object) error {
 		reportUnknown(rec, o, mlbL2AdvFields)
 		m.advs = append(m.advs, mlbAdvIn{rec: rec, o: o, adv: a})
 	case mlbBGPKinds[o.kind]:
-		rec.notMapped("", "BGP is not supported by Mooring yet (%s %q not imported): Mooring announces by L2 (ARP/NDP) only; keep BGP on another speaker", o.kind, o.ref())
+		m.bgpObject(o, rec)
 	default:
 		rec.notMapped("", "MetalLB kind %s is not imported (status or internal object)", o.kind)
 	}
@@ -180,14 +188,14 @@ func (m *metallbImporter) protocol(in *mlbPoolIn, src source, field, proto strin
 		in.rec.mapped(field, "L2AnnouncementPolicy", "layer2: announced by an imported L2AnnouncementPolicy from every node on every interface")
 	case "bgp":
 		in.bgp = true
-		in.rec.notMapped(field, "protocol bgp: Mooring does not speak BGP; the pool is imported but its addresses are not announced by BGP; keep a BGP speaker or add an L2AnnouncementPolicy")
+		in.rec.notMapped(field, "protocol bgp: the pool is imported but no BGPAdvertisement is made from this older form; convert MetalLB's configuration to its CRDs (BGPPeer, BGPAdvertisement) and import those, or write a Mooring BGPAdvertisement for the pool (docs/bgp.md)")
 	case "":
 		return &InputError{File: src.file, Doc: src.doc, Kind: in.rec.kind, Object: in.rec.obj, Field: field, Err: fmt.Errorf("protocol is required: layer2 or bgp")}
 	default:
 		return &InputError{File: src.file, Doc: src.doc, Kind: in.rec.kind, Object: in.rec.obj, Field: field, Err: fmt.Errorf("protocol %q: want layer2 or bgp", proto)}
 	}
 	if len(in.spec.BGPAdvertisements) > 0 {
-		in.rec.notMapped(in.prefix+in.bgpAdvKey, "BGP advertisements are not supported by Mooring: not imported")
+		in.rec.notMapped(in.prefix+in.bgpAdvKey, "BGP advertisements of this older form are not imported: convert them to MetalLB's BGPAdvertisement CRD and import that")
 	}
 	return nil
 }
@@ -223,17 +231,14 @@ func (m *metallbImporter) pool(in *mlbPoolIn) error {
 		}
 		p.Spec.Blocks = append(p.Spec.Blocks, b)
 		bt := fmt.Sprintf("%s spec.blocks[%d]", target, i)
-		if note != "" {
-			rec.changed(field, bt, "%s", note)
-		} else {
-			rec.mapped(field, bt, "")
-		}
+		// A masked CIDR is the same addresses, as MetalLB reads it.
+		rec.mapped(field, bt, "%s", note)
 	}
 	// MetalLB hands out every address of a CIDR, .0 and .255 included,
 	// unless avoidBuggyIPs; Mooring skips a CIDR's first and last by default.
 	p.Spec.AllowFirstLastIPs = true
-	rec.changed(in.prefix+"addresses", target+" spec.allowFirstLastIPs",
-		"set to true: MetalLB hands out the first and last address of a CIDR too, Mooring does not by default")
+	rec.mapped(in.prefix+"addresses", target+" spec.allowFirstLastIPs",
+		"set to true, so the pool hands out what MetalLB does: the first and last address of a CIDR too (Mooring's default skips them)")
 	if s.AutoAssign != nil && !*s.AutoAssign {
 		p.Spec.AutoAssign = ptr(false)
 		rec.mapped(in.prefix+in.autoKey, target+" spec.autoAssign", "false: only Services that request an address or the pool get one")
@@ -251,50 +256,108 @@ func (m *metallbImporter) pool(in *mlbPoolIn) error {
 	return nil
 }
 
-// allocation maps serviceAllocation. MetalLB: namespaces OR
-// namespaceSelectors, AND any of serviceSelectors; priority: lower wins, 0
-// means none.
+// allocation maps serviceAllocation, keeping MetalLB's rule: a Service
+// may take the pool when its namespace is listed OR selected by any
+// namespaceSelector (when either is given), AND it matches any of the
+// serviceSelectors (when given). One namespace rule and one service
+// selector fit the pool's own fields; more are written as selectorTerms,
+// one per (namespace rule, service selector) pair, which the pool ORs.
 func (m *metallbImporter) allocation(rec recorder, prefix, target string, a *mlbAllocation, spec *PoolSpec) {
-	switch {
-	case a.Priority > 0:
+	if a.Priority > 0 {
 		spec.Priority = ptr(int32(min(a.Priority, 1<<31-1)))
-		rec.changed(prefix+".priority", target+" spec.priority",
-			"lower number first, pools without a priority last (as MetalLB); ties go to the older pool, then by name (MetalLB picks at random)")
-	case a.Priority < 0:
-		rec.changed(prefix+".priority", target+" spec.priority",
-			"negative priority %d left unset: MetalLB orders non-positive priorities as 'no priority'", a.Priority)
+		rec.mapped(prefix+".priority", target+" spec.priority",
+			"lower number first, pools without a priority after (as MetalLB); among equal priorities the older pool, then the name, goes first (MetalLB leaves that order unspecified)")
+	} else if a.Priority < 0 {
+		rec.mapped(prefix+".priority", target+" spec.priority",
+			"%d: MetalLB treats a priority below 1 as none; left unset", a.Priority)
 	}
+	nsRules := len(a.NamespaceSelectors)
+	if len(a.Namespaces) > 0 {
+		nsRules++
+	}
+	if nsRules <= 1 && len(a.ServiceSelectors) <= 1 {
+		m.allocationFields(rec, prefix, target, a, spec)
+		return
+	}
+	type nsRule struct {
+		field string
+		term  SelectorTerm
+	}
+	var rules []nsRule
+	if len(a.Namespaces) > 0 {
+		rules = append(rules, nsRule{prefix + ".namespaces", SelectorTerm{Namespaces: slices.Clone(a.Namespaces)}})
+	}
+	for i := range a.NamespaceSelectors {
+		rules = append(rules, nsRule{fmt.Sprintf("%s.namespaceSelectors[%d]", prefix, i), SelectorTerm{NamespaceSelector: a.NamespaceSelectors[i].DeepCopy()}})
+	}
+	if len(rules) == 0 {
+		rules = []nsRule{{}}
+	}
+	svcSels := a.ServiceSelectors
+	if len(svcSels) == 0 {
+		svcSels = []metav1.LabelSelector{{}}
+	}
+	where := map[string][]int{} // source field -> the terms it is part of
+	for _, r := range rules {
+		for j := range svcSels {
+			t := r.term
+			t.ServiceSelector = nonEmpty(svcSels[j])
+			if r.field != "" {
+				where[r.field] = append(where[r.field], len(spec.SelectorTerms))
+			}
+			if len(a.ServiceSelectors) > 0 {
+				f := fmt.Sprintf("%s.serviceSelectors[%d]", prefix, j)
+				where[f] = append(where[f], len(spec.SelectorTerms))
+			}
+			spec.SelectorTerms = append(spec.SelectorTerms, t)
+		}
+	}
+	fields := make([]string, 0, len(where))
+	for f := range where {
+		fields = append(fields, f)
+	}
+	slices.Sort(fields)
+	for _, f := range fields {
+		rec.mapped(f, fmt.Sprintf("%s spec.selectorTerms%v", target, where[f]),
+			"MetalLB's rule kept: namespaces listed OR selected, AND any service selector; the pool serves a Service that matches any of its %d selectorTerms", len(spec.SelectorTerms))
+	}
+}
+
+// allocationFields maps at most one namespace rule and one service
+// selector onto the pool's own fields.
+func (m *metallbImporter) allocationFields(rec recorder, prefix, target string, a *mlbAllocation, spec *PoolSpec) {
 	switch {
-	case len(a.Namespaces) > 0 && len(a.NamespaceSelectors) > 0:
-		spec.Namespaces = slices.Clone(a.Namespaces)
-		rec.notMapped(prefix+".namespaceSelectors",
-			"MetalLB allows namespaces listed OR selected; a Mooring pool takes namespaces AND a selector, so only the listed namespaces %v were imported: Services in namespaces matched only by the selectors lose this pool; list those namespaces too, or label them and use one selector", a.Namespaces)
-		rec.mapped(prefix+".namespaces", target+" spec.namespaces", "")
 	case len(a.Namespaces) > 0:
 		spec.Namespaces = slices.Clone(a.Namespaces)
 		rec.mapped(prefix+".namespaces", target+" spec.namespaces", "")
 	case len(a.NamespaceSelectors) == 1:
 		spec.NamespaceSelector = a.NamespaceSelectors[0].DeepCopy()
 		rec.mapped(prefix+".namespaceSelectors[0]", target+" spec.namespaceSelector", "")
-	case len(a.NamespaceSelectors) > 1:
-		spec.NamespaceSelector = a.NamespaceSelectors[0].DeepCopy()
-		rec.mapped(prefix+".namespaceSelectors[0]", target+" spec.namespaceSelector", "")
-		for i := 1; i < len(a.NamespaceSelectors); i++ {
-			rec.notMapped(fmt.Sprintf("%s.namespaceSelectors[%d]", prefix, i),
-				"a Mooring pool has one namespaceSelector; MetalLB ORs several: namespaces matched only by this one lose the pool; give them a common label and select that")
+	}
+	if len(a.ServiceSelectors) == 1 {
+		spec.ServiceSelector = a.ServiceSelectors[0].DeepCopy()
+		rec.mapped(prefix+".serviceSelectors[0]", target+" spec.serviceSelector", "")
+	}
+}
+
+// pinnedPriorities keeps MetalLB's pool order: MetalLB tries the pools
+// that have a serviceAllocation (by priority, those without one last)
+// before any pool without one. Mooring orders pools with a priority
+// before those without, so an imported pool with a serviceAllocation but
+// no priority gets one just above every explicit priority.
+func (m *metallbImporter) pinnedPriorities() {
+	top := int32(0)
+	for _, p := range m.pools {
+		if a := p.spec.Allocation; a != nil && a.Priority > 0 {
+			top = max(top, int32(min(a.Priority, 1<<31-2)))
 		}
 	}
-	switch len(a.ServiceSelectors) {
-	case 0:
-	case 1:
-		spec.ServiceSelector = a.ServiceSelectors[0].DeepCopy()
-		rec.mapped(prefix+".serviceSelectors[0]", target+" spec.serviceSelector", "")
-	default:
-		spec.ServiceSelector = a.ServiceSelectors[0].DeepCopy()
-		rec.mapped(prefix+".serviceSelectors[0]", target+" spec.serviceSelector", "")
-		for i := 1; i < len(a.ServiceSelectors); i++ {
-			rec.notMapped(fmt.Sprintf("%s.serviceSelectors[%d]", prefix, i),
-				"a Mooring pool has one serviceSelector; MetalLB ORs several: Services matched only by this one lose the pool; give them a common label and select that")
+	for i, p := range m.pools {
+		if a := p.spec.Allocation; a != nil && a.Priority <= 0 {
+			spec := &m.res.Pools[i].Spec
+			spec.Priority = ptr(top + 1)
+			p.rec.mapped(p.prefix+"serviceAllocation", "LoadBalancerIPPool "+p.importedAs+" spec.priority",
+				"%d: MetalLB tries pools with a serviceAllocation before pools without one, and this one after those with a priority", top+1)
 		}
 	}
 }
@@ -362,6 +425,13 @@ func poolSelected(sels []metav1.LabelSelector, labels map[string]string) bool {
 
 func (m *metallbImporter) advertisement(a mlbAdvIn) {
 	rec, s := a.rec, a.adv.Spec
+	if restricted := len(s.IPAddressPools) > 0 || len(s.IPAddressPoolSelectors) > 0; restricted && len(m.advPools(a)) == 0 {
+		// MetalLB announces nothing through it; a Mooring policy selects
+		// Services, not pools, and would announce every Service.
+		rec.changed(poolFields(s), "",
+			"selects none of the imported pools (%s), so MetalLB announces nothing through it: no L2AnnouncementPolicy written (import the pools it names together with it)", poolRestriction(s))
+		return
+	}
 	from := fmt.Sprintf("metallb L2Advertisement %s (%s)", rec.obj, rec.src.file)
 	svcSels := s.ServiceSelectors
 	if len(svcSels) == 0 {
@@ -394,7 +464,7 @@ func (m *metallbImporter) advertisement(a mlbAdvIn) {
 	}
 	target := "L2AnnouncementPolicy " + strings.Join(names, ", ")
 	if len(names) > 1 {
-		rec.changed("spec", target, "MetalLB ORs the %d serviceSelectors and %d nodeSelectors of one advertisement; Mooring unites the nodes of every policy that matches a Service, so one policy per (serviceSelector, nodeSelector) pair keeps the meaning", len(s.ServiceSelectors), len(s.NodeSelectors))
+		rec.mapped("spec", target, "MetalLB ORs the %d serviceSelectors and %d nodeSelectors of one advertisement; Mooring unites the nodes of every policy that matches a Service, so one policy per (serviceSelector, nodeSelector) pair keeps the meaning", len(s.ServiceSelectors), len(s.NodeSelectors))
 	}
 	rec.mapped("", target+" spec.ranking", rankingDetail)
 	for i := range s.ServiceSelectors {
@@ -404,24 +474,64 @@ func (m *metallbImporter) advertisement(a mlbAdvIn) {
 		rec.mapped(fmt.Sprintf("spec.nodeSelectors[%d]", i), target+" spec.nodeSelector", "")
 	}
 	if len(s.Interfaces) > 0 {
-		rec.changed("spec.interfaces", target+" spec.interfaces", "interface names written as anchored regular expressions (%s): same interfaces", strings.Join(ifaces, ", "))
+		rec.mapped("spec.interfaces", target+" spec.interfaces", "interface names written as anchored regular expressions (%s): the same interfaces", strings.Join(ifaces, ", "))
 	}
-	if len(s.IPAddressPools) > 0 || len(s.IPAddressPoolSelectors) > 0 {
-		pools := m.advPools(a)
-		if len(pools) == len(m.pools) {
-			rec.changed("spec.ipAddressPools", target, "selects every imported pool (%s); Mooring policies select Services, not pools, so the meaning is the same here", strings.Join(pools, ", "))
-		} else {
-			rec.changed("spec.ipAddressPools", target, "restricted to pools %v in MetalLB; Mooring policies select Services, not pools: this policy also announces Services of other pools that its serviceSelector matches; narrow spec.serviceSelector if that matters", pools)
-		}
+	m.advPoolReport(a, target)
+	if len(s.PreferredNodeSelectors) > 0 {
+		rec.notMapped("spec.preferredNodeSelectors", "Mooring has no node preference: ranking MetalLB reproduces the speakers' hash order but not preferred nodes, so the announcing node may differ (and move once during the migration); restrict spec.nodeSelector if a node must never announce")
+	}
+}
+
+// advPoolReport reports ipAddressPools and ipAddressPoolSelectors of an
+// advertisement that selects at least one imported pool.
+func (m *metallbImporter) advPoolReport(a mlbAdvIn, target string) {
+	rec, s := a.rec, a.adv.Spec
+	if len(s.IPAddressPools) == 0 && len(s.IPAddressPoolSelectors) == 0 {
+		return
+	}
+	pools := m.advPools(a)
+	if len(pools) == len(m.pools) {
+		rec.mapped(poolFields(s), target, "selects every imported pool (%s); Mooring policies select Services, not pools, so the meaning is the same here", quoted(pools))
+	} else {
+		rec.changed(poolFields(s), target, "MetalLB announces only pools %s of the imported %d (%s); Mooring policies select Services, not pools: this policy also announces Services of the other pools that its serviceSelector matches; narrow spec.serviceSelector if that matters",
+			quoted(pools), len(m.pools), poolRestriction(s))
 	}
 	for _, n := range s.IPAddressPools {
 		if !slices.ContainsFunc(m.pools, func(p *mlbPoolIn) bool { return p.name == n }) {
 			rec.changed("spec.ipAddressPools", target, "names pool %q, which is not among the imported objects", n)
 		}
 	}
-	if len(s.PreferredNodeSelectors) > 0 {
-		rec.notMapped("spec.preferredNodeSelectors", "Mooring has no node preference: ranking MetalLB reproduces the speakers' hash order but not preferred nodes, so the announcing node may differ (and move once during the migration); restrict spec.nodeSelector if a node must never announce")
+}
+
+// poolFields names the fields that restrict an advertisement to pools.
+func poolFields(s mlbL2AdvSpec) string {
+	switch {
+	case len(s.IPAddressPools) > 0 && len(s.IPAddressPoolSelectors) > 0:
+		return "spec.ipAddressPools, spec.ipAddressPoolSelectors"
+	case len(s.IPAddressPools) > 0:
+		return "spec.ipAddressPools"
 	}
+	return "spec.ipAddressPoolSelectors"
+}
+
+// poolRestriction says in words which pools an advertisement asks for.
+func poolRestriction(s mlbL2AdvSpec) string {
+	var parts []string
+	if len(s.IPAddressPools) > 0 {
+		parts = append(parts, "by name: "+quoted(s.IPAddressPools))
+	}
+	for i := range s.IPAddressPoolSelectors {
+		parts = append(parts, "by labels: "+metav1.FormatLabelSelector(&s.IPAddressPoolSelectors[i]))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func quoted(xs []string) string {
+	q := make([]string, len(xs))
+	for i, x := range xs {
+		q[i] = strconv.Quote(x)
+	}
+	return strings.Join(q, ", ")
 }
 
 // Imported policies rank nodes as MetalLB's speakers do, so the hand-over

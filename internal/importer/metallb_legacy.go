@@ -66,13 +66,13 @@ func (m *metallbImporter) configMap(o *object, rec recorder) error {
 		rec.notMapped("data.config: "+f, "field unknown to the importer: not imported; check whether it matters and set its equivalent by hand")
 	}
 	for i, p := range cfg.Peers {
-		rec.notMapped(fmt.Sprintf("data.config: peers[%d]", i), "BGP peer %v is not supported by Mooring yet: not imported", p["peer-address"])
+		rec.notMapped(fmt.Sprintf("data.config: peers[%d]", i), "BGP peer %v of the pre-0.13 ConfigMap is not imported: convert the ConfigMap to MetalLB's CRDs (BGPPeer) and import those", p["peer-address"])
 	}
 	for k := range cfg.BGPCommunities {
-		rec.notMapped("data.config: bgp-communities."+k, "BGP communities are not supported by Mooring yet: not imported")
+		rec.notMapped("data.config: bgp-communities."+k, "BGP communities of the pre-0.13 ConfigMap are not imported: convert the ConfigMap to MetalLB's CRDs (Community) and import those")
 	}
 	for i, p := range cfg.BFDProfiles {
-		rec.notMapped(fmt.Sprintf("data.config: bfd-profiles[%d]", i), "BFD profile %v is not supported by Mooring yet: not imported", p["name"])
+		rec.notMapped(fmt.Sprintf("data.config: bfd-profiles[%d]", i), "BFD profile %v of the pre-0.13 ConfigMap is not imported: convert the ConfigMap to MetalLB's CRDs (BFDProfile) and import those", p["name"])
 	}
 	seen := map[string]bool{}
 	for i, p := range cfg.Pools {

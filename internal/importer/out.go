@@ -6,8 +6,8 @@ import (
 
 // The Mooring objects the importer writes. They mirror api/v1alpha1's JSON
 // exactly (the round-trip test decodes them into the API types); the fields
-// autoAssign, avoidBuggyIPs, namespaces and priority are the ones the
-// MetalLB mapping needs.
+// autoAssign, avoidBuggyIPs, namespaces, selectorTerms and priority are the
+// ones the MetalLB mapping needs.
 
 // APIVersion is the Mooring API version the importer writes.
 const APIVersion = "mooring.dev/v1alpha1"
@@ -39,7 +39,16 @@ type PoolSpec struct {
 	ServiceSelector   *metav1.LabelSelector `json:"serviceSelector,omitempty"`
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
 	Namespaces        []string              `json:"namespaces,omitempty"`
+	SelectorTerms     []SelectorTerm        `json:"selectorTerms,omitempty"`
 	Priority          *int32                `json:"priority,omitempty"`
+}
+
+// SelectorTerm is PoolSelectorTerm: every field set must match; a pool's
+// terms are ORed.
+type SelectorTerm struct {
+	Namespaces        []string              `json:"namespaces,omitempty"`
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	ServiceSelector   *metav1.LabelSelector `json:"serviceSelector,omitempty"`
 }
 
 // Pool is a LoadBalancerIPPool.
@@ -72,10 +81,11 @@ type L2Policy struct {
 type Result struct {
 	Pools    []Pool
 	Policies []L2Policy
+	BGP      BGPObjects // out_bgp.go
 	Report   Report
 }
 
-// Objects returns pools then policies, for printing.
+// Objects returns pools, policies, then the BGP objects, for printing.
 func (r *Result) Objects() []any {
 	out := make([]any, 0, len(r.Pools)+len(r.Policies))
 	for i := range r.Pools {
@@ -84,7 +94,7 @@ func (r *Result) Objects() []any {
 	for i := range r.Policies {
 		out = append(out, &r.Policies[i])
 	}
-	return out
+	return append(out, r.BGP.objects()...)
 }
 
 func newPool(name, from string) Pool {

@@ -245,7 +245,8 @@ func TestRoundTripAssignableAddresses(t *testing.T) {
 		glob string
 		imp  func([]Input) (*Result, error)
 	}{
-		{"testdata/metallb/*", MetalLB},
+		{"testdata/metallb/*.*", MetalLB},
+		{"testdata/metallb/samples/*.yaml", MetalLB},
 		{"testdata/cilium/*", Cilium},
 	} {
 		files, _ := filepath.Glob(tc.glob)

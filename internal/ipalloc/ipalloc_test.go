@@ -217,3 +217,15 @@ func TestFirstFreeAgainstBruteForce(t *testing.T) {
 		}
 	}
 }
+
+// LastAddr is the one "last address of a prefix" helper (podipam, ipamd and
+// doctor use it too): masked or not, either family, the extremes.
+func TestLastAddr(t *testing.T) {
+	for p, want := range map[string]string{"10.0.0.0/24": "10.0.0.255", "10.0.0.4/32": "10.0.0.4", "10.0.0.77/26": "10.0.0.127",
+		"fd00::/120": "fd00::ff", "fd00::1234/64": "fd00::ffff:ffff:ffff:ffff", "::/0": "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+		"0.0.0.0/0": "255.255.255.255", "::ffff:10.0.0.0/120": "::ffff:10.0.0.255"} {
+		if got := LastAddr(netip.MustParsePrefix(p)); got.String() != want {
+			t.Errorf("LastAddr(%s) = %s, want %s", p, got, want)
+		}
+	}
+}

@@ -1,11 +1,3 @@
-// Package ipalloc is the generic, Kubernetes-free address arithmetic under
-// Mooring's LB-IPAM: inclusive ranges of netip.Addr, set algebra on them, and
-// a used-address set that finds the first free address of a range without
-// ever materialising the range. Memory is proportional to the number of USED
-// addresses, never to the size of a range, so an IPv6 /64 costs what a /30
-// costs.
-//
-// It imports only the standard library and never reads the clock.
 package ipalloc
 
 import (
@@ -78,8 +70,14 @@ func (r Range) Size() *big.Int {
 
 // PrefixRange returns the range a prefix covers. Cost: O(1).
 func PrefixRange(p netip.Prefix) Range {
-	p = p.Masked()
-	first := p.Addr()
+	return Range{First: p.Masked().Addr(), Last: LastAddr(p)}
+}
+
+// LastAddr is the highest address of p (the IPv4 broadcast address), p
+// masked or not: the one "last address of a prefix" of the repository.
+// Cost: O(1).
+func LastAddr(p netip.Prefix) netip.Addr {
+	first := p.Masked().Addr()
 	b := first.As16()
 	hostBits := first.BitLen() - p.Bits()
 	for i := 0; i < hostBits; i++ {
@@ -89,7 +87,7 @@ func PrefixRange(p netip.Prefix) Range {
 	if first.Is4() {
 		last = last.Unmap()
 	}
-	return Range{First: first, Last: last}
+	return last
 }
 
 // Normalize sorts rs and merges overlapping or adjacent ranges, returning a

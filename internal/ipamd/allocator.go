@@ -1,12 +1,14 @@
 package ipamd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
 
+	"github.com/mooringlb/mooring/internal/ipalloc"
 	"github.com/mooringlb/mooring/internal/podipam"
 )
 
@@ -16,6 +18,8 @@ type Store interface {
 	Load() ([]Allocation, error)
 	Put(Allocation) error
 	Delete(...Key) error
+	// Replace records al and drops old in one change (re-keying).
+	Replace(old Key, al Allocation) error
 }
 
 // PoolOf names the pool of a pod; nil means every pod uses the default pool.
@@ -44,10 +48,7 @@ func NewAllocator(store Store, poolOf PoolOf) (*Allocator, error) {
 	a := &Allocator{store: store, poolOf: poolOf, pools: map[string]Pool{}, releasing: map[netip.Prefix]bool{},
 		allocs: map[Key]Allocation{}, used: map[netip.Addr]Key{}, pending: map[string]int{}}
 	for _, al := range saved {
-		a.allocs[al.Key] = al
-		for _, ip := range al.IPs {
-			a.used[ip.Address.Addr()] = al.Key
-		}
+		a.record(al)
 	}
 	return a, nil
 }
@@ -92,8 +93,13 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if al, ok := a.allocs[req.Key]; ok {
-		return al, nil
+	if al, ok, err := a.lookup(req.Key); ok || err != nil {
+		return al, err
+	}
+	if err := ctx.Err(); err != nil {
+		// The plugin stopped waiting while the pool was looked up: an
+		// allocation now would be one nobody receives.
+		return Allocation{}, fmt.Errorf("%w: the plugin's deadline passed before the pod's pool was known (%v): nothing was allocated, the runtime retries", ErrUnavailable, err)
 	}
 	pl, ok := a.pools[pool]
 	if !ok || len(pl.Families) == 0 {
@@ -110,7 +116,7 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 			a.forget(al)
 			a.pending[pool]++
 			if pl.Exhausted != "" {
-				return Allocation{}, fmt.Errorf("pool %q: %w (%s), and the controller says: %s", pool, ErrNoBlock, f, pl.Exhausted)
+				return Allocation{}, fmt.Errorf("pool %q: %w: no free %s address on this node, and the controller says: %s", pool, ErrPoolExhausted, f, pl.Exhausted)
 			}
 			return Allocation{}, fmt.Errorf("pool %q: %w (%s): the agent asked the controller for another block, retry shortly", pool, ErrNoBlock, f)
 		}
@@ -134,7 +140,7 @@ func (a *Allocator) free(pl Pool, f podipam.Family) (IP, bool) {
 			continue
 		}
 		gw := b.Addr().Next()
-		last := lastOf(b)
+		last := ipalloc.LastAddr(b)
 		for x := gw.Next(); x.IsValid() && b.Contains(x); x = x.Next() {
 			if f == podipam.IPv4 && x == last {
 				break // broadcast
@@ -147,33 +153,50 @@ func (a *Allocator) free(pl Pool, f podipam.Family) (IP, bool) {
 	return IP{}, false
 }
 
-func lastOf(b netip.Prefix) netip.Addr {
-	s := b.Addr().AsSlice()
-	host := len(s)*8 - b.Bits()
-	for i := len(s) - 1; i >= 0 && host > 0; i-- {
-		n := min(host, 8)
-		s[i] |= byte(1<<n - 1)
-		host -= n
+// lookup returns the allocation of k. An allocation stored before keys
+// carried the network (an upgrade) has the key k.legacy(): the first
+// request naming its container and interface with a network adopts it —
+// re-keys it to k and saves that — so it is found, freed and garbage
+// collected as that network's from then on. Called with a.mu held.
+func (a *Allocator) lookup(k Key) (Allocation, bool, error) {
+	if al, ok := a.allocs[k]; ok {
+		return al, true, nil
 	}
-	x, _ := netip.AddrFromSlice(s)
-	return x
+	old, ok := a.allocs[k.legacy()]
+	if k.Network == "" || !ok {
+		return Allocation{}, false, nil
+	}
+	al := old
+	al.Key = k
+	if err := a.store.Replace(old.Key, al); err != nil {
+		return Allocation{}, false, fmt.Errorf("ipamd: save the network %q of allocation %s/%s: %w", k.Network, k.ContainerID, k.IfName, err)
+	}
+	a.forget(old)
+	a.record(al)
+	return al, true, nil
 }
 
-// Del frees the allocation of a container and interface; an unknown one
-// is not an error (CNI DEL must be idempotent).
+// record indexes al (the store already holds it).
+func (a *Allocator) record(al Allocation) {
+	a.allocs[al.Key] = al
+	for _, ip := range al.IPs {
+		a.used[ip.Address.Addr()] = al.Key
+	}
+}
+
+// Del frees the allocation of an attachment; an unknown one is not an
+// error (CNI DEL must be idempotent).
 func (a *Allocator) Del(k Key) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	al, ok := a.allocs[k]
+	al, ok, err := a.lookup(k)
 	if !ok {
-		return nil
+		return err
 	}
+	k = al.Key
 	a.forget(al)
 	if err := a.store.Delete(k); err != nil {
-		a.allocs[k] = al
-		for _, ip := range al.IPs {
-			a.used[ip.Address.Addr()] = k
-		}
+		a.record(al)
 		return fmt.Errorf("ipamd: save release: %w", err)
 	}
 	return nil
@@ -188,29 +211,46 @@ func (a *Allocator) forget(al Allocation) {
 	}
 }
 
-// Get returns the allocation of a container and interface (CHECK).
+// Get returns the allocation of an attachment (CHECK).
 func (a *Allocator) Get(k Key) (Allocation, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	al, ok := a.allocs[k]
-	if !ok {
-		return Allocation{}, fmt.Errorf("container %s interface %s: %w", k.ContainerID, k.IfName, ErrNotFound)
+	al, ok, err := a.lookup(k)
+	if err == nil && !ok {
+		err = fmt.Errorf("network %q container %s interface %s: %w", k.Network, k.ContainerID, k.IfName, ErrNotFound)
 	}
-	return al, nil
+	return al, err
 }
 
-// GC frees every allocation whose attachment is not in valid and returns
-// what it freed.
-func (a *Allocator) GC(valid []Key) ([]Allocation, error) {
+// GC frees every allocation of network whose attachment is not in valid
+// and returns what it freed. Without a network or without a list (valid
+// nil: the runtime's GC did not say what is in use) it frees nothing and
+// says why: freeing on a guess would take addresses from running pods.
+// Another network's allocations are never touched. One stored before keys
+// carried the network (network unknown) is adopted by network when valid
+// lists its container and interface (an interface name is unique in a
+// pod), and otherwise kept: it may be another network's; its DEL frees it.
+func (a *Allocator) GC(network string, valid []Key) ([]Allocation, error) {
+	switch {
+	case network == "":
+		return nil, fmt.Errorf("%w: a GC without the network's name frees nothing: the plugin is older than the agent; update it (the agent installs its own)", ErrBadRequest)
+	case valid == nil:
+		return nil, fmt.Errorf("%w: a GC without cni.dev/valid-attachments frees nothing: the runtime must list the attachments still in use", ErrBadRequest)
+	}
 	keep := make(map[Key]bool, len(valid))
 	for _, k := range valid {
-		keep[k] = true
+		keep[k.legacy()] = true
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var gone []Allocation
 	for k, al := range a.allocs {
-		if !keep[k] {
+		switch {
+		case k.Network == "" && keep[k]:
+			if _, _, err := a.lookup(Key{Network: network, ContainerID: k.ContainerID, IfName: k.IfName}); err != nil {
+				return nil, err
+			}
+		case k.Network == network && !keep[k.legacy()]:
 			gone = append(gone, al)
 		}
 	}
@@ -224,10 +264,7 @@ func (a *Allocator) GC(valid []Key) ([]Allocation, error) {
 	}
 	if err := a.store.Delete(keys...); err != nil {
 		for _, al := range gone {
-			a.allocs[al.Key] = al
-			for _, ip := range al.IPs {
-				a.used[ip.Address.Addr()] = al.Key
-			}
+			a.record(al)
 		}
 		return nil, fmt.Errorf("ipamd: save release: %w", err)
 	}
@@ -269,19 +306,7 @@ func (a *Allocator) sorted() []Allocation {
 		out = append(out, al)
 	}
 	slices.SortFunc(out, func(x, y Allocation) int {
-		if x.ContainerID != y.ContainerID {
-			if x.ContainerID < y.ContainerID {
-				return -1
-			}
-			return 1
-		}
-		if x.IfName < y.IfName {
-			return -1
-		}
-		if x.IfName > y.IfName {
-			return 1
-		}
-		return 0
+		return cmp.Or(cmp.Compare(x.Network, y.Network), cmp.Compare(x.ContainerID, y.ContainerID), cmp.Compare(x.IfName, y.IfName))
 	})
 	return out
 }

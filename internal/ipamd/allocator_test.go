@@ -39,7 +39,7 @@ func open(t *testing.T, dir string) (*Allocator, *FileStore) {
 
 func add(t *testing.T, a *Allocator, id, ns string) Allocation {
 	t.Helper()
-	al, err := a.Add(context.Background(), AddRequest{Key: Key{id, "eth0"}, Namespace: ns})
+	al, err := a.Add(context.Background(), AddRequest{Key: Key{Network: "pods", ContainerID: id, IfName: "eth0"}, Namespace: ns})
 	if err != nil {
 		t.Fatalf("add %s: %v", id, err)
 	}
@@ -61,7 +61,7 @@ func TestAllocatorDualStackIdempotentAndGateway(t *testing.T) {
 	for i := 2; i <= 5; i++ {
 		add(t, a, fmt.Sprintf("c%d", i), "")
 	}
-	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"c6", "eth0"}}); !errors.Is(err, ErrNoBlock) {
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{Network: "pods", ContainerID: "c6", IfName: "eth0"}}); !errors.Is(err, ErrNoBlock) {
 		t.Fatalf("full block: %v", err)
 	}
 	u := a.Usage()
@@ -77,10 +77,10 @@ func TestAllocatorDualStackIdempotentAndGateway(t *testing.T) {
 	if err := a.Status(); err == nil {
 		t.Fatal("status ok with every block full")
 	}
-	if err := a.Del(Key{"nope", "eth0"}); err != nil {
+	if err := a.Del(Key{Network: "pods", ContainerID: "nope", IfName: "eth0"}); err != nil {
 		t.Fatalf("DEL of unknown: %v", err)
 	}
-	if _, err := a.Get(Key{"nope", "eth0"}); !errors.Is(err, ErrNotFound) {
+	if _, err := a.Get(Key{Network: "pods", ContainerID: "nope", IfName: "eth0"}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get unknown: %v", err)
 	}
 }
@@ -91,7 +91,7 @@ func TestAllocatorRestartKeepsEverythingAndLocks(t *testing.T) {
 	for i := range 4 {
 		add(t, a, fmt.Sprintf("c%d", i), "")
 	}
-	if err := a.Del(Key{"c1", "eth0"}); err != nil {
+	if err := a.Del(Key{Network: "pods", ContainerID: "c1", IfName: "eth0"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := OpenFileStore(dir); !errors.Is(err, ErrLocked) {
@@ -119,7 +119,7 @@ func TestAllocatorGCAndRelease(t *testing.T) {
 	for i := range 3 {
 		add(t, a, fmt.Sprintf("c%d", i), "")
 	}
-	freed, err := a.GC([]Key{{"c1", "eth0"}})
+	freed, err := a.GC("pods", []Key{{ContainerID: "c1", IfName: "eth0"}})
 	if err != nil || len(freed) != 2 || len(a.All()) != 1 {
 		t.Fatalf("gc freed %v, err %v, left %v", freed, err, a.All())
 	}
@@ -127,13 +127,13 @@ func TestAllocatorGCAndRelease(t *testing.T) {
 	if !a.MarkReleasing(tb) {
 		t.Fatal("empty block not releasable")
 	}
-	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"t", "eth0"}, Namespace: "tenant-a"}); !errors.Is(err, ErrNoBlock) {
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{Network: "pods", ContainerID: "t", IfName: "eth0"}, Namespace: "tenant-a"}); !errors.Is(err, ErrNoBlock) {
 		t.Fatalf("a releasing block handed out an address: %v", err)
 	}
 	if a.MarkReleasing(netip.MustParsePrefix("10.244.1.0/29")) {
 		t.Fatal("a used block marked releasable")
 	}
-	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"", "eth0"}}); !errors.Is(err, ErrBadRequest) {
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{Network: "pods", IfName: "eth0"}}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("empty container: %v", err)
 	}
 }
@@ -154,7 +154,7 @@ func TestAllocatorFailedADDKeepsNothing(t *testing.T) {
 	a.SetPools(pools(v6))
 	add(t, a, "c1", "")
 	add(t, a, "c2", "")
-	if _, err := a.Add(context.Background(), AddRequest{Key: Key{"c3", "eth0"}}); !errors.Is(err, ErrNoBlock) {
+	if _, err := a.Add(context.Background(), AddRequest{Key: Key{Network: "pods", ContainerID: "c3", IfName: "eth0"}}); !errors.Is(err, ErrNoBlock) {
 		t.Fatalf("third ADD with a full IPv6 block: %v, want ErrNoBlock", err)
 	}
 	used := func() int {
@@ -174,7 +174,7 @@ func TestAllocatorFailedADDKeepsNothing(t *testing.T) {
 		t.Fatalf("the retried ADD got %v, want the address the failed one had touched", al.IPs[0].Address)
 	}
 	for _, id := range []string{"c1", "c2", "c3"} {
-		if err := a.Del(Key{id, "eth0"}); err != nil {
+		if err := a.Del(Key{Network: "pods", ContainerID: id, IfName: "eth0"}); err != nil {
 			t.Fatal(err)
 		}
 	}

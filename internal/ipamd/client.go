@@ -69,9 +69,10 @@ func (c *Client) Check(ctx context.Context, k Key) (Allocation, error) {
 	return *r.Allocation, nil
 }
 
-// GC frees every allocation not in valid.
-func (c *Client) GC(ctx context.Context, valid []Key) (GCResponse, error) {
-	r, err := c.call(ctx, Request{Op: OpGC, GC: &GCRequest{Valid: valid}})
+// GC frees every allocation of network not in valid. valid must not be
+// nil: a GC that does not know what is in use frees nothing.
+func (c *Client) GC(ctx context.Context, network string, valid []Key) (GCResponse, error) {
+	r, err := c.call(ctx, Request{Op: OpGC, GC: &GCRequest{Network: network, Valid: valid}})
 	if err != nil || r.GC == nil {
 		return GCResponse{}, err
 	}
@@ -88,10 +89,13 @@ func (c *Client) call(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, &UnreachableError{Socket: c.socket, Err: err}
 	}
-	deadline := time.Now().Add(c.timeout)
+	now := time.Now()
+	deadline := now.Add(c.timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	// The agent stops working on the call when this client stops waiting.
+	req.TimeoutMs = max(1, deadline.Sub(now).Milliseconds())
 	out, err := roundTrip(c.socket, deadline, appendRequest(make([]byte, 0, 256), req))
 	if err != nil {
 		return Response{}, &UnreachableError{Socket: c.socket, Err: err}

@@ -45,11 +45,11 @@ func TestClientRoundTrip(t *testing.T) {
 	}
 	// Enough allocations that GC's answer is longer than the first read.
 	for i := range 40 {
-		if _, err := cl.Add(context.Background(), AddRequest{Key: Key{ContainerID: "c" + string(rune('A'+i)), IfName: "eth0"}, Namespace: "ns", Pod: "p"}); err != nil {
+		if _, err := cl.Add(context.Background(), AddRequest{Key: Key{Network: "pods", ContainerID: "c" + string(rune('A'+i)), IfName: "eth0"}, Namespace: "ns", Pod: "p"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	gc, err := cl.GC(context.Background(), nil)
+	gc, err := cl.GC(context.Background(), "pods", []Key{})
 	if err != nil || len(gc.Freed) != 40 {
 		t.Fatalf("GC freed %d, %v; want 40", len(gc.Freed), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -20,10 +21,14 @@ import (
 // these documents without reflection (wire.go); a field added here must
 // be added there too (TestWireKnowsEveryField fails until it is).
 type Request struct {
-	Op  string      `json:"op"` // add, del, check, gc, status
-	Add *AddRequest `json:"add,omitempty"`
-	Key *Key        `json:"key,omitempty"`
-	GC  *GCRequest  `json:"gc,omitempty"`
+	Op string `json:"op"` // add, del, check, gc, status
+	// TimeoutMs is how long the plugin waits for the answer: the server
+	// gives up at that point too, so an ADD never completes after the
+	// plugin (and the runtime) stopped waiting for it. 0: connTimeout.
+	TimeoutMs int64       `json:"timeoutMs,omitempty"`
+	Add       *AddRequest `json:"add,omitempty"`
+	Key       *Key        `json:"key,omitempty"`
+	GC        *GCRequest  `json:"gc,omitempty"`
 }
 
 // Response answers a Request: Error is set when it failed.
@@ -44,10 +49,13 @@ const (
 
 // Error kinds on the wire, so the plugin maps them to CNI codes.
 const (
-	KindNoBlock  = "no-block"
-	KindNotFound = "not-found"
-	KindBad      = "bad-request"
-	KindInternal = "internal"
+	KindNoBlock     = "no-block"
+	KindNotFound    = "not-found"
+	KindBad         = "bad-request"
+	KindInternal    = "internal"
+	KindUnavailable = "unavailable" // ErrUnavailable: retry
+	KindNoPool      = "no-pool"     // ErrNoPool
+	KindExhausted   = "exhausted"   // ErrPoolExhausted
 )
 
 // ErrorBody is a failed call's error.
@@ -56,9 +64,13 @@ type ErrorBody struct {
 	Message string `json:"message"`
 }
 
-// GCRequest lists the attachments the runtime still has.
+// GCRequest lists the attachments of one network the runtime still has.
+// A GC frees only allocations of Network; Valid must be present (an empty
+// list frees every allocation of the network, a missing one frees
+// nothing).
 type GCRequest struct {
-	Valid []Key `json:"valid"`
+	Network string `json:"network"`
+	Valid   []Key  `json:"valid"`
 }
 
 // GCResponse lists what GC freed.
@@ -74,6 +86,10 @@ type Server struct {
 	// Observe, when set, is called with each call's timings after its
 	// answer is written (on the call's goroutine, so it must be quick).
 	Observe func(CallTimes)
+	// AddFailed, when set, is called with every failed ADD after its
+	// answer is written, so the caller can tell the pod (an Event): the
+	// runtime keeps the CNI error in the kubelet's log only.
+	AddFailed func(AddRequest, error)
 }
 
 // CallTimes is when the server reached each phase of one call: the
@@ -87,8 +103,13 @@ type CallTimes struct {
 	Accepted, Decoded, Handled, Replied time.Time
 }
 
-// connTimeout bounds one connection: a stuck plugin cannot hold a goroutine.
+// connTimeout bounds one connection: a stuck plugin cannot hold a
+// goroutine. A request's own TimeoutMs shortens it.
 const connTimeout = 30 * time.Second
+
+// MaxRequestBytes bounds one request: a GC listing 10,000 attachments
+// takes about 1 MB. A larger one is refused without being read whole.
+const MaxRequestBytes = 4 << 20
 
 // Run listens on the socket (replacing a stale one: the store's lock proves
 // no other ipamd runs) and serves until ctx ends; it then waits for the
@@ -129,24 +150,47 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
+// serve answers one connection. The call runs until the plugin's deadline
+// (TimeoutMs from when the connection was accepted, at most connTimeout),
+// not until the agent's context ends: an agent stopping finishes the calls
+// it accepted (Run waits for them), so an answered ADD is always saved,
+// while an ADD whose plugin gave up is abandoned, not completed late.
 func (s *Server) serve(ctx context.Context, conn net.Conn, accepted time.Time) {
 	defer conn.Close()
 	_ = conn.SetDeadline(accepted.Add(connTimeout))
-	var req Request
-	if err := json.NewDecoder(conn).Decode(&req); err != nil {
+	req, err := decodeRequest(conn)
+	if err != nil {
 		_ = json.NewEncoder(conn).Encode(Response{Error: &ErrorBody{Kind: KindBad, Message: err.Error()}})
 		return
 	}
 	decoded := time.Now()
-	resp, key := s.handle(context.WithoutCancel(ctx), req)
+	deadline := accepted.Add(connTimeout)
+	if t := time.Duration(req.TimeoutMs) * time.Millisecond; t > 0 && t < connTimeout {
+		deadline = accepted.Add(t)
+	}
+	_ = conn.SetDeadline(deadline)
+	callCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	resp, key := s.handle(callCtx, req)
+	cancel()
 	handled := time.Now()
 	_ = json.NewEncoder(conn).Encode(resp)
 	if s.Observe != nil {
 		s.Observe(CallTimes{Op: req.Op, Key: key, Accepted: accepted, Decoded: decoded, Handled: handled, Replied: time.Now()})
 	}
 	if resp.Error != nil && s.Log != nil && req.Op != OpStatus {
-		s.Log.Debug("ipamd request failed", "op", req.Op, "container", key.ContainerID, "ifname", key.IfName, "err", resp.Error.Message)
+		s.Log.Debug("ipamd request failed", "op", req.Op, "network", key.Network, "container", key.ContainerID, "ifname", key.IfName, "err", resp.Error.Message)
 	}
+}
+
+// decodeRequest reads one request of at most MaxRequestBytes.
+func decodeRequest(conn net.Conn) (Request, error) {
+	var req Request
+	lr := &io.LimitedReader{R: conn, N: MaxRequestBytes + 1}
+	err := json.NewDecoder(lr).Decode(&req)
+	if lr.N <= 0 {
+		return Request{}, fmt.Errorf("%w: the request is larger than %d bytes", ErrBadRequest, MaxRequestBytes)
+	}
+	return req, err
 }
 
 func (s *Server) handle(ctx context.Context, req Request) (Response, Key) {
@@ -157,6 +201,9 @@ func (s *Server) handle(ctx context.Context, req Request) (Response, Key) {
 	switch {
 	case req.Op == OpAdd && req.Add != nil:
 		al, err := s.Alloc.Add(ctx, *req.Add)
+		if err != nil && s.AddFailed != nil {
+			defer s.AddFailed(*req.Add, err)
+		}
 		return reply(&al, err), req.Add.Key
 	case req.Op == OpDel && req.Key != nil:
 		return reply(nil, s.Alloc.Del(k)), k
@@ -164,9 +211,12 @@ func (s *Server) handle(ctx context.Context, req Request) (Response, Key) {
 		al, err := s.Alloc.Get(k)
 		return reply(&al, err), k
 	case req.Op == OpGC && req.GC != nil:
-		freed, err := s.Alloc.GC(req.GC.Valid)
+		freed, err := s.Alloc.GC(req.GC.Network, req.GC.Valid)
 		if len(freed) > 0 && s.Log != nil {
-			s.Log.Info("CNI GC freed stale allocations", "count", len(freed))
+			s.Log.Info("CNI GC freed stale allocations", "network", req.GC.Network, "count", len(freed))
+		}
+		if err != nil && s.Log != nil {
+			s.Log.Warn("CNI GC refused", "network", req.GC.Network, "err", err)
 		}
 		r := reply(nil, err)
 		if err == nil {
@@ -191,6 +241,12 @@ func reply(al *Allocation, err error) Response {
 		body.Kind = KindNotFound
 	case errors.Is(err, ErrBadRequest):
 		body.Kind = KindBad
+	case errors.Is(err, ErrUnavailable):
+		body.Kind = KindUnavailable
+	case errors.Is(err, ErrNoPool):
+		body.Kind = KindNoPool
+	case errors.Is(err, ErrPoolExhausted):
+		body.Kind = KindExhausted
 	}
 	return Response{Error: body}
 }

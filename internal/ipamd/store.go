@@ -215,6 +215,12 @@ func (s *FileStore) Put(al Allocation) error {
 	return s.append(record{Put: &al})
 }
 
+// Replace records al and that old is gone, in one line: a re-keyed
+// allocation is never stored twice or lost, whatever a crash interrupts.
+func (s *FileStore) Replace(old Key, al Allocation) error {
+	return s.append(record{Put: &al, Del: []Key{old}})
+}
+
 // Delete records that the allocations of keys are gone.
 func (s *FileStore) Delete(keys ...Key) error {
 	if len(keys) == 0 {

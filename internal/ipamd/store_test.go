@@ -13,7 +13,7 @@ import (
 )
 
 func testAlloc(i int) Allocation {
-	return Allocation{Key: Key{fmt.Sprintf("c%d", i), "eth0"}, Pool: "default", Pod: fmt.Sprint("p", i),
+	return Allocation{Key: Key{Network: "pods", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0"}, Pool: "default", Pod: fmt.Sprint("p", i),
 		IPs: []IP{{Address: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 16), Gateway: netip.MustParseAddr("10.1.0.1")}}}
 }
 
@@ -130,7 +130,7 @@ func TestFileStoreDropsTornLastLine(t *testing.T) {
 	}
 	st.Close()
 	got := loadKeys(t, dir)
-	if len(got) != 4 || got[Key{"c9", "eth0"}].Pod != "p9" {
+	if len(got) != 4 || got[Key{Network: "pods", ContainerID: "c9", IfName: "eth0"}].Pod != "p9" {
 		t.Fatalf("after a torn line and one more put: %v", slices.Collect(maps.Keys(got)))
 	}
 }
@@ -171,7 +171,7 @@ func TestFileStoreImportsLegacyFile(t *testing.T) {
 		t.Fatalf("ReadStore must not import the legacy file: %v", err)
 	}
 	got := loadKeys(t, dir)
-	if al := got[Key{"old", "eth0"}]; len(got) != 1 || al.IPs[0].Address.String() != "10.1.0.5/16" {
+	if al := got[Key{ContainerID: "old", IfName: "eth0"}]; len(got) != 1 || al.IPs[0].Address.String() != "10.1.0.5/16" {
 		t.Fatalf("imported %v", got)
 	}
 	if _, err := os.Stat(filepath.Join(dir, legacyFile)); !os.IsNotExist(err) {

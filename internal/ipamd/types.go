@@ -19,13 +19,34 @@ var (
 	ErrLocked = errors.New("the allocation store is locked by another ipamd")
 	// ErrBadRequest: a request without container ID or interface name.
 	ErrBadRequest = errors.New("bad request")
+	// ErrUnavailable: the pod's pool cannot be determined now (an API
+	// error, the plugin's deadline passed): nothing is allocated, never
+	// from another pool; the runtime retries.
+	ErrUnavailable = errors.New("the pod's pool cannot be determined now")
+	// ErrNoPool: the pool the pod or its namespace names does not exist.
+	ErrNoPool = errors.New("the pod's pool does not exist")
+	// ErrPoolExhausted: the controller says it cannot cut another block of
+	// the pod's pool for this node (exhausted, invalid or conflicting).
+	ErrPoolExhausted = errors.New("the controller cannot cut another block of the pod's pool")
 )
 
-// Key identifies an attachment, as CNI does: container and interface.
+// Key identifies an attachment, as CNI does: network, container and
+// interface. With several networks using mooring-ipam on one node (Multus),
+// each network's attachments are its own, and one network's GC never
+// touches another's.
 type Key struct {
+	// Network is the CNI network's name (the config's "name"). It is empty
+	// in allocations stored before keys carried it, and in requests of a
+	// plugin from before then: such an allocation's network is unknown
+	// until a request names it (Allocator.lookup adopts it).
+	Network     string `json:"network,omitempty"`
 	ContainerID string `json:"containerID"`
 	IfName      string `json:"ifName"`
 }
+
+// legacy is k without its network: the key an allocation stored before
+// keys carried the network has.
+func (k Key) legacy() Key { return Key{ContainerID: k.ContainerID, IfName: k.IfName} }
 
 // IP is one allocated address: Address carries the block's prefix length.
 type IP struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -19,6 +20,10 @@ import (
 func appendRequest(b []byte, req Request) []byte {
 	b = append(b, `{"op":`...)
 	b = appendString(b, req.Op)
+	if req.TimeoutMs != 0 {
+		b = append(b, `,"timeoutMs":`...)
+		b = strconv.AppendInt(b, req.TimeoutMs, 10)
+	}
 	if req.Add != nil {
 		b = append(b, `,"add":`...)
 		b = appendKey(b, req.Add.Key, false)
@@ -37,7 +42,9 @@ func appendRequest(b []byte, req Request) []byte {
 		b = appendKey(b, *req.Key, true)
 	}
 	if req.GC != nil {
-		b = append(b, `,"gc":{"valid":`...)
+		b = append(b, `,"gc":{"network":`...)
+		b = appendString(b, req.GC.Network)
+		b = append(b, `,"valid":`...)
 		if req.GC.Valid == nil {
 			b = append(b, "null"...)
 		} else {
@@ -57,7 +64,13 @@ func appendRequest(b []byte, req Request) []byte {
 
 // appendKey appends a Key's fields as an object, left open unless closed.
 func appendKey(b []byte, k Key, closed bool) []byte {
-	b = append(b, `{"containerID":`...)
+	b = append(b, '{')
+	if k.Network != "" {
+		b = append(b, `"network":`...)
+		b = appendString(b, k.Network)
+		b = append(b, ',')
+	}
+	b = append(b, `"containerID":`...)
 	b = appendString(b, k.ContainerID)
 	b = append(b, `,"ifName":`...)
 	b = appendString(b, k.IfName)
@@ -167,6 +180,8 @@ type answer struct {
 func (a *answer) allocation(al *Allocation) error {
 	return a.object(func(key string) error {
 		switch key {
+		case "network":
+			return a.str(&al.Network)
 		case "containerID":
 			return a.str(&al.ContainerID)
 		case "ifName":

@@ -16,7 +16,9 @@ var wireStrings = []string{"", "eth0", "c-0123456789abcdef", "de\"fa\\ult", "a\n
 
 func randString(r *rand.Rand) string { return wireStrings[r.IntN(len(wireStrings))] }
 
-func randKey(r *rand.Rand) Key { return Key{ContainerID: randString(r), IfName: randString(r)} }
+func randKey(r *rand.Rand) Key {
+	return Key{Network: randString(r), ContainerID: randString(r), IfName: randString(r)}
+}
 
 func randAllocation(r *rand.Rand) Allocation {
 	al := Allocation{Key: randKey(r), Pool: randString(r), Namespace: randString(r), Pod: randString(r)}
@@ -44,7 +46,7 @@ func randAllocation(r *rand.Rand) Allocation {
 func TestWireAgreesWithEncodingJSON(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 7))
 	for i := range 3000 {
-		req := Request{Op: []string{OpAdd, OpDel, OpCheck, OpGC, OpStatus, randString(r)}[r.IntN(6)]}
+		req := Request{Op: []string{OpAdd, OpDel, OpCheck, OpGC, OpStatus, randString(r)}[r.IntN(6)], TimeoutMs: int64(r.IntN(3) * 10000)}
 		if r.IntN(2) == 0 {
 			req.Add = &AddRequest{Key: randKey(r), Namespace: randString(r), Pod: randString(r)}
 		}
@@ -53,7 +55,7 @@ func TestWireAgreesWithEncodingJSON(t *testing.T) {
 			req.Key = &k
 		}
 		if r.IntN(3) == 0 {
-			req.GC = &GCRequest{}
+			req.GC = &GCRequest{Network: randString(r)}
 			if r.IntN(4) > 0 {
 				req.GC.Valid = []Key{}
 				for range r.IntN(4) {
@@ -156,12 +158,12 @@ func FuzzDecodeResponse(f *testing.F) {
 // type fails here until wire.go (and this list) know it.
 func TestWireKnowsEveryField(t *testing.T) {
 	want := map[reflect.Type]string{
-		reflect.TypeFor[Request]():    "op add key gc",
-		reflect.TypeFor[AddRequest](): "containerID ifName namespace pod",
-		reflect.TypeFor[GCRequest]():  "valid",
+		reflect.TypeFor[Request]():    "op timeoutMs add key gc",
+		reflect.TypeFor[AddRequest](): "network containerID ifName namespace pod",
+		reflect.TypeFor[GCRequest]():  "network valid",
 		reflect.TypeFor[Response]():   "error allocation gc",
 		reflect.TypeFor[ErrorBody]():  "kind message",
-		reflect.TypeFor[Allocation](): "containerID ifName pool namespace pod ips",
+		reflect.TypeFor[Allocation](): "network containerID ifName pool namespace pod ips",
 		reflect.TypeFor[IP]():         "address gateway",
 		reflect.TypeFor[GCResponse](): "freed",
 	}

@@ -35,7 +35,8 @@ const (
 // agents (without --install=chart).
 func (c *Config) mooringProcesses() bool { return c.Mooring && c.Install != InstallChart }
 
-func (c *Config) validateInstall() error {
+// validateInstallFlags checks --install and the flags it cannot go with.
+func (c *Config) validateInstallFlags() error {
 	switch c.Install {
 	case "":
 		return nil
@@ -50,6 +51,16 @@ func (c *Config) validateInstall() error {
 		return errors.New("lab: --install=chart with --metallb is not supported (the chart's controller does not run --adopt-only): use --metallb with the lab's processes")
 	case c.usesPodIPAM():
 		return fmt.Errorf("lab: --install=chart with --pod-ipam=%s is not supported yet (the chart's agents would have to run before the pod network is ready): use one or the other", c.PodIPAM)
+	}
+	return nil
+}
+
+// validateInstall checks what --install=chart needs on this machine.
+func (c *Config) validateInstall() error {
+	if c.Install != InstallChart {
+		return nil
+	}
+	switch {
 	case !isExecFile(c.Helm):
 		return fmt.Errorf("lab: --install=chart needs helm, not found at %q: run `make helm` and set %s to its last line (or pass --helm)", c.Helm, EnvHelm)
 	}
@@ -60,6 +71,17 @@ func (c *Config) validateInstall() error {
 		return fmt.Errorf("lab: --install=chart needs kube-scheduler in %q (the chart's pods are scheduled): run `make kubebin`", c.KubeBin)
 	}
 	return nil
+}
+
+// installName says how Mooring runs in the lab, for progress lines.
+func installName(c Config) string {
+	switch {
+	case !c.Mooring:
+		return "no Mooring"
+	case c.Install == InstallChart:
+		return "Helm chart"
+	}
+	return "lab processes"
 }
 
 // chartKubeletArgs are the kubelet stand-in's flags for running the
@@ -99,30 +121,16 @@ func FindChartDir(self string) string {
 }
 
 // helmTemplateArgs are the arguments of `helm template` for the lab: the
-// chart's defaults except the image (the lab's marker, never pulled), a
-// fresh gossip key (the chart refuses to run gossip without one) and fast
-// endpoint eviction on, as the lab's own agents run (agentComponent).
+// chart's defaults and what docs/install.md tells a user to set (a gossip
+// key: the chart refuses to run gossip without one), and the image (the
+// lab's marker, never pulled: its kubelet stand-ins run this binary).
+// Nothing else: the lab measures what a default install runs.
 func helmTemplateArgs(chartDir, gossipKey string) []string {
 	return []string{"template", ChartRelease, chartDir,
 		"--namespace", ChartNamespace,
 		"--set", "image.repository=" + kubelet.MooringImage,
 		"--set", "agent.gossipKey.value=" + gossipKey,
-		"--set", "agent.flags.fastEndpointEviction=true",
 	}
-}
-
-// writeGossipKey writes a fresh key file for the lab's agent processes
-// (one base64 key, the format of --gossip-key-file), readable by the lab's
-// user only.
-func writeGossipKey(path string) error {
-	key, err := newGossipKey()
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
-		return fmt.Errorf("lab: writing the agents' gossip key: %w", err)
-	}
-	return nil
 }
 
 // newGossipKey is base64 of 32 random bytes, as values.yaml suggests.
@@ -171,4 +179,10 @@ func applyRank(u *unstructured.Unstructured) int {
 		return 3
 	}
 	return 2
+}
+
+// ChartTemplateArgs are the `helm template` arguments `lab up
+// --install=chart` renders chartDir with (gossipKey as the key).
+func ChartTemplateArgs(chartDir, gossipKey string) []string {
+	return helmTemplateArgs(chartDir, gossipKey)
 }

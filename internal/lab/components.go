@@ -35,7 +35,8 @@ type paths struct {
 	Etcd           string
 	Kubeconfig     string // admin, via the host's forwarder (127.0.0.1)
 	ClusterKubecfg string // admin, for processes inside the lab (10.213.0.2)
-	GossipKey      string // the lab agents' gossip key file
+	GossipKey      string // the agents' gossip key file (one key)
+	AgentState     string // the agents' --state-dir, one folder per node
 }
 
 func newPaths(dir string) paths {
@@ -49,8 +50,22 @@ func newPaths(dir string) paths {
 		Etcd:           filepath.Join(dir, "etcd"),
 		Kubeconfig:     filepath.Join(dir, "kubeconfig"),
 		ClusterKubecfg: filepath.Join(dir, "cluster.kubeconfig"),
-		GossipKey:      filepath.Join(dir, "gossip.key"),
+		GossipKey:      filepath.Join(dir, "gossip", "keys"),
+		AgentState:     filepath.Join(dir, "agent-state"),
 	}
+}
+
+// writeGossipKey writes a fresh gossip key for the lab's agents, as the
+// chart's Secret holds one: they gossip encrypted, as a default install.
+func writeGossipKey(p paths) error {
+	key, err := newGossipKey()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p.GossipKey), 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(p.GossipKey, []byte(key+"\n"), 0o600)
 }
 
 // controlPlaneHost is the netlab host holding etcd, the apiserver,
@@ -228,8 +243,16 @@ func controllerComponent(c *Config, p paths) component {
 	return comp
 }
 
-// agentComponent runs `mooring agent` in a node namespace.
+// agentComponent runs `mooring agent` in a node namespace, with what the
+// chart's DaemonSet gives it (docs/install.md lists what still differs,
+// and internal/chart's TestChartDefaultsMatchTheLab checks that list): the
+// node's address for gossip, a gossip key file, a state folder that
+// outlives the process (the chart's hostPath), and the chart's defaults.
 func agentComponent(c *Config, p paths, n nodeSpec) component {
+	bind := "0.0.0.0"
+	if len(n.Addrs) > 0 {
+		bind = n.Addrs[0].String()
+	}
 	return component{
 		Name: "mooring-agent/" + n.Name, Host: n.Name,
 		Path: c.Self,
@@ -237,11 +260,12 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 			"agent",
 			"--kubeconfig=" + p.ClusterKubecfg,
 			"--node-name=" + n.Name,
-			// Gossip is keyed in the lab as on a cluster (writeGossipKey).
+			"--gossip-bind-address=" + bind,
 			"--gossip-key-file=" + p.GossipKey,
+			"--state-dir=" + filepath.Join(p.AgentState, n.Name),
 			// Phase 2 in about a second: a dead node's pods leave their
 			// Services when the agents confirm its death, not after the
-			// node-monitor grace period (internal/agent evict.go).
+			// node-monitor grace period (the chart's default too).
 			"--fast-endpoint-eviction",
 		}, podIPAMAgentArgs(c, p, n.Name)...),
 		Env: c.SelfEnv,
@@ -303,4 +327,15 @@ func joinLabels(m map[string]string) string {
 		keys[i] = k + "=" + m[k]
 	}
 	return strings.Join(keys, ",")
+}
+
+// DefaultCommands are the command lines (after the binary) a default lab
+// (`lab up`: 3 nodes, lab processes) runs the Mooring controller and
+// node-1's agent with, and the node's IPv4 address (its --gossip-bind-
+// address). internal/chart compares them with the chart's defaults.
+func DefaultCommands() (controller, agent []string, nodeAddr string) {
+	c := &Config{Nodes: DefaultNodes, Mooring: true}
+	p := newPaths(DefaultStateDir)
+	n := nodeSpec{Name: "node-1", Addrs: []netip.Addr{netip.MustParseAddr("10.213.0.11"), netip.MustParseAddr("fd00:213::11")}}
+	return controllerComponent(c, p).Args, agentComponent(c, p, n).Args, n.Addrs[0].String()
 }

@@ -116,28 +116,54 @@ type Config struct {
 	// node. Containerd is hack/containerd's folder, Runc the runc binary,
 	// Images the folder with the image archives the real nodes import.
 	Runtime, Containerd, Runc, Images string
+	// BGP builds the BGP lab (bgp.go): a router on the segment, the client
+	// behind it.
+	BGP BGPConfig
 	// KeepLogs, when set, is a folder to copy the components' logs into on
 	// the way out; everything else is removed.
 	KeepLogs string
+	// Fault, when set, is injected once the lab is ready, before Run calls
+	// its ready function; a fault that cannot be injected fails Run.
+	Fault Fault
 	// Log receives the lab's progress. Required.
 	Log *slog.Logger
 }
 
-// Validate reports the first unusable setting, naming the fix.
-func (c *Config) Validate() error {
+// ValidateFlags reports the first setting that no machine could run: a
+// mistake in the command line (`lab up` exits 2 with it), found before
+// anything is built or looked for. MetalLB and the tool paths only need
+// to be non-empty when their flags are given.
+func (c *Config) ValidateFlags() error {
 	switch {
-	case c.Log == nil:
-		return errors.New("lab: no logger")
 	case c.Nodes < 2 || c.Nodes > netlab.MaxNodes:
 		return fmt.Errorf("lab: --nodes %d: use 2..%d (the demo Service has one pod on each of two nodes)", c.Nodes, netlab.MaxNodes)
-	case c.StateDir == "" || !filepath.IsAbs(c.StateDir):
-		return fmt.Errorf("lab: state dir %q must be an absolute path", c.StateDir)
-	case c.Self == "":
-		return errors.New("lab: no path to the mooring executable")
 	case c.NodeMonitorGracePeriod < 2*time.Second:
 		return fmt.Errorf("lab: --node-monitor-grace-period %s: use 2s or more", c.NodeMonitorGracePeriod)
 	case c.Timeout <= 0:
 		return errors.New("lab: --timeout must be positive")
+	}
+	if err := c.validateInstallFlags(); err != nil {
+		return err
+	}
+	if err := c.validatePodIPAMFlags(); err != nil {
+		return err
+	}
+	return c.Fault.Validate(c)
+}
+
+// Validate reports the first unusable setting, naming the fix: the flags
+// (ValidateFlags), then what the lab needs on this machine.
+func (c *Config) Validate() error {
+	if err := c.ValidateFlags(); err != nil {
+		return err
+	}
+	switch {
+	case c.Log == nil:
+		return errors.New("lab: no logger")
+	case c.StateDir == "" || !filepath.IsAbs(c.StateDir):
+		return fmt.Errorf("lab: state dir %q must be an absolute path", c.StateDir)
+	case c.Self == "":
+		return errors.New("lab: no path to the mooring executable")
 	}
 	if err := c.validateInstall(); err != nil {
 		return err
@@ -151,6 +177,9 @@ func (c *Config) Validate() error {
 		if err := validateMetalLB(c.MetalLB); err != nil {
 			return err
 		}
+	}
+	if err := c.validateBGP(); err != nil {
+		return err
 	}
 	if m, _ := filepath.Glob(filepath.Join(c.CRDDir, "*.yaml")); len(m) == 0 {
 		return fmt.Errorf("lab: no CRD manifests in %q: pass --crds <repo>/config/crd", c.CRDDir)

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+
+	"github.com/mooringlb/mooring/internal/lab/kubelet"
 )
 
 // The lab can run the real MetalLB (controller and speakers built from
@@ -217,6 +219,9 @@ func selects(sel, labels map[string]string) bool {
 func metallbPod(name, node string, labels map[string]string, image string, hostNet bool, owner metav1.OwnerReference) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: MetalLBNamespace, Labels: labels,
+			// The supervisor runs and reports it: the kubelet stand-in
+			// leaves it alone without an Event.
+			Annotations:     map[string]string{kubelet.AnnotationRunBy: "lab-metallb-supervisor"},
 			OwnerReferences: []metav1.OwnerReference{owner}},
 		Spec: corev1.PodSpec{
 			NodeName:    node,

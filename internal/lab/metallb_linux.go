@@ -51,11 +51,12 @@ func (c *Cluster) installMetalLB(ctx context.Context) error {
 	if _, err := c.cs.AppsV1().DaemonSets(MetalLBNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("lab: creating MetalLB's DaemonSet: %w", err)
 	}
-	for _, o := range metallbConfig() {
-		gvr := metallbPoolGVR
-		if o.GetKind() == "L2Advertisement" {
-			gvr = metallbL2GVR
-		}
+	objs := metallbConfig()
+	if c.bgp != nil {
+		objs = metallbBGPConfig(c.bgp.router.Addr4, c.cfg.BGP.HoldTime)
+	}
+	for _, o := range objs {
+		gvr := metallbGVR(o.GetKind())
 		if _, err := c.dyn.Resource(gvr).Namespace(MetalLBNamespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("lab: creating MetalLB %s %s: %w", o.GetKind(), o.GetName(), err)
 		}

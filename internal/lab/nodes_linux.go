@@ -47,6 +47,7 @@ func (c *Cluster) routeNode(n nodeSpec) error {
 	for _, p := range []netip.Prefix{ServiceCIDR4, ServiceCIDR6} {
 		routes = append(routes, &netlink.Route{Dst: ipNet(p), LinkIndex: h.IfIndex, Scope: netlink.SCOPE_LINK})
 	}
+	routes = c.bgpRoutes(routes)
 	for _, r := range routes {
 		if err := nl.RouteReplace(r); err != nil {
 			return fmt.Errorf("lab: %s: route to %s: %w", n.Name, r.Dst, err)
@@ -55,10 +56,12 @@ func (c *Cluster) routeNode(n nodeSpec) error {
 	return nil
 }
 
-// Kill hard-kills a node: SIGKILL to every process group the lab started
-// there (the kubelet's holds its pods), then to every other process living
-// in the node's network namespace (whoever started it), then eth0 down.
-// Nothing graceful.
+// Kill hard-kills a node: eth0 down, then SIGKILL to every process group
+// the lab started there (the kubelet's holds its pods), then to every
+// other process living in the node's network namespace (whoever started
+// it). Nothing graceful: the link goes first, as when a machine loses
+// power, so the kernel's FIN or RST for the killed processes' connections
+// (a BGP session, a gossip stream) never reaches a peer.
 func (c *Cluster) Kill(node string) error {
 	n, err := c.node(node)
 	if err != nil {
@@ -69,8 +72,8 @@ func (c *Cluster) Kill(node string) error {
 	if err != nil {
 		return fmt.Errorf("lab: %s: reading its namespace: %w", node, err)
 	}
+	errs := []error{h.SetLinkDown("eth0")}
 	c.mu.Lock()
-	var errs []error
 	for _, p := range c.procs {
 		if p.comp.Host == n.Name {
 			p.killed = true

@@ -68,7 +68,9 @@ var cniBinaries = []string{"bridge", "ptp", "loopback"}
 func (c *Config) usesPodIPAM() bool { return c.PodIPAM != "" && c.PodIPAM != PodIPAMOff }
 
 // validatePodIPAM checks the pod IPAM settings, naming the fix.
-func (c *Config) validatePodIPAM() error {
+// validatePodIPAMFlags checks --pod-ipam, --pod-network and what they
+// cannot go with.
+func (c *Config) validatePodIPAMFlags() error {
 	switch c.PodIPAM {
 	case "", PodIPAMOff:
 		return nil
@@ -89,6 +91,14 @@ func (c *Config) validatePodIPAM() error {
 	}
 	if !c.Mooring {
 		return fmt.Errorf("lab: --pod-ipam=%s needs Mooring's agents (drop --no-mooring)", c.PodIPAM)
+	}
+	return nil
+}
+
+// validatePodIPAM checks what --pod-ipam needs on this machine.
+func (c *Config) validatePodIPAM() error {
+	if !c.usesPodIPAM() {
+		return nil
 	}
 	for _, b := range cniBinaries {
 		if !isExecFile(filepath.Join(c.CNIPlugins, b)) {
@@ -246,6 +256,11 @@ func kcmControllers(c *Config) string {
 	}
 	if c.realNodes() {
 		s += realNodeKCMControllers
+	}
+	if c.MetalLB != "" {
+		// Removing what MetalLB leaves behind ends with its namespace,
+		// whose contents the namespace controller deletes.
+		s += ",namespace-controller"
 	}
 	return s
 }

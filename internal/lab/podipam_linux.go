@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -217,4 +218,22 @@ func (c *Cluster) stopComponent(name string, grace time.Duration) error {
 		<-p.p.Done()
 	}
 	return errors.Join(errs...)
+}
+
+// RestartController stops Mooring's controller (SIGTERM, up to 5 s) and
+// starts it again with or without --adopt-only: the last step of a
+// MetalLB migration in the lab, taken by hand in a real cluster.
+func (c *Cluster) RestartController(adoptOnly bool) error {
+	if !c.cfg.Mooring || c.cfg.Install != "" {
+		return errors.New("lab: Mooring's controller is no lab process here (--no-mooring or --install=chart)")
+	}
+	if err := c.stopComponent("mooring-controller", 5*time.Second); err != nil {
+		return err
+	}
+	comp := controllerComponent(&c.cfg, c.paths)
+	comp.Args = slices.DeleteFunc(comp.Args, func(a string) bool { return a == "--adopt-only" })
+	if adoptOnly {
+		comp.Args = append(comp.Args, "--adopt-only")
+	}
+	return c.startComponent(comp)
 }

@@ -101,7 +101,11 @@ func TestPodIPAMValidate(t *testing.T) {
 	} {
 		c := good
 		mut(&c)
-		if err := c.validatePodIPAM(); err == nil || !strings.HasPrefix(err.Error(), "lab: ") {
+		err := c.validatePodIPAMFlags()
+		if err == nil {
+			err = c.validatePodIPAM()
+		}
+		if err == nil || !strings.HasPrefix(err.Error(), "lab: ") {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

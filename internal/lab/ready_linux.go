@@ -72,6 +72,7 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 // address, or without Mooring from the last node to the ClusterIP.
 func (c *Cluster) waitReady(ctx context.Context) (*Ready, error) {
 	var stage, lastStage string
+	var said time.Time
 	seen := map[string]bool{} // pods that answered through the Service
 	var svc *corev1.Service
 	// With MetalLB, MetalLB gives the Service its LoadBalancer address.
@@ -106,9 +107,11 @@ func (c *Cluster) waitReady(ctx context.Context) (*Ready, error) {
 			}
 			ok = c.serviceAnswers(ctx, svc, mooring, seen, &stage)
 		}
-		if stage != lastStage {
-			c.log.Debug("waiting", "for", stage, "elapsed", time.Since(c.start).Round(time.Millisecond))
-			lastStage = stage
+		// Say what the lab waits for when it changes, and again every
+		// 10 s while it does not: a slow start is never silent.
+		if stage != lastStage || time.Since(said) >= 10*time.Second {
+			c.log.Info("waiting", "for", stage, "elapsed", time.Since(c.start).Round(time.Millisecond))
+			lastStage, said = stage, time.Now()
 		}
 		return ok, nil
 	})

@@ -47,13 +47,16 @@ type Restart struct {
 // HostState describes one namespace of a running lab.
 type HostState struct {
 	Name  string `json:"name"`
-	Role  string `json:"role"` // "control-plane", "node" or "client"
+	Role  string `json:"role"` // "control-plane", "node", "client" or "router"
 	Addr4 string `json:"addr4"`
 	Addr6 string `json:"addr6"`
 	MAC   string `json:"mac"`
 	// TID is a thread of PID that lives in the namespace for the lab's
 	// whole life: /proc/<PID>/task/<TID>/ns/net enters it.
 	TID int `json:"tid"`
+	// VtySocket is the router's folder of FRR vty sockets (`vtysh
+	// --vty_socket`); only the router of a BGP lab has one.
+	VtySocket string `json:"vtySocket,omitempty"`
 }
 
 // ServiceState is the demo Service as `lab up` found it when ready.

@@ -14,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
+	"github.com/mooringlb/mooring/internal/lab/kubelet"
 )
 
 // TestLabUpNoMooringInterrupted runs `mooring lab up --no-mooring` as
@@ -96,6 +98,35 @@ func TestLabUpNoMooringInterrupted(t *testing.T) {
 	if svc.Spec.LoadBalancerClass != nil {
 		t.Errorf("--no-mooring: the Service has loadBalancerClass %q, want none so another implementation can serve it", *svc.Spec.LoadBalancerClass)
 	}
+	// A pod of an image the kubelet stand-in does not run stays Pending,
+	// and the pod says why (issue 18: it was only in the lab's log).
+	pod, err := cs.CoreV1().Pods(lab.DemoNamespace).Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		evs, err := cs.CoreV1().Events(lab.DemoNamespace).List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Pod,involvedObject.name=nginx,involvedObject.uid=" + string(pod.UID)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs.Items) > 0 {
+			e := evs.Items[0]
+			if e.Type != corev1.EventTypeWarning || e.Reason != kubelet.EventReasonNotRun || !strings.Contains(e.Message, `"nginx:1.27"`) ||
+				!strings.Contains(e.Message, kubelet.Image) || e.Source.Host != "node-1" {
+				t.Errorf("the pod's Event: %s %s from %+v: %s", e.Type, e.Reason, e.Source, e.Message)
+			}
+			t.Logf("pod of another image: %s %s: %s", e.Type, e.Reason, e.Message)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a pod whose image the lab's kubelet does not run got no Event within 20 s")
+		}
+	}
+
 	for _, pid := range labProcesses(dir) {
 		if args := cmdline(pid); strings.HasPrefix(args, self+" controller") || strings.HasPrefix(args, self+" agent") {
 			t.Errorf("--no-mooring: process %d runs %q", pid, args)

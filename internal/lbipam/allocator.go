@@ -24,8 +24,11 @@ type Allocator struct {
 	svcs    map[ServiceKey]*svcState
 	shares  map[string]map[ServiceKey]struct{} // sharing key -> Services
 	// requests indexes the addresses Services ask for, so automatic
-	// allocation never takes an address a known Service requested, whatever
-	// order the Services are looked at in.
+	// allocation never takes an address a known Service may get by request,
+	// whatever order the Services are looked at in. An entry reserves the
+	// address only while the request is valid and the owning pool serves
+	// that Service (reservesIn): otherwise any tenant could squat on
+	// another tenant's pool by naming its addresses.
 	requests map[netip.Addr][]ServiceKey
 }
 
@@ -203,9 +206,26 @@ func (a *Allocator) setRequests(key ServiceKey, old, new []netip.Addr) {
 	}
 }
 
-// requestedByOther reports whether a Service other than key asks for addr.
-func (a *Allocator) requestedByOther(addr netip.Addr, key ServiceKey) bool {
-	return slices.ContainsFunc(a.requests[addr], func(k ServiceKey) bool { return k != key })
+// requestedByOther reports whether a Service other than key asks for addr,
+// an address of pool p, with a request that reserves it (reservesIn).
+// Cost: O(r) matcher checks for the r Services requesting addr.
+func (a *Allocator) requestedByOther(addr netip.Addr, key ServiceKey, p *pool) bool {
+	return slices.ContainsFunc(a.requests[addr], func(k ServiceKey) bool {
+		return k != key && a.reservesIn(k, p)
+	})
+}
+
+// reservesIn reports whether the request of Service k counts against pool
+// p: the request is valid and p serves k (matcher.matches; a manual-only
+// pool serves a matching Service that requests its address). A request p
+// could never grant it (another tenant's pool, a pool the Service did not
+// name, an invalid request) reserves nothing.
+func (a *Allocator) reservesIn(k ServiceKey, p *pool) bool {
+	st := a.svcs[k]
+	if st == nil || invalidRequest(st.in) != "" {
+		return false
+	}
+	return newMatcher(st.in).matches(p)
 }
 
 // hold and drop update the holder index only; callers keep st.held.

@@ -1,13 +1,3 @@
-// Package lbipam is the pure core of LoadBalancer address management: pools
-// and Service requests go in, assignments and reasons come out.
-//
-// It imports nothing from k8s.io or sigs.k8s.io and never reads the clock:
-// the Kubernetes adapter (internal/controller) converts API objects into the
-// types below and writes the results back. The Allocator is not safe for
-// concurrent use; the adapter serialises calls.
-//
-// Start-up order (as Cilium does it): SetPools, then Import every existing
-// Service (addresses already held are adopted as they are), then Assign.
 package lbipam
 
 import (
@@ -68,6 +58,18 @@ type Pool struct {
 	ServiceSelector   Selector // nil: every Service
 	NamespaceSelector Selector // nil: every namespace
 	Namespaces        []string // empty: every namespace
+	// Terms, when not empty, also require the Service to match at least
+	// one term (MetalLB's serviceAllocation: namespaces listed OR
+	// selected, AND any service selector, written as an OR of ANDs).
+	Terms []Term
+}
+
+// Term is one way a Service may match a pool: every field that is set
+// must match (nil or empty: any).
+type Term struct {
+	ServiceSelector   Selector
+	NamespaceSelector Selector
+	Namespaces        []string
 }
 
 // ServiceKey names a Service.

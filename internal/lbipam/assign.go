@@ -38,8 +38,17 @@ func (m *matcher) matches(p *pool) bool {
 		return false
 	case len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, m.svc.Key.Namespace):
 		return false
+	case len(p.Terms) > 0 && !slices.ContainsFunc(p.Terms, m.matchesTerm):
+		return false
 	}
 	return true
+}
+
+// matchesTerm says whether the Service matches every field t sets.
+func (m *matcher) matchesTerm(t Term) bool {
+	return (t.ServiceSelector == nil || t.ServiceSelector.Matches(m.labels)) &&
+		(t.NamespaceSelector == nil || t.NamespaceSelector.Matches(m.svc.NamespaceLabels)) &&
+		(len(t.Namespaces) == 0 || slices.Contains(t.Namespaces, m.svc.Key.Namespace))
 }
 
 // automatic reports whether p may hand the Service an address it did not
@@ -51,9 +60,10 @@ func (m *matcher) automatic(p *pool) bool {
 
 // candidates are the enabled pools that may hand the Service an address it
 // did not request, in allocation order, or the problem explaining why there
-// are none.
-func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
-	var cands, disabled, manual []*pool
+// are none; disabled are the disabled pools that select the Service, which
+// every reason names.
+func (a *Allocator) candidates(m *matcher) (cands, disabled []*pool, prob *Problem) {
+	var manual []*pool
 	for _, p := range a.pools {
 		switch {
 		case !m.matches(p):
@@ -66,7 +76,7 @@ func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
 		}
 	}
 	if len(cands) > 0 {
-		return cands, nil
+		return cands, disabled, nil
 	}
 	if len(m.svc.Pools) > 0 {
 		var unknown []string
@@ -76,10 +86,10 @@ func (a *Allocator) candidates(m *matcher) ([]*pool, *Problem) {
 			}
 		}
 		if len(unknown) == len(m.svc.Pools) {
-			return nil, poolNotFoundProblem(m.svc, unknown)
+			return nil, disabled, poolNotFoundProblem(m.svc, unknown)
 		}
 	}
-	return nil, noPoolProblem(m.svc, names(disabled), names(manual))
+	return nil, disabled, noPoolProblem(m.svc, names(disabled), names(manual))
 }
 
 // decision is the plan for one family before anything is committed, so a
@@ -300,10 +310,19 @@ func sharesWith(s Service, ns string) bool {
 // the Service's sharing key (compatible, in a candidate pool), else the
 // first free address of the candidate pools in order.
 func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Problem) {
-	cands, prob := a.candidates(m)
+	addr, prob := a.pickFrom(svc, m, f)
 	if prob != nil {
 		prob.Family = f
-		return netip.Addr{}, prob
+	}
+	return addr, prob
+}
+
+// pickFrom is pick; every problem also names the disabled pools that
+// select the Service (the operator may have disabled the one it needs).
+func (a *Allocator) pickFrom(svc Service, m *matcher, f Family) (netip.Addr, *Problem) {
+	cands, disabled, prob := a.candidates(m)
+	if prob != nil {
+		return netip.Addr{}, alsoDisabled(prob, disabled)
 	}
 	var withF []*pool
 	for _, p := range cands {
@@ -312,7 +331,7 @@ func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Proble
 		}
 	}
 	if len(withF) == 0 {
-		return netip.Addr{}, familyUnavailableProblem(svc, f, names(cands))
+		return netip.Addr{}, alsoDisabled(familyUnavailableProblem(svc, f, cands), disabled)
 	}
 	if addr := a.joinShared(svc, withF, f); addr.IsValid() {
 		return addr, nil
@@ -330,19 +349,20 @@ func (a *Allocator) pick(svc Service, m *matcher, f Family) (netip.Addr, *Proble
 			}
 		}
 	}
-	return netip.Addr{}, a.exhaustedProblem(svc, f, withF)
+	return netip.Addr{}, alsoDisabled(a.exhaustedProblem(svc, f, withF), disabled)
 }
 
 // firstFree returns the first address of r that is free, that p does not
-// avoid, and that no other Service requests. Cost: O(log n) per address
-// skipped; skips are bounded by the requests and .0/.255 addresses in r.
+// avoid, and that no other Service p serves requests. Cost: O(log n) per
+// address skipped; skips are bounded by the requests and .0/.255 addresses
+// in r.
 func (a *Allocator) firstFree(p *pool, r ipalloc.Range, key ServiceKey) (netip.Addr, bool) {
 	for {
 		addr, err := a.used.FirstFree(r)
 		if err != nil {
 			return netip.Addr{}, false
 		}
-		if !p.avoids(addr) && !a.requestedByOther(addr, key) {
+		if !p.avoids(addr) && !a.requestedByOther(addr, key, p) {
 			return addr, true
 		}
 		if addr == r.Last {
@@ -361,12 +381,7 @@ func (a *Allocator) sharingKeyConflict(svc Service, pools []*pool, f Family) *Pr
 	if svc.SharingKey == "" {
 		return nil
 	}
-	keys := make([]ServiceKey, 0, len(a.shares[svc.SharingKey]))
-	for k := range a.shares[svc.SharingKey] {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, compareKeys)
-	for _, k := range keys {
+	for _, k := range a.sharers(svc.SharingKey) {
 		if k == svc.Key {
 			continue
 		}
@@ -383,15 +398,29 @@ func (a *Allocator) sharingKeyConflict(svc Service, pools []*pool, f Family) *Pr
 	return nil
 }
 
+// sharers lists the Services with sharing key k, sorted, so that every
+// walk over them visits them in one order whatever the map's.
+func (a *Allocator) sharers(k string) []ServiceKey {
+	keys := make([]ServiceKey, 0, len(a.shares[k]))
+	for key := range a.shares[k] {
+		keys = append(keys, key)
+	}
+	slices.SortFunc(keys, compareKeys)
+	return keys
+}
+
 // joinShared returns the best address already held under svc's sharing
-// key that svc may join: lowest pool rank, then lowest address.
+// key that svc may join: lowest pool rank, then lowest address. The
+// choice is a minimum over a total order, and the holders are walked in
+// sorted order, so it never depends on map order (the same address after
+// every restart). Cost: O(s log s + a) for s sharers holding a addresses.
 func (a *Allocator) joinShared(svc Service, pools []*pool, f Family) netip.Addr {
 	if svc.SharingKey == "" {
 		return netip.Addr{}
 	}
 	var best netip.Addr
 	bestRank := len(pools)
-	for key := range a.shares[svc.SharingKey] {
+	for _, key := range a.sharers(svc.SharingKey) {
 		if key == svc.Key {
 			continue
 		}

@@ -101,3 +101,53 @@ func TestInvalidRequestGetsNothingNew(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 }
+
+// A disabled pool that selects the Service is named in its reason, whatever
+// else stands in the way: the operator may have disabled the pool it needs
+// (`lab` disabled, a manual-only or IPv6-only or full pool beside it).
+func TestReasonNamesDisabledPool(t *testing.T) {
+	lab := func(t *testing.T) Pool {
+		p := mkPool("lab", 0, cidr(t, "192.0.2.0/29"))
+		p.Disabled = true
+		return p
+	}
+	only := func(t *testing.T) []Pool { return []Pool{lab(t)} }
+	manual := func(t *testing.T) []Pool {
+		m := mkPool("reserved", 1, cidr(t, "198.51.100.0/29"))
+		m.ManualOnly = true
+		return []Pool{lab(t), m}
+	}
+	v6only := func(t *testing.T) []Pool { return []Pool{lab(t), mkPool("six", 1, cidr(t, "2001:db8::/125"))} }
+	full := func(t *testing.T) []Pool { return []Pool{lab(t), mkPool("tiny", 1, cidr(t, "198.51.100.9/32"))} }
+	s := v4svc("default", "web")
+	for _, sc := range []scenario{
+		{name: "only the disabled pool", pools: only, svc: s, pending: "NoPoolMatches", msg: `"lab"`},
+		{name: "beside a manual-only pool", pools: manual, svc: s, pending: "NoPoolMatches", msg: `"lab"`},
+		{name: "beside a pool of the other family", pools: v6only, svc: s, pending: "FamilyUnavailable", msg: `"lab"`},
+		{name: "beside a full pool", pools: full, before: []Service{with(v4svc("x", "a"), func(s *Service) { s.Held = ips("198.51.100.9") })},
+			svc: s, pending: "PoolExhausted", msg: `"lab"`},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			_, res := runScenario(t, sc)
+			if n := strings.Count(res.Pending[0].Message, `"lab"`); n != 1 {
+				t.Errorf("the disabled pool is named %d times: %s", n, res.Pending[0].Message)
+			}
+		})
+	}
+}
+
+// A pool whose only IPv6 block is invalid (a reversed range, which
+// admission cannot catch for IPv6) says so in the Service's IPv6 reason,
+// instead of asking for an IPv6 block the pool seems to have.
+func TestReasonNamesInvalidFamilyBlock(t *testing.T) {
+	pools := func(t *testing.T) []Pool {
+		p := mkPool("dual", 0, cidr(t, "192.0.2.0/29"), Block{First: ip("2001:db8::9"), Last: ip("2001:db8::1")})
+		return []Pool{p}
+	}
+	s := Service{Key: ServiceKey{"default", "web"}, Families: []Family{IPv4, IPv6}}
+	_, res := runScenario(t, scenario{pools: pools, svc: s, addrs: "192.0.2.1", pending: "FamilyUnavailable",
+		msg: `pool "dual" spec.blocks[1]: start 2001:db8::9 is after stop 2001:db8::1: swap them`})
+	if m := res.Pending[0].Message; strings.Contains(m, "add an IPv6 block") {
+		t.Errorf("the reason asks for a block the pool has: %s", m)
+	}
+}

@@ -54,10 +54,36 @@ func noPoolProblem(svc Service, disabled, manual []string) *Problem {
 		svcRef(svc))
 }
 
-func familyUnavailableProblem(svc Service, f Family, pools []string) *Problem {
+func familyUnavailableProblem(svc Service, f Family, pools []*pool) *Problem {
+	var broken []string
+	for _, p := range pools {
+		for _, msg := range p.badFamily[f] {
+			broken = append(broken, fmt.Sprintf("pool %q %s", p.Name, msg))
+		}
+	}
+	if len(broken) > 0 {
+		return problem(f, ReasonFamilyUnavailable,
+			"no pool selecting %s has usable IPv%d addresses: its IPv%d block(s) are invalid (%s): fix the block(s) or drop IPv%d from spec.ipFamilies",
+			svcRef(svc), f, f, strings.Join(broken, "; "), f)
+	}
 	return problem(f, ReasonFamilyUnavailable,
 		"no pool selecting %s has IPv%d addresses (pools %s): add an IPv%d block to one of them or drop IPv%d from spec.ipFamilies",
-		svcRef(svc), f, quoteList(pools), f, f)
+		svcRef(svc), f, quoteList(names(pools)), f, f)
+}
+
+// alsoDisabled adds to prob the disabled pools that select the Service,
+// unless the message names them already.
+func alsoDisabled(prob *Problem, disabled []*pool) *Problem {
+	var missing []string
+	for _, p := range disabled {
+		if !strings.Contains(prob.Message, strconv.Quote(p.Name)) {
+			missing = append(missing, p.Name)
+		}
+	}
+	if len(missing) > 0 {
+		prob.Message += fmt.Sprintf(" (pool(s) %s also select it but are disabled: enabling one would serve it)", quoteList(missing))
+	}
+	return prob
 }
 
 func (a *Allocator) exhaustedProblem(svc Service, f Family, pools []*pool) *Problem {
@@ -111,6 +137,11 @@ func sharingKeyConflictProblem(svc Service, f Family, addr netip.Addr, holder Se
 }
 
 func requestedOutsideProblem(svc Service, addr netip.Addr) *Problem {
+	if what := UnusableAddr(addr); what != "" {
+		return problem(FamilyOf(addr), ReasonRequestedOutside,
+			"%s requests %s, which is %s and can never be a Service address (no pool may hold it): request an address from a pool",
+			svcRef(svc), addr, what)
+	}
 	return problem(FamilyOf(addr), ReasonRequestedOutside,
 		"%s requests %s, which is in no pool: add a pool block containing it or request an address from an existing pool",
 		svcRef(svc), addr)
@@ -169,10 +200,10 @@ func heldDuplicateProblem(svc Service, addr netip.Addr, other ServiceKey, why st
 func (a *Allocator) requestedFree(key ServiceKey, pools []*pool, f Family) int {
 	n := 0
 	for addr, ks := range a.requests {
-		if FamilyOf(addr) != f || a.used.Contains(addr) || !slices.ContainsFunc(ks, func(k ServiceKey) bool { return k != key }) {
+		if FamilyOf(addr) != f || a.used.Contains(addr) || len(ks) == 0 {
 			continue
 		}
-		if own := a.owner(addr); own != nil && slices.Contains(pools, own) && !own.avoids(addr) {
+		if own := a.owner(addr); own != nil && slices.Contains(pools, own) && !own.avoids(addr) && a.requestedByOther(addr, key, own) {
 			n++
 		}
 	}

@@ -94,6 +94,9 @@ func oMatches(p Pool, s Service) bool {
 	if len(p.Namespaces) > 0 && !slices.Contains(p.Namespaces, s.Key.Namespace) {
 		return false
 	}
+	if p.NamespaceSelector != nil && !p.NamespaceSelector.Matches(s.NamespaceLabels) {
+		return false
+	}
 	labels := map[string]string{LabelServiceNamespace: s.Key.Namespace, LabelServiceName: s.Key.Name}
 	for k, v := range s.Labels {
 		labels[k] = v
@@ -142,9 +145,16 @@ func oInvalid(s Service) bool {
 	return false
 }
 
+// requestedByOther: another Service requests x with a request that
+// reserves it: the request is valid and x's owner selects that Service (a
+// request no pool could grant reserves nothing: no squatting).
 func (w *world) requestedByOther(s Service, x netip.Addr) bool {
+	owner, ok := oOwner(w.poolList(), x)
+	if !ok {
+		return false
+	}
 	for k, o := range w.svcs {
-		if k != s.Key && slices.Contains(o.Requested, x) {
+		if k != s.Key && slices.Contains(o.Requested, x) && !oInvalid(o) && oMatches(owner, o) {
 			return true
 		}
 	}

@@ -45,6 +45,23 @@ func ParseRangeBlock(start, stop string) (Block, error) {
 	return Block{First: first, Last: last}, nil
 }
 
+// ParseRangeEnds parses a start/stop pair's two addresses and leaves their
+// order and families to the pool's validation, which reports a bad range
+// in the pool's Invalid list and by family in Service reasons ("the IPv6
+// block is reversed", not "add an IPv6 block"). An address that does not
+// parse is an error.
+func ParseRangeEnds(start, stop string) (Block, error) {
+	first, err := parseOneAddr(start, "start")
+	if err != nil {
+		return Block{}, err
+	}
+	last, err := parseOneAddr(stop, "stop")
+	if err != nil {
+		return Block{}, err
+	}
+	return Block{First: first, Last: last}, nil
+}
+
 func parseOneAddr(s, what string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(strings.TrimSpace(s))
 	switch {

@@ -20,7 +20,25 @@ type pool struct {
 	eff       []ipalloc.Range // usable minus older pools' blocks, block order
 	conflicts []string
 	invalid   []string
+	// badFamily maps a family to the messages of this pool's invalid blocks
+	// of that family, so a "no IPv6 address" reason can name the broken
+	// block instead of asking for a new one.
+	badFamily map[Family][]string
 	ignored   bool // duplicate name: the whole pool is set aside
+}
+
+// markInvalid records msg as an invalid block of the family of addr (none
+// when addr is not valid).
+func (p *pool) markInvalid(addr netip.Addr, msg string) {
+	p.invalid = append(p.invalid, msg)
+	if !addr.IsValid() {
+		return
+	}
+	if p.badFamily == nil {
+		p.badFamily = map[Family][]string{}
+	}
+	f := FamilyOf(addr)
+	p.badFamily[f] = append(p.badFamily[f], msg)
 }
 
 // usableRange applies the first/last rule: a CIDR block loses its network
@@ -34,8 +52,8 @@ func usableRange(b Block, allowFirstLast bool) ipalloc.Range {
 	return ipalloc.Range{First: r.First.Next(), Last: r.Last.Prev()}
 }
 
-// validateBlock returns why b cannot be used, or "". Messages name the
-// block as the API does (spec.blocks[i], 0-based).
+// validateBlock returns why b is malformed, or "". Messages name the block
+// as the API does (spec.blocks[i], 0-based).
 func validateBlock(b Block) string {
 	r := ipalloc.Range{First: b.First, Last: b.Last}
 	if msg := RangeProblem(b.First, b.Last); msg != "" {
@@ -66,24 +84,42 @@ func RangeProblem(first, last netip.Addr) string {
 	return ""
 }
 
-// compilePool validates the blocks of one pool; later blocks overlapping
-// earlier ones of the same pool are invalid (admission cannot see that).
+// compilePool validates the blocks of one pool: malformed blocks, blocks
+// holding addresses that can never be a Service's (unusableProblem) and
+// later blocks overlapping earlier ones of the same pool (admission cannot
+// see that) are invalid and hand out nothing.
 func compilePool(p Pool) *pool {
 	c := &pool{Pool: p}
 	for _, b := range p.Blocks {
-		if msg := validateBlock(b); msg != "" {
-			c.invalid = append(c.invalid, msg)
+		msg := validateBlock(b)
+		if msg == "" {
+			msg = unusableProblem(b)
+		}
+		if msg != "" {
+			c.markInvalid(blockAddr(b), msg)
 			continue
 		}
 		r := ipalloc.Range{First: b.First, Last: b.Last}
 		if j := slices.IndexFunc(c.valid, r.Overlaps); j >= 0 {
-			c.invalid = append(c.invalid, fmt.Sprintf("spec.blocks[%d] (%s) overlaps %s, another block of the same pool: remove or shrink one of them", b.Index, r, c.valid[j]))
+			c.markInvalid(b.First, fmt.Sprintf("spec.blocks[%d] (%s) overlaps %s, another block of the same pool: remove or shrink one of them", b.Index, r, c.valid[j]))
 			continue
 		}
 		c.valid = append(c.valid, r)
 		c.usable = append(c.usable, usableRange(b, p.AllowFirstLastIPs))
 	}
 	return c
+}
+
+// blockAddr is an address saying the family of a block that failed
+// validation, or the zero Addr when its two ends disagree on one.
+func blockAddr(b Block) netip.Addr {
+	switch {
+	case b.First.IsValid() && b.Last.IsValid() && FamilyOf(b.First) != FamilyOf(b.Last):
+		return netip.Addr{}
+	case b.First.IsValid():
+		return b.First
+	}
+	return b.Last
 }
 
 func olderFirst(a, b *pool) int {

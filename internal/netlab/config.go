@@ -16,6 +16,16 @@ const (
 	MaxNodes = 89
 )
 
+// Offsets on the link AttachBehind makes (same in both subnets).
+const (
+	// BehindGatewayOffset is the address of the host in front (the
+	// router): 10.214.0.1 and fd00:214::1 for 10.214.0.0/24, fd00:214::/64.
+	BehindGatewayOffset = 1
+	// BehindHostOffset is the address of the host behind: 10.214.0.250
+	// and fd00:214::fa.
+	BehindHostOffset = clientOffset
+)
+
 // Default names and subnets.
 const (
 	DefaultBridge = "br0"
@@ -62,6 +72,9 @@ type Config struct {
 	// ClientSysctls are the same for the client, which otherwise keeps kernel
 	// defaults like any machine on the segment.
 	ClientSysctls map[string]string
+	// NoClient builds no client on the bridge (Client returns nil): for a
+	// lab whose client sits behind a router instead (see AttachBehind).
+	NoClient bool
 }
 
 // withDefaults returns cfg with zero fields filled in.
@@ -119,7 +132,8 @@ type hostSpec struct {
 	sysctls map[string]string
 }
 
-// plan lists the hosts of cfg (nodes first, then the client). cfg must be
+// plan lists the hosts of cfg (nodes first, then the client unless
+// NoClient). cfg must be
 // valid and defaulted.
 func (cfg Config) plan() []hostSpec {
 	specs := make([]hostSpec, 0, cfg.Nodes+1)
@@ -130,6 +144,9 @@ func (cfg Config) plan() []hostSpec {
 			addr6:   addOffset(cfg.Subnet6.Addr(), nodeOffsetBase+i),
 			sysctls: cfg.NodeSysctls,
 		})
+	}
+	if cfg.NoClient {
+		return specs
 	}
 	return append(specs, hostSpec{
 		name:    ClientName,

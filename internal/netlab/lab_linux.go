@@ -18,7 +18,7 @@ import (
 type Lab struct {
 	cfg    Config
 	bridge *Host   // the bridge namespace; no eth0, not handed out
-	hosts  []*Host // nodes in order, then the client
+	hosts  []*Host // nodes in order, then the client (unless NoClient)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -223,10 +223,15 @@ func (l *Lab) notUp() (string, error) {
 }
 
 // Nodes returns the node hosts in order (node-1 first).
-func (l *Lab) Nodes() []*Host { return slices.Clone(l.hosts[:len(l.hosts)-1]) }
+func (l *Lab) Nodes() []*Host { return slices.Clone(l.hosts[:l.cfg.Nodes]) }
 
-// Client returns the client host.
-func (l *Lab) Client() *Host { return l.hosts[len(l.hosts)-1] }
+// Client returns the client host, nil with Config.NoClient.
+func (l *Lab) Client() *Host {
+	if l.cfg.NoClient {
+		return nil
+	}
+	return l.hosts[l.cfg.Nodes]
+}
 
 // Host returns the host with the given name, or nil.
 func (l *Lab) Host(name string) *Host {

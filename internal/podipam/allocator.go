@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/mooringlb/mooring/internal/ipalloc"
 )
 
 // Block is a CIDR handed to one node from one pool.
@@ -170,7 +172,7 @@ func (a *Allocator) firstFree(cidr netip.Prefix, mask int) (netip.Prefix, bool) 
 		if hit < 0 {
 			return cand, true
 		}
-		next := lastAddr(a.held[hit].Prefix).Next()
+		next := ipalloc.LastAddr(a.held[hit].Prefix).Next()
 		if !next.IsValid() {
 			return netip.Prefix{}, false
 		}

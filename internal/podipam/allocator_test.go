@@ -259,11 +259,6 @@ func TestPoolValidate(t *testing.T) {
 }
 
 func TestPrefixHelpers(t *testing.T) {
-	for p, want := range map[string]string{"10.0.0.0/24": "10.0.0.255", "10.0.0.4/32": "10.0.0.4", "fd00::/120": "fd00::ff", "::/0": "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", "0.0.0.0/0": "255.255.255.255"} {
-		if got := lastAddr(pfx(p)); got.String() != want {
-			t.Errorf("lastAddr(%s) = %s", p, got)
-		}
-	}
 	if a, ok := alignUp(netip.MustParseAddr("10.0.0.65"), 26); !ok || a.String() != "10.0.0.128" {
 		t.Errorf("alignUp: %s", a)
 	}

@@ -18,4 +18,6 @@
 // The package imports nothing from k8s.io or sigs.k8s.io; internal/podipamctl
 // converts API objects into its input, and internal/ipamd drives Demand.
 // Time is an input (Demand takes now), never read from the wall clock.
+//
+//mooring:pure
 package podipam

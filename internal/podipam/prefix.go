@@ -3,6 +3,8 @@ package podipam
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/mooringlb/mooring/internal/ipalloc"
 )
 
 // Family is an IP family.
@@ -34,25 +36,6 @@ func FamilyOf(p netip.Prefix) Family {
 		return IPv4
 	}
 	return IPv6
-}
-
-// lastAddr is the highest address of p (p must be masked).
-func lastAddr(p netip.Prefix) netip.Addr {
-	b := p.Addr().As16()
-	host := 128 - p.Bits()
-	if p.Addr().Is4() {
-		host = 32 - p.Bits()
-	}
-	for i := 15; i >= 0 && host > 0; i-- {
-		n := min(host, 8)
-		b[i] |= byte(1<<n - 1)
-		host -= n
-	}
-	a := netip.AddrFrom16(b)
-	if p.Addr().Is4() {
-		a = a.Unmap()
-	}
-	return a
 }
 
 // overlaps reports whether a and b share an address.
@@ -95,7 +78,7 @@ func alignUp(a netip.Addr, bits int) (netip.Addr, bool) {
 	if p.Addr() == a {
 		return a, true
 	}
-	next := lastAddr(p).Next()
+	next := ipalloc.LastAddr(p).Next()
 	return next, next.IsValid()
 }
 

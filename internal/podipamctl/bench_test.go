@@ -62,8 +62,7 @@ func TestBlocksAtScale(t *testing.T) {
 							t.Error(err)
 							continue
 						}
-						rec := &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: n.Name,
-							OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}}}
+						rec := &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
 						if mode == podipamctl.ModeMultiPool { // what RunNode asks for first
 							rec.Spec.Requests = []mooringv1.PodIPAMRequest{{Pool: "default", IPv4Addresses: 8, IPv6Addresses: 8}}
 						}

@@ -35,7 +35,11 @@ type Config struct {
 	StatusInterval time.Duration
 	// Workers is how many nodes are reconciled at once.
 	Workers int
-	Log     *slog.Logger
+	// DeletedNodeGrace bounds how long a deleted Node's blocks stay
+	// reserved while pods still have addresses from them
+	// (--pod-ipam-deleted-node-grace); 0: until those pods are gone.
+	DeletedNodeGrace time.Duration
+	Log              *slog.Logger
 }
 
 // clusterPool is cluster-pool's one pool. Its blocks are recorded as the
@@ -68,8 +72,8 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("cluster pool: %w", err))
 		}
 	}
-	if c.PreAllocate < 0 || c.Workers < 0 || c.StatusInterval < 0 {
-		errs = append(errs, errors.New("pod IPAM: pre-allocation, workers and status interval must not be negative"))
+	if c.PreAllocate < 0 || c.Workers < 0 || c.StatusInterval < 0 || c.DeletedNodeGrace < 0 {
+		errs = append(errs, errors.New("pod IPAM: pre-allocation, workers, status interval and deleted-node grace must not be negative"))
 	}
 	return errors.Join(errs...)
 }

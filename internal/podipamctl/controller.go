@@ -35,7 +35,7 @@ import (
 //
 // +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups="",resources=nodes,verbs=list;watch;patch
 // +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups="",resources=nodes/status,verbs=patch
-// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podipamnodes,verbs=list;watch;delete
+// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podipamnodes,verbs=list;watch;delete;patch
 // +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podipamnodes/status,verbs=update
 // +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podippools,verbs=list;watch
 // +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=mooring.dev,resources=podippools/status,verbs=patch
@@ -133,6 +133,9 @@ func (r *nodeReconciler) importAll(ctx context.Context) error {
 		return strings.Compare(a.Name, b.Name)
 	})
 	for i := range list.Items {
+		if err := r.disown(ctx, &list.Items[i]); err != nil {
+			return err
+		}
 		blocks, err := blocksOf(&list.Items[i])
 		if err != nil {
 			r.log.Warn("skipping unreadable pod IPAM record", "err", err)
@@ -203,7 +206,7 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	var node corev1.Node
 	if err := r.c.Get(ctx, req.NamespacedName, &node); apierrors.IsNotFound(err) {
-		return reconcile.Result{}, r.nodeGone(ctx, req.Name)
+		return r.nodeGone(ctx, req.Name)
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -216,6 +219,9 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 		return reconcile.Result{}, err
 	}
 
+	if err := r.disown(ctx, &rec); err != nil {
+		return reconcile.Result{}, err
+	}
 	held, cutErrs, err := r.decide(ctx, &rec)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -224,6 +230,7 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 	want.Status.Mode = string(r.st.cfg.Mode)
 	want.Status.Blocks = statusBlocks(rec.Status.Blocks, held)
 	setExhausted(want, cutErrs)
+	nodeIsBack(want)
 	sig := fmt.Sprint(want.Status.Mode, want.Status.Blocks, want.Status.Conditions)
 	if !equality.Semantic.DeepEqual(rec.Status, want.Status) && !r.st.wrote("status/"+node.Name, sig) {
 		if err := r.c.Status().Update(ctx, want); err != nil {
@@ -355,21 +362,4 @@ func setExhausted(n *mooringv1.PodIPAMNode, errs []error) {
 		return // no condition until something went wrong once
 	}
 	meta.SetStatusCondition(&n.Status.Conditions, c)
-}
-
-// nodeGone releases a deleted Node's blocks — only now, never while the
-// Node object exists, however dead the node looks — and deletes its record.
-func (r *nodeReconciler) nodeGone(ctx context.Context, name string) error {
-	r.st.mu.Lock()
-	gone := r.st.alloc.ReleaseNode(name)
-	r.st.mu.Unlock()
-	r.st.forget(name)
-	if len(gone) > 0 {
-		r.log.Info("node deleted: released its pod address blocks", "node", name, "blocks", len(gone))
-	}
-	rec := &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	if err := r.c.Delete(ctx, rec); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete PodIPAMNode %s: %w", name, err)
-	}
-	return nil
 }

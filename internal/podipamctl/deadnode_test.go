@@ -51,7 +51,7 @@ func TestKilledNodeKeepsItsBlocksUntilItsNodeGoes(t *testing.T) {
 	actx, kill := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- podipamctl.RunNode(actx, ncfg) }()
-	add(t, ipamd.NewClient(ncfg.Socket), "b1", "blue", "b1")
+	add(t, c, ipamd.NewClient(ncfg.Socket), "b1", "blue", "b1")
 	held := blocks(t, c, "node-1", "")
 	n1blue := blocks(t, c, "node-1", "blue")
 	if len(n1blue) != 1 {
@@ -128,9 +128,17 @@ func TestKilledNodeKeepsItsBlocksUntilItsNodeGoes(t *testing.T) {
 	time.Sleep(time.Second)
 	kept("after a controller restart")
 
-	// The Node object goes: its record goes and its blue block is free,
-	// so node-2 gets it.
+	// The Node object goes while its pod b1 still exists: the blocks stay
+	// (issue 19 item 8), and the record says so. Once b1 is gone, its
+	// record goes and its blue block is free, so node-2 gets it.
 	if err := c.Delete(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	retained(t, c, "node-1", "blue/b1")
+	kept("after its Node was deleted, while its pod still exists")
+	// Forced, as nothing runs a kubelet here to finish a graceful delete (a
+	// terminating pod still counts: its containers may still run).
+	if err := c.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "blue", Name: "b1"}}, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "node-1's record deleted with its Node", func() error {

@@ -94,12 +94,11 @@ func startPodIPAMAs(t testing.TB, rc *rest.Config, cfg podipamctl.Config) func()
 }
 
 // mkNode creates a Node and, standing in for its agent, registers it for
-// pod IPAM (its PodIPAMNode, owned by the Node, empty demand).
+// pod IPAM (its PodIPAMNode, empty demand).
 func mkNode(t testing.TB, c client.Client, name string, podCIDRs ...string) {
 	t.Helper()
-	n := mkBareNode(t, c, name, podCIDRs...)
-	rec := &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: name,
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: name, UID: n.UID}}}}
+	mkBareNode(t, c, name, podCIDRs...)
+	rec := &mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := c.Create(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}

@@ -122,6 +122,10 @@ type MigrationPlan struct {
 	// multi-pool after cluster-pool (only the verification is left).
 	Recorded Mode
 	Done     bool
+	// NothingToDo, when set, says why there is nothing to migrate (the
+	// cluster runs multi-pool and never ran cluster-pool); the plan holds
+	// nothing else.
+	NothingToDo string
 	// ClusterPool are the settings the pool "default" is made of.
 	ClusterPool ClusterPoolSettings
 	// Pool is the pool "default" to create; PoolExists says it exists with
@@ -169,6 +173,9 @@ func PlanMigration(ctx context.Context, c client.Reader, in MigrationInput) (*Mi
 	case p.Recorded == ModeClusterPool:
 	case p.Recorded == ModeMultiPool && Mode(cm.Data[previousKey]) == ModeClusterPool:
 		p.Done = true
+	case p.Recorded == ModeMultiPool:
+		p.NothingToDo = fmt.Sprintf("this cluster already runs pod IPAM mode multi-pool (ConfigMap %s/%s) and never ran cluster-pool: there is nothing to migrate", in.Namespace, ModeConfigMap)
+		return p, nil
 	case p.Recorded == ModeOff:
 		p.refuse("no pod IPAM mode is recorded in ConfigMap %s/%s: this cluster does not run cluster-pool (is --namespace the controller's namespace?); a new cluster starts in multi-pool with --pod-ipam-mode=multi-pool, no migration needed", in.Namespace, ModeConfigMap)
 	default:

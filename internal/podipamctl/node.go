@@ -112,8 +112,30 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil || mode == ModeOff {
 		return err
 	}
-	// This node's objects only, unless direct routes need every node's
-	// blocks and addresses. (ByObject is keyed by pointer: one key per type.)
+	c, err := nodeCache(cfg, hc, mapper)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg.REST, hc)
+	if err != nil {
+		return err
+	}
+	store, err := ipamd.OpenFileStore(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	n := &nodeSide{cfg: cfg, mode: mode, cache: c, c: direct, demand: map[demandKey]*podipam.Demand{}, releasing: map[netip.Prefix]bool{}}
+	if n.alloc, err = ipamd.NewAllocator(store, n.poolOf); err != nil {
+		return err
+	}
+	return n.run(ctx, newPodEvents(cs, c, cfg.Log))
+}
+
+// nodeCache caches what the node side reads: this node's objects only,
+// unless direct routes need every node's blocks and addresses.
+func nodeCache(cfg NodeConfig, hc *http.Client, mapper meta.RESTMapper) (cache.Cache, error) {
+	// ByObject is keyed by pointer: one key per type.
 	own := cache.ByObject{Field: fields.OneTermEqualSelector("metadata.name", cfg.NodeName)}
 	if cfg.PodRoutes == "direct" {
 		own = cache.ByObject{}
@@ -127,60 +149,27 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		&corev1.Namespace{}:      {Transform: slimAnnotated},
 		&mooringv1.PodIPPool{}:   {},
 	}
-	c, err := cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), HTTPClient: hc, Mapper: mapper, ByObject: byObject})
-	if err != nil {
-		return err
-	}
-	store, err := ipamd.OpenFileStore(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	n := &nodeSide{cfg: cfg, mode: mode, cache: c, c: direct, demand: map[demandKey]*podipam.Demand{}, releasing: map[netip.Prefix]bool{}}
-	alloc, err := ipamd.NewAllocator(store, n.poolOf)
-	if err != nil {
-		return err
-	}
-	n.alloc = alloc
+	return cache.New(cfg.REST, cache.Options{Scheme: kube.Scheme(), HTTPClient: hc, Mapper: mapper, ByObject: byObject})
+}
+
+// run starts the cache, the pod Events and the CNI socket, and syncs every
+// Interval until ctx ends, the mode changes, or a component stops. It
+// returns once every goroutine it started has ended.
+func (n *nodeSide) run(ctx context.Context, ev *podEvents) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	errc := make(chan error, 2)
-	go func() { errc <- c.Start(ctx) }()
-	if !c.WaitForCacheSync(ctx) {
+	go func() { errc <- n.cache.Start(ctx) }()
+	if !n.cache.WaitForCacheSync(ctx) {
 		cancel(nil)
 		return <-errc
 	}
-	srv := &ipamd.Server{Alloc: alloc, Socket: cfg.Socket, Log: cfg.Log}
+	stopEvents := ev.start(ctx)
+	defer stopEvents()
+	srv := &ipamd.Server{Alloc: n.alloc, Socket: n.cfg.Socket, Log: n.cfg.Log, AddFailed: ev.addFailed}
 	go func() { errc <- srv.Run(ctx) }()
-	cfg.Log.Info("pod IPAM agent serving", "mode", mode, "socket", cfg.Socket)
-	t := time.NewTicker(cfg.Interval)
-	defer t.Stop()
-	var loopErr error
-	running := 2 // c.Start and srv.Run each send once on errc
-	for loopErr == nil {
-		if err := n.sync(ctx); err != nil && ctx.Err() == nil {
-			cfg.Log.Warn("pod IPAM sync", "err", err)
-			var changed *modeChanged
-			if errors.As(err, &changed) {
-				loopErr = err
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			loopErr = context.Cause(ctx)
-		case err := <-errc:
-			running--
-			loopErr = err
-			if loopErr == nil {
-				loopErr = ctx.Err()
-			}
-			if loopErr == nil {
-				loopErr = errors.New("pod IPAM: the cache or the CNI socket stopped")
-			}
-		case <-t.C:
-		}
-	}
+	n.cfg.Log.Info("pod IPAM agent serving", "mode", n.mode, "socket", n.cfg.Socket)
+	loopErr, running := n.loop(ctx, errc)
 	cancel(nil)
 	for ; running > 0; running-- {
 		<-errc // one was taken in the loop when it ended it: wait only for the rest
@@ -189,6 +178,37 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 		return nil
 	}
 	return loopErr
+}
+
+// loop syncs until something ends it and returns why, with how many of the
+// two components (cache, socket) have not reported on errc yet.
+func (n *nodeSide) loop(ctx context.Context, errc <-chan error) (error, int) {
+	t := time.NewTicker(n.cfg.Interval)
+	defer t.Stop()
+	running := 2 // the cache and the server each send once on errc
+	for {
+		if err := n.sync(ctx); err != nil && ctx.Err() == nil {
+			n.cfg.Log.Warn("pod IPAM sync", "err", err)
+			var changed *modeChanged
+			if errors.As(err, &changed) {
+				return err, running
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx), running
+		case err := <-errc:
+			running--
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err == nil {
+				err = errors.New("pod IPAM: the cache or the CNI socket stopped")
+			}
+			return err, running
+		case <-t.C:
+		}
+	}
 }
 
 type demandKey struct {
@@ -219,39 +239,62 @@ func (e *modeChanged) Error() string {
 	return fmt.Sprintf("pod IPAM mode changed from %s to %s: restarting the agent to follow it", e.from, e.to)
 }
 
-// poolOf: the pod's annotation, else its namespace's, else "default". A
-// named pool that does not exist is an error that says where the name
-// came from.
+// poolOf: the pod's annotation, else its namespace's, else "default". It
+// fails closed: a pod or namespace it cannot read (an API error, a pod the
+// API server does not know) or a named pool it cannot read is an error
+// wrapping ipamd.ErrUnavailable, which the plugin returns as "try again
+// later" — never an address from another pool. A named pool that does not
+// exist is ipamd.ErrNoPool, saying where the name came from. A bare CNI
+// call without a pod name skips the pod; without a namespace, the
+// namespace.
 func (n *nodeSide) poolOf(ctx context.Context, namespace, pod string) (string, error) {
 	if n.mode != ModeMultiPool {
 		return DefaultPool, nil
 	}
-	name, from := DefaultPool, ""
-	var p corev1.Pod
-	var ns corev1.Namespace
-	if err := n.get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err == nil && p.Annotations[mooringv1.AnnotationPodIPPool] != "" {
-		name, from = p.Annotations[mooringv1.AnnotationPodIPPool], "pod "+namespace+"/"+pod
-	} else if err := n.get(ctx, client.ObjectKey{Name: namespace}, &ns); err == nil && ns.Annotations[mooringv1.AnnotationPodIPPool] != "" {
-		name, from = ns.Annotations[mooringv1.AnnotationPodIPPool], "namespace "+namespace
+	name, from, err := n.namedPool(ctx, namespace, pod)
+	if err != nil || from == "" {
+		return DefaultPool, err
 	}
-	if from != "" {
-		var pl mooringv1.PodIPPool
-		if err := n.cache.Get(ctx, client.ObjectKey{Name: name}, &pl); apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("PodIPPool %q named by the %s annotation of %s does not exist: create it or fix the annotation", name, mooringv1.AnnotationPodIPPool, from)
-		}
+	var pl mooringv1.PodIPPool
+	switch err := n.get(ctx, client.ObjectKey{Name: name}, &pl); {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("%w: PodIPPool %q named by the %s annotation of %s does not exist: create it or fix the annotation", ipamd.ErrNoPool, name, mooringv1.AnnotationPodIPPool, from)
+	case err != nil:
+		return "", fmt.Errorf("%w: reading PodIPPool %q named by %s: %v", ipamd.ErrUnavailable, name, from, err)
 	}
 	return name, nil
+}
+
+// namedPool returns the pool the pod's or its namespace's annotation names
+// and which object named it ("" when neither does).
+func (n *nodeSide) namedPool(ctx context.Context, namespace, pod string) (name, from string, err error) {
+	if pod != "" {
+		var p corev1.Pod
+		if err := n.get(ctx, client.ObjectKey{Namespace: namespace, Name: pod}, &p); err != nil {
+			return "", "", fmt.Errorf("%w: reading pod %s/%s to choose its pool: %v (check the agent's API access; the runtime retries)", ipamd.ErrUnavailable, namespace, pod, err)
+		}
+		if v := p.Annotations[mooringv1.AnnotationPodIPPool]; v != "" {
+			return v, "pod " + namespace + "/" + pod, nil
+		}
+	}
+	if namespace == "" {
+		return "", "", nil
+	}
+	var ns corev1.Namespace
+	if err := n.get(ctx, client.ObjectKey{Name: namespace}, &ns); err != nil {
+		return "", "", fmt.Errorf("%w: reading namespace %s to choose the pool of pod %s: %v (check the agent's API access; the runtime retries)", ipamd.ErrUnavailable, namespace, pod, err)
+	}
+	if v := ns.Annotations[mooringv1.AnnotationPodIPPool]; v != "" {
+		return v, "namespace " + namespace, nil
+	}
+	return "", "", nil
 }
 
 // get reads from the cache, and from the API server when the cache does
 // not have the object yet: the runtime calls ADD right after the pod is
 // bound, and a pod must not land in the wrong pool because this agent's
-// watch was a few milliseconds late. A pod without a name (a bare CNI
-// call) is not looked up.
+// watch was a few milliseconds late.
 func (n *nodeSide) get(ctx context.Context, key client.ObjectKey, obj client.Object) error {
-	if key.Name == "" {
-		return apierrors.NewNotFound(corev1.Resource("pods"), "")
-	}
 	err := n.cache.Get(ctx, key, obj)
 	if apierrors.IsNotFound(err) {
 		err = n.c.Get(ctx, key, obj)
@@ -326,8 +369,11 @@ func (n *nodeSide) record(ctx context.Context) (*mooringv1.PodIPAMNode, bool, er
 	return &rec, false, nil
 }
 
-// register creates this node's PodIPAMNode with its first demand, owned by
-// the Node (so it goes with it). The agent creates it, not the controller:
+// register creates this node's PodIPAMNode with its first demand. It is
+// not owned by the Node: the controller deletes it when the Node is gone
+// and no pod has an address from its blocks any more (an owner reference
+// would let the garbage collector delete it, and free the blocks, with the
+// Node). The agent creates it, not the controller:
 // status is a subresource, so a controller creating the record would need a
 // create and a status write for the first blocks; this way the controller's
 // status write is its only write per block change.
@@ -338,7 +384,6 @@ func (n *nodeSide) register(ctx context.Context, rec *mooringv1.PodIPAMNode) err
 	} else if err != nil {
 		return err
 	}
-	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
 	if err := n.c.Create(ctx, rec); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("register node %s for pod IPAM (create its PodIPAMNode): %w", n.cfg.NodeName, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -45,20 +46,33 @@ func startNode(t *testing.T, e *testenv.Env, node string, grace time.Duration, o
 	return ipamd.NewClient(cfg.Socket)
 }
 
-// add retries an ADD while the node has no room yet, as a kubelet retries.
-func add(t *testing.T, cl *ipamd.Client, id, namespace, pod string) ipamd.Allocation {
+// add creates the pod (the agent refuses to choose a pool for a pod the
+// API server does not know) and retries its ADD while the node has no room
+// yet, as a kubelet retries.
+func add(t *testing.T, c client.Client, cl *ipamd.Client, id, namespace, pod string) ipamd.Allocation {
 	t.Helper()
+	mkPod(t, c, namespace, pod)
 	var al ipamd.Allocation
 	eventually(t, 30*time.Second, "ADD "+id, func() error {
 		var err error
 		al, err = cl.Add(context.Background(), ipamd.AddRequest{Key: ipamd.Key{ContainerID: id, IfName: "eth0"}, Namespace: namespace, Pod: pod})
 		var ce *ipamd.CallError
-		if errors.As(err, &ce) && ce.Kind != ipamd.KindNoBlock {
+		if errors.As(err, &ce) && ce.Kind != ipamd.KindNoBlock && ce.Kind != ipamd.KindUnavailable {
 			t.Fatalf("ADD %s: %v", id, err)
 		}
 		return err
 	})
 	return al
+}
+
+// mkPod creates a pod on node-1 unless it exists.
+func mkPod(t *testing.T, c client.Client, namespace, name string) {
+	t.Helper()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	if err := c.Create(context.Background(), p); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 }
 
 func inBlocks(a netip.Addr, bs []netip.Prefix) bool {
@@ -99,16 +113,16 @@ func TestNodeSideMultiPool(t *testing.T) {
 	startPodIPAM(t, e, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8})
 	cl := startNode(t, e, "node-1", 500*time.Millisecond)
 
-	def := add(t, cl, "web", "default", "web")
+	def := add(t, c, cl, "web", "default", "web")
 	if len(def.IPs) != 2 || def.Pool != "default" || !inBlocks(def.IPs[0].Address.Addr(), blocks(t, c, "node-1", "default")) {
 		t.Fatalf("default pod: %+v", def)
 	}
-	if al := add(t, cl, "special", "tenant-a", "special"); al.Pool != "default" {
+	if al := add(t, c, cl, "special", "tenant-a", "special"); al.Pool != "default" {
 		t.Fatalf("the pod annotation did not override the namespace: %+v", al)
 	}
 	seen := map[netip.Addr]bool{}
 	for i := range 70 {
-		al := add(t, cl, fmt.Sprintf("t%d", i), "tenant-a", fmt.Sprintf("t%d", i))
+		al := add(t, c, cl, fmt.Sprintf("t%d", i), "tenant-a", fmt.Sprintf("t%d", i))
 		a := al.IPs[0].Address.Addr()
 		if al.Pool != "tenant-a" || len(al.IPs) != 1 || !netip.MustParsePrefix("10.250.0.0/16").Contains(a) || seen[a] {
 			t.Fatalf("tenant pod %d: %+v", i, al)
@@ -146,7 +160,9 @@ func TestNodeSideMultiPool(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(t, cl, "tiny-1", "tiny", "tiny-1")
+	add(t, c, cl, "tiny-1", "tiny", "tiny-1")
+	mkPod(t, c, "tiny", "tiny-2")
+	mkPod(t, c, "ghost", "g")
 	eventually(t, 30*time.Second, "exhausted pool named in the ADD error", func() error {
 		_, err := cl.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{ContainerID: "tiny-2", IfName: "eth0"}, Namespace: "tiny", Pod: "tiny-2"})
 		if err == nil || !strings.Contains(err.Error(), `pool "tiny"`) || !strings.Contains(err.Error(), "exhausted") {
@@ -161,6 +177,32 @@ func TestNodeSideMultiPool(t *testing.T) {
 		}
 		return nil
 	})
+	// Issue 18: the pod itself says why (the CNI error alone reaches only
+	// the kubelet's log), and so does the exhausted pool's.
+	for _, w := range []struct{ ns, pod, reason, says string }{
+		{"ghost", "g", podipamctl.ReasonPoolNotFound, "create it or fix the annotation"},
+		{"tiny", "tiny-2", podipamctl.ReasonPoolExhausted, `pool "tiny"`},
+	} {
+		eventually(t, 20*time.Second, "Event "+w.reason+" on pod "+w.ns+"/"+w.pod, func() error {
+			return podEvent(ctx, e, w.ns, w.pod, w.reason, w.says)
+		})
+	}
+}
+
+// podEvent finds a Warning Event with reason about the pod whose note
+// contains says.
+func podEvent(ctx context.Context, e *testenv.Env, namespace, pod, reason, says string) error {
+	evs, err := e.Clientset.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	for _, ev := range evs.Items {
+		if ev.Regarding.Kind == "Pod" && ev.Regarding.Name == pod && ev.Reason == reason && ev.Type == corev1.EventTypeWarning &&
+			strings.Contains(ev.Note, says) && ev.Regarding.UID != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%d events in %s, none %s on pod %s saying %q", len(evs.Items), namespace, reason, pod, says)
 }
 
 // TestNodeSideKubernetesMode: the agent takes node.spec.podCIDRs, and with
@@ -189,7 +231,7 @@ func TestNodeSideKubernetesMode(t *testing.T) {
 		c.PodRoutes = "direct"
 		c.SetRoutes = func(r []podipam.Route) error { mu.Lock(); routes = r; mu.Unlock(); return nil }
 	})
-	al := add(t, cl, "web", "default", "web")
+	al := add(t, e.Client, cl, "web", "default", "web")
 	if len(al.IPs) != 2 || al.IPs[0].Address.String() != "10.244.3.2/24" || al.IPs[1].Address.String() != "fd00:244:3::2/64" {
 		t.Fatalf("allocation %+v", al)
 	}
@@ -233,7 +275,7 @@ func TestNodeSideWaitsForTheMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	startPodIPAM(t, e, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8})
-	if al := add(t, cl, "web", "default", "web"); len(al.IPs) != 1 || !inBlocks(al.IPs[0].Address.Addr(), blocks(t, c, "node-1", "default")) {
+	if al := add(t, c, cl, "web", "default", "web"); len(al.IPs) != 1 || !inBlocks(al.IPs[0].Address.Addr(), blocks(t, c, "node-1", "default")) {
 		t.Fatalf("allocation %+v", al)
 	}
 }

@@ -115,7 +115,7 @@ func TestRunsWithItsRole(t *testing.T) {
 			t.Errorf("RunNode: %v", err)
 		}
 	}()
-	al := add(t, ipamd.NewClient(filepath.Join(dir, "s.sock")), "web", "default", "web")
+	al := add(t, c, ipamd.NewClient(filepath.Join(dir, "s.sock")), "web", "default", "web")
 	if len(al.IPs) != 1 {
 		t.Fatalf("allocation %+v", al)
 	}

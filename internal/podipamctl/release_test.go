@@ -94,7 +94,7 @@ func TestNodeSideRetriesALostRelease(t *testing.T) {
 	startPodIPAM(t, e, podipamctl.Config{Mode: podipamctl.ModeMultiPool, PreAllocate: 8})
 	cl := startNode(t, e, "node-1", grace)
 
-	add(t, cl, "b1", "blue", "b1")
+	add(t, c, cl, "b1", "blue", "b1")
 	if b := blocks(t, c, "node-1", "blue"); len(b) != 1 {
 		t.Fatalf("one blue pod: blue blocks %v, want one", b)
 	}

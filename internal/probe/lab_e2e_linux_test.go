@@ -50,7 +50,7 @@ func TestProbeInLab(t *testing.T) {
 	}
 
 	const delay = 5 * time.Second
-	if err := r.Cluster.StartFault(ctx, lab.Fault{SlowNewPods: delay, Node: "node-2"}); err != nil {
+	if _, err := r.Cluster.StartFault(ctx, lab.Fault{Kind: lab.FaultSlowNewPods, SlowNewPods: delay, Node: "node-2"}); err != nil {
 		t.Fatal(err)
 	}
 	pcfg.Rounds = 1

@@ -1,6 +1,9 @@
 package responder
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
 
 // Family label values.
 const (
@@ -20,30 +23,27 @@ type metrics struct {
 // not registered, for tests and callers that do not export metrics).
 func newMetrics(reg prometheus.Registerer) *metrics {
 	labels := []string{"family", "interface"}
-	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return &metrics{
+		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mooring_responder_requests_total",
 			Help: "ARP requests and neighbour solicitations seen, by whether the address is owned on that interface.",
 		}, append(labels, "owned")),
-		replies: prometheus.NewCounterVec(prometheus.CounterOpts{
+		replies: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mooring_responder_replies_total",
 			Help: "ARP replies and solicited neighbour advertisements sent.",
 		}, labels),
-		gratuitous: prometheus.NewCounterVec(prometheus.CounterOpts{
+		gratuitous: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mooring_responder_gratuitous_total",
 			Help: "Gratuitous ARP frames and unsolicited neighbour advertisements sent.",
 		}, labels),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mooring_responder_errors_total",
 			Help: "Failures by operation (open, read, write, join).",
 		}, []string{"op"}),
-		interfaces: prometheus.NewGauge(prometheus.GaugeOpts{
+		interfaces: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mooring_responder_interfaces",
 			Help: "Interfaces with open listeners.",
 		}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.requests, m.replies, m.gratuitous, m.errors, m.interfaces)
-	}
-	return m
 }

@@ -5,10 +5,13 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/mooringlb/mooring/internal/buildinfo"
 )
 
 // HTTP serves srv on ln until ctx ends, then shuts it down, giving open
@@ -30,4 +33,13 @@ func HTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
 		return err
 	}
 	return nil
+}
+
+// VersionHandler answers GET /version with this binary's buildinfo.Info as
+// JSON: the same version and commit `mooring version` prints.
+func VersionHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(buildinfo.Get())
+	})
 }

@@ -3,11 +3,13 @@
 package agent
 
 import (
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/evict"
 	"github.com/mooringlb/mooring/internal/cliutil"
 )
 
@@ -29,13 +31,21 @@ leases, no API writes for the election. When a node dies, the next node in
 the ranking takes over within about a second and announces the move with
 gratuitous ARP and unsolicited neighbour advertisements.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		// The flags are checked before the agent starts anything: a wrong
+		// one is a usage error (exit 2), not a failed agent.
+		PreRunE: func(*cobra.Command, []string) error {
 			if cfg.NodeName == "" {
 				cfg.NodeName = os.Getenv(EnvNodeName)
 			}
 			if cfg.MetricsAddr == cliutil.MetricsDisabled {
 				cfg.MetricsAddr = "" // the shared wording: "0" disables it
 			}
+			if r := cfg.PodIPAM.Routes; r != "direct" && r != "none" {
+				return fmt.Errorf("--pod-routes %q: use direct or none", r)
+			}
+			return cfg.Validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Log = deps.Log.With("component", "agent")
 			return agent.Run(cmd.Context(), cfg)
 		},
@@ -64,7 +74,7 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.DurationVar(&cfg.SnapshotWait, "snapshot-wait", cfg.SnapshotWait, "how long a starting agent waits for the API server before it serves from the snapshot in --state-dir")
 	f.Float32Var(&cfg.QPS, "kube-api-qps", cfg.QPS, "client-side limit of API requests per second")
 	f.IntVar(&cfg.Burst, "kube-api-burst", cfg.Burst, "client-side burst of API requests")
-	f.BoolVar(&cfg.FastEndpointEviction, "fast-endpoint-eviction", cfg.FastEndpointEviction, "when gossip loses a node AND its kernel answers no ARP/NDP, mark its pods NotReady at once (reason "+agent.PodReasonNodeUnreachable+") so their endpoints leave Services now, not after the node-monitor grace period; the kubelet marks them Ready again if the node is alive")
+	f.BoolVar(&cfg.FastEndpointEviction, "fast-endpoint-eviction", cfg.FastEndpointEviction, "when gossip loses a node AND its kernel answers no ARP/NDP, mark its pods NotReady at once (reason "+evict.PodReasonNodeUnreachable+") so their endpoints leave Services now, not after the node-monitor grace period; the kubelet marks them Ready again if the node is alive")
 	f.Float64Var(&cfg.FastEvictionMaxShare, "fast-eviction-max-share", cfg.FastEvictionMaxShare, "at most this share of the Nodes (but at least one) have their pods marked NotReady by --fast-endpoint-eviction at a time")
 	addPodIPAMFlags(f, &cfg.PodIPAM)
 	cmd.AddCommand(newInstallCNICommand(deps))

@@ -29,6 +29,12 @@ to a temporary name in that folder, then renamed over the old plugin, so a
 container runtime starting a pod meanwhile runs the old or the new plugin,
 never a half-written one.`,
 		Args: cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error {
+			if from == "" || to == "" {
+				return fmt.Errorf("--from %q and --to %q must both be given: the plugin and the node's CNI plugin folder", from, to)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dst, err := cniinstall.Install(from, to)
 			if err != nil {

@@ -5,14 +5,14 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	"github.com/mooringlb/mooring/internal/agent/ipam"
 	"github.com/mooringlb/mooring/internal/cni"
 	"github.com/mooringlb/mooring/internal/podipamctl"
 )
 
 // addPodIPAMFlags binds the pod IPAM flags; the mode itself is not a flag:
 // the agent follows the one recorded in the cluster.
-func addPodIPAMFlags(f *pflag.FlagSet, p *agent.PodIPAM) {
+func addPodIPAMFlags(f *pflag.FlagSet, p *ipam.Config) {
 	f.StringVar(&p.Socket, "pod-ipam-socket", cni.DefaultSocket, "unix socket the mooring-ipam CNI plugin reaches the agent on; empty disables pod IPAM")
 	f.StringVar(&p.StateDir, "pod-ipam-state-dir", "/var/lib/mooring/ipam", "folder keeping this node's pod address allocations across restarts")
 	f.StringVar(&p.Namespace, "pod-ipam-namespace", "mooring-system", "namespace of the controller, where the pod IPAM mode is recorded")

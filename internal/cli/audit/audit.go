@@ -65,13 +65,20 @@ one, MACs stay bare). See docs/audit.md.`,
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if iface == "" {
-				return cliutil.Usagef("--interface is required: the interface on the Service addresses' segment, e.g. --interface eth0")
+		PreRunE: func(_ *cobra.Command, args []string) error {
+			switch {
+			case iface == "":
+				return errors.New("--interface is required: the interface on the Service addresses' segment, e.g. --interface eth0")
+			case wait <= 0:
+				return fmt.Errorf("--wait %s: must be positive", wait)
 			}
+			_, err := parseAddrs(args)
+			return err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
 			addrs, err := parseAddrs(args)
 			if err != nil {
-				return cliutil.UsageError{Err: err}
+				return err
 			}
 			ifi, err := net.InterfaceByName(iface)
 			if err != nil {

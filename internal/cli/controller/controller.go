@@ -3,7 +3,10 @@
 package controller
 
 import (
+	"log/slog"
+
 	"github.com/spf13/cobra"
+	"k8s.io/client-go/rest"
 
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/controller"
@@ -17,6 +20,23 @@ type flags struct {
 	burst      int
 	cfg        controller.Config
 	podIPAM    podIPAMFlags
+}
+
+// validate checks the flags' values before any client is built (a usage
+// error when wrong): the controller's and pod IPAM's own checks, on a
+// stand-in client config that carries the flags' rate limits.
+func (f *flags) validate() error {
+	cfg := f.cfg
+	cfg.REST, cfg.Log = &rest.Config{QPS: f.qps, Burst: f.burst}, slog.New(slog.DiscardHandler)
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	pod, err := f.podIPAM.config()
+	if err != nil {
+		return err
+	}
+	pod.Namespace = f.cfg.LeaseNamespace
+	return pod.Validate()
 }
 
 // NewCommand builds `mooring controller`.
@@ -37,7 +57,8 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 single Lease); it imports every address Services already hold, then assigns
 addresses to LoadBalancer Services with no loadBalancerClass (unless
 --default-class=false) or with class mooring.dev/lb.`,
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return f.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			kube.BridgeLogs(deps.Log) // process globals: once, before any client
 			rest, err := kube.RESTConfig(f.kubeconfig, f.qps, f.burst)

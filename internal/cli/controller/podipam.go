@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -16,6 +17,7 @@ type podIPAMFlags struct {
 	v4, v6               string
 	maskV4, maskV6       int
 	preAllocate, workers int
+	deletedNodeGrace     time.Duration
 }
 
 func (p *podIPAMFlags) bind(fl *pflag.FlagSet) {
@@ -26,6 +28,8 @@ func (p *podIPAMFlags) bind(fl *pflag.FlagSet) {
 	fl.IntVar(&p.maskV6, "cluster-pool-ipv6-mask-size", 120, "cluster-pool: prefix length of each node's IPv6 block")
 	fl.IntVar(&p.preAllocate, "pod-ipam-pre-allocate", podipamctl.DefaultPreAllocate, "multi-pool: addresses of the default pool every node holds before its first pod")
 	fl.IntVar(&p.workers, "pod-ipam-workers", podipamctl.DefaultWorkers, "nodes reconciled concurrently by pod IPAM")
+	fl.DurationVar(&p.deletedNodeGrace, "pod-ipam-deleted-node-grace", 0,
+		"how long a deleted Node's pod address blocks stay reserved at most while pods still have addresses from them (0: until those pods are gone)")
 }
 
 func (p *podIPAMFlags) config() (podipamctl.Config, error) {
@@ -47,7 +51,8 @@ func (p *podIPAMFlags) config() (podipamctl.Config, error) {
 		}
 		return out, nil
 	}
-	c := podipamctl.Config{Mode: mode, MaskV4: p.maskV4, MaskV6: p.maskV6, PreAllocate: p.preAllocate, Workers: p.workers}
+	c := podipamctl.Config{Mode: mode, MaskV4: p.maskV4, MaskV6: p.maskV6, PreAllocate: p.preAllocate, Workers: p.workers,
+		DeletedNodeGrace: p.deletedNodeGrace}
 	if c.ClusterPoolV4, err = parse("cluster-pool-ipv4-cidr", p.v4); err != nil {
 		return c, err
 	}

@@ -42,8 +42,8 @@ type options struct {
 	port                           uint16
 	scheme, path, host             string
 	insecure, noNeighbour          bool
-	clientNetNS                    string
-	// reader names the announcing node (agent.Announcements from the
+	clientNetNS, routerNetNS       string
+	// reader names the announcing node (agentstatus.Announcements from the
 	// agents' L2Announcers) when the client's MAC does not; not a flag.
 	reader crclient.Reader
 	// announcedBy replaces reader in tests (loopback addresses, which no
@@ -84,6 +84,14 @@ node owns a MAC comes from --node-mac, else from the running lab's state when
 the cluster is that lab (` + "`mooring lab up`" + `), else the announcing node is
 the one the agents' L2Announcers name (as ` + "`mooring status`" + ` shows it).
 
+A client behind a router that holds the address as a BGP (ECMP) route over the
+nodes — the BGP lab (` + "`mooring lab up --bgp`" + `), found by itself, or --router-netns — sees the
+router's MAC, never a node's. Then the node killed is one of the route's next hops (one
+holding a ready backend when there is one), the router's kernel route is read every 10 ms,
+and the run marks when that next hop leaves the route ("route withdrawn"): phase 1 is the
+route withdrawal, from the kill to the first answer after the client's last failure sent
+before it; failures after it are the stale endpoints' (phase 2).
+
 With --restore-command the killed node is restored between runs and after the
 last one, and the cluster awaited healthy, so that the next measurement can
 start; --no-final-restore (or no --restore-command) leaves the last killed node
@@ -107,6 +115,7 @@ killed, and the output says so.`,
 			}
 			return nil
 		},
+		PreRunE: func(*cobra.Command, []string) error { return o.validate() },
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return run(cmd.Context(), deps, o, args[0])
 		},
@@ -143,9 +152,12 @@ func bindFlags(f *pflag.FlagSet, o *options) {
 	f.StringVar(&o.host, "host", "", "Host header and TLS server name (default: the address)")
 	f.BoolVar(&o.insecure, "insecure", false, "https: do not verify the certificate (the handshake is still made)")
 	f.BoolVar(&o.noNeighbour, "no-neighbour", false, "do not read the client's neighbour table (no owner-change marker)")
+	f.StringVar(&o.routerNetNS, "router-netns", "", "the client is behind a router in this network namespace (same path forms as --client-netns) that holds the address as a BGP/ECMP route over the nodes: kill one of its next hops and mark when that next hop leaves the route (phase 1 is the route withdrawal); default: the BGP lab's router when the cluster is that lab")
 	f.StringVar(&o.clientNetNS, "client-netns", "", "be the client from this network namespace (a path such as /run/netns/NAME or /proc/PID/task/TID/ns/net): requests leave from it and its neighbour table is read")
 }
 
+// validate checks the flags' values before anything is measured (a
+// usage error when wrong).
 func (o options) validate() error {
 	switch {
 	case o.output != "table" && o.output != "json":
@@ -154,14 +166,29 @@ func (o options) validate() error {
 		return errors.New("--soft and --kill-command exclude each other: pick one way to kill")
 	case !o.soft && o.killCommand == "":
 		return errors.New("say how to kill the announcing node: --kill-command '...{node}...' for a hard failover, or --soft to delete its agent pod")
+	case o.runs < 1:
+		return fmt.Errorf("--runs %d: measure at least 1 failover", o.runs)
+	case o.rate <= 0 || o.timeout <= 0:
+		return fmt.Errorf("--rate %v and --timeout %s must be positive", o.rate, o.timeout)
+	case o.quiet <= 0 || o.maxRun <= 0 || o.warmup <= 0 || o.settleTimeout <= 0 || o.settle < 0:
+		return errors.New("--quiet, --max-run, --warmup and --settle-timeout must be positive, --settle not negative")
+	case o.scheme != "http" && o.scheme != "https" && o.scheme != "tcp":
+		return fmt.Errorf("--scheme %q: use http, https or tcp", o.scheme)
+	}
+	if o.address != "" {
+		if _, err := netip.ParseAddr(o.address); err != nil {
+			return fmt.Errorf("--address %q is not an IP address", o.address)
+		}
+	}
+	for _, s := range o.nodeMACs {
+		if _, err := fo.ParseNodeMAC(s); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error {
-	if err := o.validate(); err != nil {
-		return err
-	}
 	var macs fo.NodeMACs
 	for _, s := range o.nodeMACs {
 		m, err := fo.ParseNodeMAC(s)
@@ -180,6 +207,12 @@ func run(ctx context.Context, deps *cliutil.Deps, o options, name string) error 
 	}
 	if o.reader, err = crclient.New(rc, crclient.Options{Scheme: kube.Scheme()}); err != nil {
 		return fmt.Errorf("building a Kubernetes client: %w", err)
+	}
+	if o.routerNetNS == "" {
+		if p := routerNetNSFromLab(ctx, client, lab.StateDirFromEnv()); p != "" {
+			fmt.Fprintf(deps.Streams.Err, "routed: the client is behind the BGP lab's router (%s)\n", p)
+			o.routerNetNS = p
+		}
 	}
 	if len(macs) == 0 {
 		if m, dir := macsFromLab(ctx, client, lab.StateDirFromEnv()); len(m) > 0 {
@@ -227,7 +260,19 @@ func runWith(ctx context.Context, deps *cliutil.Deps, o options, name string, cl
 		defer nc.Close()
 		env.Dial, owner = nc.Dial, nc.Owner
 	}
-	if !o.noNeighbour {
+	if o.routerNetNS != "" {
+		kr, err := fo.OpenKernelRoutes(o.routerNetNS)
+		if err != nil {
+			return fmt.Errorf("--router-netns: %w", err)
+		}
+		defer kr.Close()
+		if env.NodeAddrs, err = nodeAddrs(ctx, client); err != nil {
+			return err
+		}
+		// The client's neighbour is the router: no owner to watch.
+		env.Routes, owner = kr, nil
+	}
+	if !o.noNeighbour && owner != nil {
 		env.Owner = owner
 	}
 	return Execute(ctx, deps.Streams.Out, o.output, o.svgDir, o.namespace+"/"+name, cfg, env)

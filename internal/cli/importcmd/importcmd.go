@@ -7,6 +7,7 @@ package importcmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -41,12 +42,31 @@ type Options struct {
 // NewCommand builds `mooring import`.
 func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "import",
+		Use:   "import metallb|cilium",
 		Short: "Translate MetalLB or Cilium LB configuration into Mooring pools and L2 policies, with a report of every field",
+		// `mooring import foo -f x`: cobra stops at import and parses -f as
+		// import's flag; say what is wrong instead: the source.
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return unknownSource(args[0])
+			}
+			return errors.New("say what to import from: mooring import metallb or mooring import cilium")
+		},
+		RunE: func(*cobra.Command, []string) error { return nil },
 	}
-	cmd.AddCommand(newSub(deps, "metallb", "MetalLB: pre-0.13 ConfigMap, AddressPool, IPAddressPool, L2Advertisement (BGP kinds reported)", importer.MetalLB),
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		if a := c.Flags().Args(); c == cmd && len(a) > 0 {
+			return unknownSource(a[0])
+		}
+		return err
+	})
+	cmd.AddCommand(newSub(deps, "metallb", "MetalLB: pre-0.13 ConfigMap, AddressPool, IPAddressPool, L2Advertisement, BGPPeer, BGPAdvertisement, Community, BFDProfile", importer.MetalLB),
 		newSub(deps, "cilium", "Cilium: CiliumLoadBalancerIPPool (v2alpha1, v2) and CiliumL2AnnouncementPolicy", importer.Cilium))
 	return cmd
+}
+
+func unknownSource(s string) error {
+	return fmt.Errorf("unknown source %q: import from metallb or cilium (mooring import metallb -f FILE|DIR, mooring import cilium --from-cluster)", s)
 }
 
 func newSub(deps *cliutil.Deps, system, short string, imp func([]importer.Input) (*importer.Result, error)) *cobra.Command {
@@ -56,18 +76,25 @@ func newSub(deps *cliutil.Deps, system, short string, imp func([]importer.Input)
 		Short:   short,
 		Args:    cobra.NoArgs,
 		Example: fmt.Sprintf("  mooring import %[1]s -f %[1]s-config/ > mooring.yaml\n  mooring import %[1]s --from-cluster --report report.txt -o json", system),
+		PreRunE: func(*cobra.Command, []string) error {
+			switch {
+			case o.FromCluster && len(o.Files) > 0:
+				return errors.New("use either --from-cluster or -f, not both")
+			case !o.FromCluster && len(o.Files) == 0:
+				return errors.New("nothing to import: give -f FILE|DIR (repeatable) or --from-cluster")
+			case o.Output != "yaml" && o.Output != "json":
+				return fmt.Errorf("-o %q: use yaml or json", o.Output)
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var inputs []importer.Input
 			var err error
 			switch {
-			case o.FromCluster && len(o.Files) > 0:
-				return cliutil.Usagef("use either --from-cluster or -f, not both")
 			case o.FromCluster:
 				inputs, err = fromCluster(cmd.Context(), o, system)
-			case len(o.Files) > 0:
-				inputs, err = ReadFiles(o.Files)
 			default:
-				return cliutil.Usagef("nothing to import: give -f FILE|DIR (repeatable) or --from-cluster")
+				inputs, err = ReadFiles(o.Files)
 			}
 			if err != nil {
 				return err

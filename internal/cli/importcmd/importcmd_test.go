@@ -201,6 +201,47 @@ func TestImportFromCluster(t *testing.T) {
 			t.Errorf("%s: from the cluster:\n%s\nfrom the files:\n%s", tc.system, g, w)
 		}
 	}
+	checkBGPAdmitted(t, dc)
+}
+
+// checkBGPAdmitted creates every BGP object imported from the fixture
+// with every MetalLB BGP field on the same apiserver: Mooring's CRDs (their
+// CEL rules included) admit all of them.
+func checkBGPAdmitted(t *testing.T, dc dynamic.Interface) {
+	t.Helper()
+	files, err := ReadFiles([]string{filepath.Join(fixtures, "metallb", "bgp-every-field.yaml")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := importer.MetalLB(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resources := map[string]string{"BGPPeer": "bgppeers", "BGPAdvertisement": "bgpadvertisements",
+		"BGPCommunity": "bgpcommunities", "BFDProfile": "bfdprofiles", "LoadBalancerIPPool": "loadbalancerippools"}
+	n := 0
+	for _, o := range res.Objects() {
+		b, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(b); err != nil {
+			t.Fatal(err)
+		}
+		r, ok := resources[u.GetKind()]
+		if !ok {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: "mooring.dev", Version: "v1alpha1", Resource: r}
+		if _, err := dc.Resource(gvr).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+			t.Errorf("imported %s %s refused by the apiserver: %v", u.GetKind(), u.GetName(), err)
+		}
+		n++
+	}
+	if n < 10 {
+		t.Errorf("only %d imported objects created", n)
+	}
 }
 
 // specs renders pools and policies without the imported-from annotation,

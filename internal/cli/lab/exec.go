@@ -19,9 +19,10 @@ func newExecCommand(_ *cliutil.Deps, stateDir *string) *cobra.Command {
 	restart := false
 	cmd := &cobra.Command{
 		Use:   "exec <host> -- <command> [args...]",
-		Short: "Run a command in a lab namespace: client, node-N or control-plane",
-		Long: `exec runs a command inside a lab namespace (client, node-N or control-plane), as a
-process of that host. Put the command after --, so that its own flags are its own.
+		Short: "Run a command in a lab namespace: client, node-N, control-plane or router",
+		Long: `exec runs a command inside a lab namespace (client, node-N, control-plane, or router in
+the BGP lab), as a process of that host. Put the command after --, so that its own flags are
+its own. In the router, vtysh reaches the router's own FRR daemons.
 
 With --restart-on-restore (nodes only) the lab records the command, and each ` + "`lab restore`" + `
 of that node runs it again there (its output then goes to the lab's logs/ folder), as a
@@ -29,6 +30,7 @@ service of a rebooted machine would; ` + "`lab kill`" + ` kills it like every ot
 		Example: `  mooring lab exec client -- curl -s http://10.213.0.100/
   mooring lab exec node-1 -- ip -br addr
   mooring lab exec node-1 -- nft list ruleset
+  mooring lab exec router -- vtysh -c 'show ip route json'     # lab up --bgp
   mooring lab exec --restart-on-restore node-1 -- /usr/local/bin/speaker --node-name node-1 &`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch dash := cmd.ArgsLenAtDash(); {
@@ -55,7 +57,8 @@ service of a rebooted machine would; ` + "`lab kill`" + ` kills it like every ot
 					return err
 				}
 			}
-			return lab.Exec(path, args[1:])
+			hs, _ := h.Host(args[0]) // found: NetNSPath did
+			return lab.Exec(path, lab.RouterArgv(hs, args[1:]))
 		},
 	}
 	cmd.Flags().BoolVar(&restart, "restart-on-restore", false, "record the command: each \"lab restore\" of this node runs it again")

@@ -109,3 +109,49 @@ func TestHelpAndUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// Issue 18: a fault that cannot be injected is a usage error (exit 2)
+// before anything starts — an unknown node included — instead of a lab
+// that says Ready and injects nothing.
+func TestUpFaultUsageErrors(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "none")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--fault=slow-new-pods=10s@node-9"}, `the lab has no node "node-9": its nodes are node-1..node-3`},
+		{[]string{"--nodes=4", "--fault=responder-open@node-5"}, `no node "node-5": its nodes are node-1..node-4`},
+		{[]string{"--fault=responder-open@"}, "nothing after @"},
+		{[]string{"--fault=responder-open=1s"}, "takes no value"},
+		{[]string{"--fault=slow-new-pods"}, "not a positive duration"},
+		{[]string{"--fault=xdp-loop"}, "unknown fault; the faults are slow-new-pods=DURATION[@NODE]"},
+		{[]string{"--no-mooring", "--fault=responder-open"}, "cannot go with --no-mooring"},
+		{[]string{"--pod-ipam=multi-pool", "--fault=slow-new-pods=5s"}, "static pod addresses only"},
+	} {
+		_, err := run(t, append([]string{"--state-dir", dir, "up"}, tc.args...)...)
+		var ue cliutil.UsageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("lab up %v: %v, want a usage error saying %q", tc.args, err, tc.want)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("a rejected lab up left %s behind: %v", dir, err)
+	}
+}
+
+func TestParseFault(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want lab.Fault
+	}{
+		{"slow-new-pods=20s", lab.Fault{Kind: lab.FaultSlowNewPods, SlowNewPods: 20e9}},
+		{" slow-new-pods=1m@node-2 ", lab.Fault{Kind: lab.FaultSlowNewPods, SlowNewPods: 60e9, Node: "node-2"}},
+		{"responder-open", lab.Fault{Kind: lab.FaultResponderOpen}},
+		{"responder-open@node-3", lab.Fault{Kind: lab.FaultResponderOpen, Node: "node-3"}},
+	} {
+		got, err := lab.ParseFault(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseFault(%q) = %+v, %v; want %+v", tc.in, got, err, tc.want)
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 func addRuntimeFlags(f *pflag.FlagSet, cfg *lab.Config) {
 	f.StringVar(&cfg.Runtime, "runtime", lab.RuntimeProcess, "what runs the nodes: process (the kubelet stand-in, quickest) or containerd (per node a real containerd, runc and kubelet v1.37.2; needs --images and hack/containerd's build)")
 	f.StringVar(&cfg.Containerd, "containerd", "", "with --runtime=containerd: folder of containerd, containerd-shim-runc-v2 and ctr (default: $"+lab.EnvContainerd+", else the current hack/containerd/build.sh build)")
-	f.StringVar(&cfg.Images, "images", "", "with --runtime=containerd: folder with mooring.oci.tar, echo.oci.tar and pause.oci.tar (`make image labimages`; default: $"+lab.EnvImages+", else dist/ of the repository)")
+	f.StringVar(&cfg.Images, "images", "", "with --runtime=containerd: folder with mooring.oci.tar, echo.oci.tar and pause.oci.tar (built by make image labimages; default: $"+lab.EnvImages+", else dist/ of the repository)")
 	f.StringVar(&cfg.Runc, "runc", "", "with --runtime=containerd: the runc binary (default: runc on $PATH, Debian's)")
 }
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
@@ -56,7 +56,7 @@ func printStatus(w io.Writer, s *lab.State) {
 
 // currentService reads the demo Service from the lab's apiserver, and who
 // announces its addresses ("addr=node/if,...", from the agents'
-// L2Announcers through agent.Announcements; "" when unknown).
+// L2Announcers through agentstatus.Announcements; "" when unknown).
 func currentService(ctx context.Context, s *lab.State) (*corev1.Service, string, error) {
 	rc, err := kube.RESTConfig(s.Kubeconfig, 5, 10)
 	if err != nil {
@@ -75,7 +75,7 @@ func currentService(ctx context.Context, s *lab.State) (*corev1.Service, string,
 	if err != nil {
 		return svc, "", nil
 	}
-	anns, err := agent.Announcements(ctx, c)
+	anns, err := agentstatus.Announcements(ctx, c)
 	if err != nil {
 		return svc, "", nil
 	}

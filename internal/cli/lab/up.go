@@ -45,10 +45,27 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
   sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
   sudo bin/mooring lab up --metallb         # MetalLB serves; Mooring only adopts (to try mooring migrate metallb run)
+  sudo bin/mooring lab up --bgp --metallb   # MetalLB's native BGP speakers peer with a router; the client sits behind it
   sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam
   sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes
   sudo bin/mooring lab up --runtime=containerd --install=chart   # real kubelets and containerd run the chart's pods`,
 		Args: cobra.NoArgs,
+		// Flag mistakes are usage errors (exit 2), found before anything
+		// is built or looked for.
+		PreRunE: func(*cobra.Command, []string) error {
+			if fault != "" {
+				var err error
+				if cfg.Fault, err = lab.ParseFault(fault); err != nil {
+					return err
+				}
+			}
+			check := cfg
+			check.Mooring = !noMooring
+			if metallb {
+				check.MetalLB = "--metallb"
+			}
+			return check.ValidateFlags()
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
 			// SIGPIPE caught, a write to a closed pipe fails with EPIPE (and
@@ -62,49 +79,13 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 				return err
 			}
 			cfg.Self, cfg.Log, cfg.StateDir, cfg.Mooring = self, deps.Log, *stateDir, !noMooring
-			if cfg.KubeBin == "" {
-				cfg.KubeBin = lab.FindKubeBin()
-			}
-			if cfg.CRDDir == "" {
-				cfg.CRDDir = lab.FindCRDDir(self)
-			}
-			if cfg.Install == lab.InstallChart {
-				if cfg.Helm == "" {
-					cfg.Helm = lab.FindHelm()
-				}
-				if cfg.ChartDir == "" {
-					cfg.ChartDir = lab.FindChartDir(self)
-				}
-			}
-			if metallb {
-				if cfg.MetalLB = lab.FindMetalLB(); cfg.MetalLB == "" {
-					return fmt.Errorf("--metallb: MetalLB is not built: run `make metallb` (or set %s to the folder it prints)", lab.EnvMetalLB)
-				}
-			}
-			if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
-				if fault != "" {
-					return cliutil.UsageError{Err: fmt.Errorf("--fault works with the lab's static pod addresses only: drop --pod-ipam=%s or --fault", cfg.PodIPAM)}
-				}
-				if cfg.CNIPlugins == "" {
-					cfg.CNIPlugins = lab.FindCNIPlugins()
-				}
-				if cfg.IPAMPlugin == "" {
-					cfg.IPAMPlugin = lab.FindIPAMPlugin(self)
-				}
+			if err := findTools(&cfg, self, metallb); err != nil {
+				return err
 			}
 			if err := fillRuntime(&cfg, self); err != nil {
 				return err
 			}
-			var flt lab.Fault
-			if fault != "" {
-				if flt, err = lab.ParseFault(fault); err != nil {
-					return err
-				}
-			}
 			return lab.Run(cmd.Context(), cfg, func(r *lab.Ready) {
-				if err := r.Cluster.StartFault(cmd.Context(), flt); err != nil {
-					deps.Log.Error("injecting the fault failed", "fault", fault, "err", err)
-				}
 				printReady(deps.Streams.Out, r, self, *stateDir)
 			})
 		},
@@ -116,7 +97,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.DurationVar(&cfg.NodeMonitorGracePeriod, "node-monitor-grace-period", cfg.NodeMonitorGracePeriod, "how long a silent node stays Ready (Kubernetes' default is 50s)")
 	f.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "give up if the lab is not ready within this time")
 	f.StringVar(&cfg.KeepLogs, "keep-logs", "", "on the way out, copy the components' logs into this folder")
-	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready)")
+	f.StringVar(&fault, "fault", "", "inject a data-plane fault once ready: slow-new-pods=DURATION[@NODE] (new pods on NODE, default the last, unreachable from other nodes for DURATION while Ready), or responder-open[@NODE] (NODE's agent, default the one announcing the demo Service, restarts and cannot open its ARP/NDP sockets: it retries in a loop while it runs); an unknown NODE is a usage error")
 	f.StringVar(&cfg.Install, "install", "", "how Mooring is installed: \"\" runs the controller and agents as lab processes; \"chart\" renders charts/mooring with helm, applies it, and the nodes run its pods with this binary")
 	f.StringVar(&cfg.Helm, "helm", "", "helm binary for --install=chart (default: $"+lab.EnvHelm+"/helm, else the current \"make helm\" build, else helm on $PATH)")
 	f.StringVar(&cfg.ChartDir, "chart", "", "the chart for --install=chart (default: charts/mooring of the repository)")
@@ -126,8 +107,42 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")
 	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
 	addRuntimeFlags(f, &cfg)
+	f.BoolVar(&cfg.BGP.Enabled, "bgp", false, "the BGP lab: a router namespace on the nodes' segment running FRR (bgpd, bfdd, zebra; make deps) that every node may peer with, and the client behind it, reaching Service addresses only through the router's ECMP routes; for now with --metallb (MetalLB's native BGP mode)")
+	f.DurationVar(&cfg.BGP.HoldTime, "bgp-hold-time", 0, "with --bgp: the hold time the nodes' speakers propose (default: the speaker's own, 90s for MetalLB)")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
+}
+
+// findTools fills in the folders and programs the flags left out.
+func findTools(cfg *lab.Config, self string, metallb bool) error {
+	if cfg.KubeBin == "" {
+		cfg.KubeBin = lab.FindKubeBin()
+	}
+	if cfg.CRDDir == "" {
+		cfg.CRDDir = lab.FindCRDDir(self)
+	}
+	if cfg.Install == lab.InstallChart {
+		if cfg.Helm == "" {
+			cfg.Helm = lab.FindHelm()
+		}
+		if cfg.ChartDir == "" {
+			cfg.ChartDir = lab.FindChartDir(self)
+		}
+	}
+	if metallb {
+		if cfg.MetalLB = lab.FindMetalLB(); cfg.MetalLB == "" {
+			return fmt.Errorf("--metallb: MetalLB is not built: run `make metallb` (or set %s to the folder it prints)", lab.EnvMetalLB)
+		}
+	}
+	if cfg.PodIPAM != "" && cfg.PodIPAM != lab.PodIPAMOff {
+		if cfg.CNIPlugins == "" {
+			cfg.CNIPlugins = lab.FindCNIPlugins()
+		}
+		if cfg.IPAMPlugin == "" {
+			cfg.IPAMPlugin = lab.FindIPAMPlugin(self)
+		}
+	}
+	return nil
 }
 
 // printReady prints the lines `lab up --help` promises. Write errors are

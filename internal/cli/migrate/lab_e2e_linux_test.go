@@ -50,7 +50,11 @@ func must(t *testing.T, err error) {
 // named at every step, and every one of them, at every step, is the node
 // MetalLB's speaker answered from before the migration (no address moves:
 // one responder per address throughout); not one request fails; no address
-// changes; MetalLB's processes and objects are gone.
+// changes; MetalLB's processes and objects are gone. Before and during it,
+// doctor lists MetalLB's speakers (and, before, the foreign MACs) and
+// status names MetalLB as the announcer; after it, and after the
+// controller's restart without --adopt-only, both are clean and plan says
+// nothing is left once the commands it prints have run.
 func TestMigrateInLab(t *testing.T) {
 	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, MetalLB: true, LogLevel: slog.LevelWarn})
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
@@ -96,6 +100,8 @@ func TestMigrateInLab(t *testing.T) {
 		return got, err
 	}
 	dir := t.TempDir()
+	v := newViews(t, r, cs, dc, cl)
+	v.metallbServes(ctx, "before the migration", false)
 
 	// 1. A stale copy of addrs[0] on a node MetalLB does not announce it
 	// from, with arp_ignore=0: that node answers ARP too.
@@ -139,6 +145,11 @@ func TestMigrateInLab(t *testing.T) {
 	seenMu.Unlock()
 	var out strings.Builder
 	st.Runner.Out, st.Runner.Responders = stampWriter{&out}, responders
+	st.Runner.AfterStep = func(ctx context.Context, i int) {
+		if i == 1 { // Mooring's pools and policies applied, MetalLB still runs
+			v.metallbServes(ctx, "during the migration", true)
+		}
+	}
 	lctx, lcancel := context.WithCancel(ctx)
 	load := &labtest.Load{Host: clientHost, URLs: labtest.URLs(addrs), Interval: 125 * time.Millisecond, Timeout: 3 * time.Second}
 	load.Start(lctx)
@@ -201,6 +212,7 @@ func TestMigrateInLab(t *testing.T) {
 	if pods, err := cs.CoreV1().Pods(lab.MetalLBNamespace).List(ctx, metav1.ListOptions{}); err != nil || len(pods.Items) != 0 {
 		t.Errorf("MetalLB pods left: %v %v", err, pods)
 	}
+	v.afterMigration(ctx)
 }
 
 func errOf[T any](_ T, err error) error { return err }

@@ -5,14 +5,16 @@ package migrate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +30,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/importcmd"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/controller"
+	"github.com/mooringlb/mooring/internal/foreignlb"
 	"github.com/mooringlb/mooring/internal/importer"
 	"github.com/mooringlb/mooring/internal/kube"
 	core "github.com/mooringlb/mooring/internal/migrate"
@@ -54,8 +57,14 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	plan := &cobra.Command{
 		Use: "plan", Short: "Print the ordered steps for this cluster: what is applied, checked, removed, and how to undo each", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Output != "text" && o.Output != "json" {
+				return cliutil.Usagef("-o %q: use text or json", o.Output)
+			}
 			cs, dc, err := clients(o)
 			if err != nil {
+				return err
+			}
+			if done, err := finished(cmd.Context(), o, cs, dc, deps.Streams.Out); done || err != nil {
 				return err
 			}
 			st, err := Prepare(cmd.Context(), *o, cs, dc, deps.Streams.Err)
@@ -80,10 +89,15 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if done, err := finished(cmd.Context(), &Options{Namespace: o.Namespace, Output: "text", LeaseNamespace: o.LeaseNamespace, LeaseName: o.LeaseName},
+				cs, dc, deps.Streams.Out); done || err != nil {
+				return err
+			}
 			return Run(cmd.Context(), *o, cs, dc, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
 	for _, c := range []*cobra.Command{plan, run} {
+		c.PreRunE = func(*cobra.Command, []string) error { return o.validate() }
 		f := c.Flags()
 		cliutil.AddKubeconfigFlag(c, &o.Kubeconfig)
 		f.StringVar(&o.Namespace, "metallb-namespace", o.Namespace, "MetalLB's namespace")
@@ -100,6 +114,42 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	mlb.AddCommand(plan, run)
 	cmd.AddCommand(mlb)
 	return cmd
+}
+
+// validate checks the flags' values (a usage error when wrong).
+func (o *Options) validate() error {
+	switch {
+	case o.Output != "text" && o.Output != "json":
+		return fmt.Errorf("-o %q: use text or json", o.Output)
+	case o.ProbeInterval <= 0 || o.CheckTimeout <= 0:
+		return fmt.Errorf("--probe-interval %s and --check-timeout %s must be positive", o.ProbeInterval, o.CheckTimeout)
+	case o.Namespace == "" || o.ImportFile == "" || o.SaveDir == "":
+		return fmt.Errorf("--metallb-namespace, --import-file and --save-dir must not be empty")
+	}
+	if o.Probe != "" {
+		if u, err := url.Parse(o.Probe); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("--probe %q: give an http:// or https:// URL through a LoadBalancer address, e.g. http://192.0.2.10/", o.Probe)
+		}
+	}
+	return nil
+}
+
+// finished prints Finished and returns true when there is nothing to
+// migrate.
+func finished(ctx context.Context, o *Options, cs kubernetes.Interface, dc dynamic.Interface, w io.Writer) (bool, error) {
+	f, err := CheckFinished(ctx, *o, cs, dc)
+	if err != nil || f == nil {
+		return false, err
+	}
+	if o.Output == "json" {
+		b, err := json.MarshalIndent(f, "", "  ")
+		if err != nil {
+			return true, err
+		}
+		_, err = w.Write(append(b, '\n'))
+		return true, err
+	}
+	return true, f.WriteText(w, *o)
 }
 
 func clients(o *Options) (kubernetes.Interface, dynamic.Interface, error) {
@@ -125,6 +175,18 @@ func allClients(o *Options) (kubernetes.Interface, dynamic.Interface, client.Rea
 	return cs, dc, cl, err
 }
 
+// withLeaseDefaults is o with the controller's default Lease where none
+// is given.
+func (o Options) withLeaseDefaults() Options {
+	if o.LeaseNamespace == "" {
+		o.LeaseNamespace = controller.DefaultLeaseNamespace
+	}
+	if o.LeaseName == "" {
+		o.LeaseName = controller.DefaultLeaseName
+	}
+	return o
+}
+
 // Prepared is a plan with everything run needs.
 type Prepared struct {
 	Steps  []core.Step
@@ -136,12 +198,7 @@ type Prepared struct {
 // the Services' addresses and builds the plan. It writes the import to
 // o.ImportFile and its report to report.
 func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Interface, report io.Writer) (*Prepared, error) {
-	if o.LeaseNamespace == "" {
-		o.LeaseNamespace = controller.DefaultLeaseNamespace
-	}
-	if o.LeaseName == "" {
-		o.LeaseName = controller.DefaultLeaseName
-	}
+	o = o.withLeaseDefaults()
 	f := core.Facts{MetalLBNamespace: o.Namespace, Interface: o.Interface, Probe: o.Probe, ImportFile: o.ImportFile, SaveDir: o.SaveDir,
 		LeaseNamespace: o.LeaseNamespace, LeaseName: o.LeaseName}
 	if err := cluster.FindMetalLB(ctx, cs, &f); err != nil {
@@ -207,30 +264,8 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 	f.Services = snap.Lines()
 	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout, Reader: o.reader}
 	if o.Interface != "" {
-		ifi, err := net.InterfaceByName(o.Interface)
-		if err != nil {
-			return nil, fmt.Errorf("--interface %q: %w", o.Interface, err)
-		}
-		// Asked from the interface's own addresses: MetalLB's NDP responder
-		// ignores a solicitation without a source link-layer address, which
-		// a DAD-style one (from ::) does not carry.
-		po := arpprobe.Options{Wait: 500 * time.Millisecond}
-		if as, err := ifi.Addrs(); err == nil {
-			for _, a := range as {
-				p, err := netip.ParsePrefix(a.String())
-				if err != nil || !p.Addr().IsGlobalUnicast() {
-					continue
-				}
-				if ip := p.Addr().Unmap(); ip.Is4() && !po.Src4.IsValid() {
-					po.Src4 = ip
-				} else if ip.Is6() && !po.Src6.IsValid() {
-					po.Src6 = ip
-				}
-			}
-		}
-		r.Responders = func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
-			res, err := arpprobe.ProbeInterface(ctx, ifi, addrs, po)
-			return res, err
+		if r.Responders, err = arpprobe.InterfaceProber(o.Interface, 500*time.Millisecond); err != nil {
+			return nil, err
 		}
 	}
 	return &Prepared{Steps: core.Plan(f), Runner: r, Import: res}, nil
@@ -265,5 +300,82 @@ func Run(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Int
 		}
 		return cliutil.ExitError{Code: 1}
 	}
+	return err
+}
+
+// Finished is what `plan` and `run` print when no MetalLB workload is
+// left in the cluster: nothing to migrate, what MetalLB left behind with
+// the command that removes each, and whether the controller still runs
+// --adopt-only.
+type Finished struct {
+	NothingToMigrate bool `json:"nothingToMigrate"`
+	// ControllerAdoptOnly: the leading Mooring controller still runs
+	// --adopt-only (the migration's last step restarts it without).
+	ControllerAdoptOnly bool               `json:"controllerAdoptOnly"`
+	Leftovers           []cluster.Leftover `json:"leftovers"`
+}
+
+// CheckFinished says whether there is anything to migrate. With MetalLB's
+// workloads (DaemonSet, Deployment or Pods) anywhere there is: in
+// o.Namespace it returns nil, elsewhere a usage error naming their
+// namespace. With none, it returns what Finished reports.
+func CheckFinished(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Interface) (*Finished, error) {
+	o = o.withLeaseDefaults()
+	snap, err := foreignlb.Read(ctx, cs, dc, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	m := snap.MetalLB
+	if m.Installed() {
+		var nss []string
+		for _, w := range slices.Concat(m.SpeakerSets, m.ControllerSets, m.Speakers, m.Controllers) {
+			if w.Namespace == o.Namespace {
+				return nil, nil
+			}
+			nss = append(nss, w.Namespace)
+		}
+		slices.Sort(nss)
+		nss = slices.Compact(nss)
+		return nil, cliutil.Usagef("--metallb-namespace %s: MetalLB is not there; its workloads are in %s: pass --metallb-namespace %s",
+			o.Namespace, strings.Join(nss, ", "), nss[0])
+	}
+	left, err := cluster.Leftovers(ctx, cs, dc, o.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	f := &Finished{NothingToMigrate: true, Leftovers: left}
+	mode, err := controller.ReadMode(ctx, cs.CoordinationV1(), o.LeaseNamespace, o.LeaseName, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	f.ControllerAdoptOnly = mode.Alive && mode.Published && mode.AdoptOnly
+	if f.Leftovers == nil {
+		f.Leftovers = []cluster.Leftover{}
+	}
+	return f, nil
+}
+
+// WriteText prints f for an operator.
+func (f *Finished) WriteText(w io.Writer, o Options) error {
+	var b strings.Builder
+	b.WriteString("Nothing to migrate: no MetalLB speaker or controller (DaemonSet, Deployment or Pod) is in this cluster.\n")
+	if f.ControllerAdoptOnly {
+		fmt.Fprintf(&b, "The Mooring controller still runs --adopt-only (Lease %s/%s): restart it without --adopt-only (the migration's last step), so that new Services get addresses.\n",
+			o.LeaseNamespace, o.LeaseName)
+	}
+	if len(f.Leftovers) == 0 {
+		b.WriteString("Nothing of MetalLB is left.\n")
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	fmt.Fprintf(&b, "MetalLB left %d object(s) behind; remove them in this order:\n", len(f.Leftovers))
+	for _, l := range f.Leftovers {
+		fmt.Fprintf(&b, "  %s\n      %s", l, l.Command)
+		if l.Note != "" {
+			fmt.Fprintf(&b, "   # %s", l.Note)
+		}
+		b.WriteString("\n")
+	}
+	_, err := io.WriteString(w, b.String())
 	return err
 }

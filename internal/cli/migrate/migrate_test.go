@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -131,7 +132,7 @@ func installMetalLBPool(t *testing.T, cs kubernetes.Interface, dc dynamic.Interf
 
 // playAgent stands in for Mooring's agent on node-1: the Node exists and
 // its agent's L2Announcer sees only itself alive, so once the migration
-// applies Mooring's policy, agent.Announcements names node-1.
+// applies Mooring's policy, internal/agent/status.Announcements names node-1.
 func playAgent(t *testing.T, ctx context.Context, cs kubernetes.Interface, c client.Client) {
 	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}, metav1.CreateOptions{})
 	must(t, err)
@@ -165,6 +166,12 @@ func TestMigrateRun(t *testing.T) {
 	o := Options{Namespace: "metallb-system", ImportFile: filepath.Join(dir, "mooring.yaml"), SaveDir: filepath.Join(dir, "saved"),
 		Probe: web.URL, ProbeInterval: 50 * time.Millisecond, CheckTimeout: 20 * time.Second}
 	pools := schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "loadbalancerippools"}
+
+	// MetalLB in another namespace than the flag says: a usage error naming it.
+	if _, err := CheckFinished(ctx, Options{Namespace: "metallb", LeaseNamespace: controller.DefaultLeaseNamespace, LeaseName: controller.DefaultLeaseName}, cs, dc); !isUsage(err) ||
+		!strings.Contains(err.Error(), "pass --metallb-namespace metallb-system") {
+		t.Fatalf("wrong --metallb-namespace: %v", err)
+	}
 
 	var out, errOut bytes.Buffer
 	// 1. IPVS without strictARP: refused, nothing changed.
@@ -244,6 +251,41 @@ func TestMigrateRun(t *testing.T) {
 	if err != nil || !strings.Contains(string(saved), "192.0.2.200-192.0.2.210") {
 		t.Errorf("saved MetalLB objects: %v\n%s", err, saved)
 	}
+
+	// 4. After the migration (issue 18): plan says there is nothing to
+	// migrate — it asked for --metallb-namespace before — and lists what
+	// MetalLB left behind, each with the command that removes it.
+	_, err = cs.CoreV1().Secrets("metallb-system").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "memberlist"},
+		Data: map[string][]byte{"secretkey": []byte("k")}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "metallb-system:speaker",
+		Labels: map[string]string{"app": "metallb"}}}, metav1.CreateOptions{})
+	must(t, err)
+	f, err := CheckFinished(ctx, o.withLeaseDefaults(), cs, dc)
+	if err != nil || f == nil || !f.NothingToMigrate || !f.ControllerAdoptOnly {
+		t.Fatalf("after the migration: %+v, %v", f, err)
+	}
+	out.Reset()
+	must(t, f.WriteText(&out, o.withLeaseDefaults()))
+	for _, want := range []string{
+		"Nothing to migrate",
+		"still runs --adopt-only",
+		"kubectl delete crd ipaddresspools.metallb.io",
+		"kubectl delete crd l2advertisements.metallb.io",
+		"kubectl delete clusterrole metallb-system:speaker",
+		"kubectl -n metallb-system delete secret memberlist",
+		"kubectl delete namespace metallb-system",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("plan after the migration lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Logf("plan after the migration:\n%s", out.String())
+}
+
+func isUsage(err error) bool {
+	var ue cliutil.UsageError
+	return errors.As(err, &ue)
 }
 
 // controllerLease is the Lease a leading Mooring controller holds, with the

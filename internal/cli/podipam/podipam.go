@@ -64,13 +64,13 @@ would happen.`,
   mooring podipam migrate --to=multi-pool --controller-update=manual \
       --cluster-pool-ipv4-cidr=10.244.0.0/16 --cluster-pool-ipv4-mask-size=24`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			f := cmd.Flags()
 			o.setV4, o.setV6 = f.Changed("cluster-pool-ipv4-cidr"), f.Changed("cluster-pool-ipv6-cidr")
 			o.setM4, o.setM6 = f.Changed("cluster-pool-ipv4-mask-size"), f.Changed("cluster-pool-ipv6-mask-size")
-			if err := o.validate(); err != nil {
-				return err
-			}
+			return o.validate()
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.RESTConfig(o.Kubeconfig, 20, 40)
 			if err != nil {
 				return err
@@ -116,7 +116,11 @@ func (o *Options) validate() error {
 	if (o.setM4 || o.setM6) && !o.setV4 && !o.setV6 {
 		return cliutil.Usagef("a --cluster-pool-*-mask-size needs its --cluster-pool-*-cidr")
 	}
-	return nil
+	if o.Wait && o.Timeout <= 0 {
+		return cliutil.Usagef("--timeout %s: --wait needs a positive timeout", o.Timeout)
+	}
+	_, err := o.settings()
+	return err
 }
 
 // settings are the --cluster-pool-* flags; nil when none was given.
@@ -156,6 +160,10 @@ func Run(ctx context.Context, o Options, c client.Client, out, errw io.Writer) e
 	plan, err := podipamctl.PlanMigration(ctx, c, podipamctl.MigrationInput{Namespace: o.Namespace, ClusterPool: given, Deployment: o.Deployment})
 	if err != nil {
 		return err
+	}
+	if plan.NothingToDo != "" {
+		fmt.Fprintf(out, "nothing to do: %s.\n", plan.NothingToDo)
+		return nil
 	}
 	update := chooseUpdate(o.Update, plan)
 	writePlan(out, plan, update, o.Chart)

@@ -208,4 +208,28 @@ func TestMigrateMessages(t *testing.T) {
 			"node-1               done: blocks kept, recorded in multi-pool, agent re-registered",
 			`migrated: pod IPAM mode multi-pool; 2 node(s) kept their blocks as blocks of "default" and their agents re-registered`)
 	})
+
+	// A cluster that runs multi-pool and never ran cluster-pool: the dry
+	// run says plainly there is nothing to do (it used to refuse, telling
+	// the operator to start the controller with the mode it already has).
+	t.Run("multi-pool from the start: nothing to do", func(t *testing.T) {
+		var cm corev1.ConfigMap
+		if err := f.c.Get(f.ctx, client.ObjectKey{Namespace: ns, Name: podipamctl.ModeConfigMap}, &cm); err != nil {
+			t.Fatal(err)
+		}
+		cm.Data = map[string]string{"mode": "multi-pool"}
+		if err := f.c.Update(f.ctx, &cm); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := f.run(podipam.Options{DryRun: true})
+		if code != 0 || errs != "" {
+			t.Fatalf("exit %d, stderr %s", code, errs)
+		}
+		contains(t, "stdout", out, "nothing to do: this cluster already runs pod IPAM mode multi-pool (ConfigMap mooring-system/mooring-pod-ipam-mode) and never ran cluster-pool: there is nothing to migrate.")
+		for _, bad := range []string{"refus", "Steps:", "Fix"} {
+			if strings.Contains(out, bad) {
+				t.Errorf("stdout says %q:\n%s", bad, out)
+			}
+		}
+	})
 }

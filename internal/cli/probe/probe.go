@@ -47,7 +47,8 @@ func newPodCommand(deps *cliutil.Deps) *cobra.Command {
 		Long: "Every component can say Ready while NEW pods stay unreachable for seconds (seed 004). new-pod creates pairs of fresh pods\n" +
 			"on two nodes, waits for Ready, then requests from inside each pod to its partner every --interval until one succeeds.\n" +
 			"It prints every sample and p50/p99/max, deletes its pods even on Ctrl-C, and exits 1 when any sample exceeds --threshold.",
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: func(*cobra.Command, []string) error { return o.validate() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.RESTConfig(o.kubeconfig, 20, 40)
 			if err != nil {
@@ -76,6 +77,25 @@ func newPodCommand(deps *cliutil.Deps) *cobra.Command {
 	f.StringVar(&o.via, "via", o.via, "how to request from inside a pod: netns (pods this machine runs, e.g. the lab), apiserver (pod proxy + /dial), auto")
 	f.StringVarP(&o.output, "output", "o", o.output, "table or json")
 	return cmd
+}
+
+// validate checks the flags' values (a usage error when wrong).
+func (o options) validate() error {
+	switch {
+	case o.via != "netns" && o.via != "apiserver" && o.via != "auto":
+		return fmt.Errorf("--via %q: use netns, apiserver or auto", o.via)
+	case o.output != "table" && o.output != "json":
+		return fmt.Errorf("-o %q: use table or json", o.output)
+	case o.pairs < 1 || o.rounds < 1:
+		return fmt.Errorf("--pairs %d and --rounds %d must be at least 1", o.pairs, o.rounds)
+	case len(o.nodes) != 0 && len(o.nodes) != 2:
+		return fmt.Errorf("--nodes %v: give exactly two nodes, e.g. --nodes=node-1,node-2", o.nodes)
+	case o.port < 1 || o.port > 65535:
+		return fmt.Errorf("--port %d: use 1..65535", o.port)
+	case o.timeout <= 0 || o.interval <= 0 || o.reqTimeout <= 0 || o.threshold <= 0:
+		return fmt.Errorf("--timeout, --interval, --request-timeout and --threshold must be positive")
+	}
+	return nil
 }
 
 // autoRequester uses the pod's namespace when this machine runs the pod

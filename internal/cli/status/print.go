@@ -28,6 +28,9 @@ const messageWidth = 60
 // List is the document -o json and -o yaml print.
 type List struct {
 	Services []Row `json:"services"`
+	// Notes say which other implementations run and how Mooring's
+	// controller runs, when that matters (a migration).
+	Notes []string `json:"notes,omitempty"`
 	// PodIPAM is set when a pod IPAM mode is recorded in the cluster.
 	PodIPAM *PodIPAM `json:"podIPAM,omitempty"`
 }
@@ -39,16 +42,21 @@ func Print(w io.Writer, format string, rows []Row, now time.Time) error {
 
 // PrintAll writes rows and, when pi is set, pod IPAM in format.
 func PrintAll(w io.Writer, format string, rows []Row, pi *PodIPAM, now time.Time) error {
+	return printDoc(w, format, List{Services: nonNil(rows), PodIPAM: pi}, now)
+}
+
+// printDoc writes l in format: the table, then its notes, then pod IPAM.
+func printDoc(w io.Writer, format string, l List, now time.Time) error {
 	switch format {
 	case OutputJSON:
-		b, err := json.MarshalIndent(List{Services: nonNil(rows), PodIPAM: pi}, "", "  ")
+		b, err := json.MarshalIndent(l, "", "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(w, "%s\n", b)
 		return err
 	case OutputYAML:
-		b, err := yaml.Marshal(List{Services: nonNil(rows), PodIPAM: pi})
+		b, err := yaml.Marshal(l)
 		if err != nil {
 			return err
 		}
@@ -56,10 +64,18 @@ func PrintAll(w io.Writer, format string, rows []Row, pi *PodIPAM, now time.Time
 		return err
 	case OutputTable, "", OutputWide:
 		wide := format == OutputWide
-		if err := printTable(w, rows, now, wide); err != nil || pi == nil {
+		if err := printTable(w, l.Services, now, wide); err != nil {
 			return err
 		}
-		return printPodIPAM(w, pi, wide)
+		for _, n := range l.Notes {
+			if _, err := fmt.Fprintln(w, n); err != nil {
+				return err
+			}
+		}
+		if l.PodIPAM == nil {
+			return nil
+		}
+		return printPodIPAM(w, l.PodIPAM, wide)
 	}
 	return fmt.Errorf("-o %q: use table, wide, json or yaml", format)
 }
@@ -113,34 +129,78 @@ func assigned(r Row) string {
 	return r.Assigned.Status + "/" + r.Assigned.Reason
 }
 
-// announcedBy is, in the default table, "node/if" per address of
+// announcedBy is, in the default table, who announces each address of
 // ADDRESSES, in its order ("-" for one nobody announces), or once when
-// every address has the same announcer; in the wide one "addr=node/if".
+// every address has the same announcers; in the wide one "addr=who" per
+// announcer. Mooring's announcer is "node/if"; another implementation's
+// carries its name: "node-2/eth0 (MetalLB)", or "node-2/eth0 (Mooring,
+// MetalLB)" when both answer from the same node.
 func announcedBy(r Row, wide bool) string {
 	var parts []string
 	if wide {
 		for _, a := range r.AnnouncedBy {
-			parts = append(parts, a.Address+"="+a.By)
+			who := a.By
+			if a.Implementation != "" {
+				who += " (" + a.Implementation + ")"
+			}
+			parts = append(parts, a.Address+"="+who)
 		}
 		return orDash(strings.Join(parts, ","))
 	}
-	by := map[string]string{}
+	by := map[string][]Announcement{}
 	for _, a := range r.AnnouncedBy {
-		by[a.Address] = a.By
+		by[a.Address] = append(by[a.Address], a)
 	}
 	same := true
 	for _, addr := range r.Addresses {
-		who, ok := by[canonical(addr)]
-		if !ok {
-			who = "-"
-		}
-		parts = append(parts, who)
-		same = same && who == parts[0]
+		parts = append(parts, describe(by[canonical(addr)]))
+		same = same && parts[len(parts)-1] == parts[0]
 	}
 	if same && len(parts) > 0 {
 		parts = parts[:1]
 	}
 	return orDash(strings.Join(parts, ","))
+}
+
+// describe is one address's announcers: "-" for none, "node/if" when only
+// Mooring's, else each node/if with the implementations answering from it.
+func describe(as []Announcement) string {
+	if len(as) == 0 {
+		return "-"
+	}
+	if !slices.ContainsFunc(as, func(a Announcement) bool { return a.Implementation != "" }) {
+		var out []string
+		for _, a := range as {
+			out = append(out, a.By)
+		}
+		return strings.Join(out, " & ")
+	}
+	// One entry per node: MetalLB's ServiceL2Status names no interface
+	// when its speaker answers on all of them.
+	var order []string
+	impls, by := map[string][]string{}, map[string]string{}
+	for _, a := range as {
+		node := a.Node
+		if node == "" {
+			node = a.By
+		}
+		if _, ok := impls[node]; !ok {
+			order = append(order, node)
+		}
+		if len(by[node]) < len(a.By) {
+			by[node] = a.By
+		}
+		impl := a.Implementation
+		if impl == "" {
+			impl = "Mooring"
+		}
+		impls[node] = append(impls[node], impl)
+	}
+	var out []string
+	for _, n := range order {
+		out = append(out, by[n]+" ("+strings.Join(impls[n], ", ")+")")
+	}
+	return strings.Join(out, " & ")
 }
 
 func canonical(addr string) string {

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 )
 
 // Row is one LoadBalancer Service as `mooring status` shows it; -o json
@@ -27,7 +27,7 @@ type Row struct {
 	// Assigned is the controller's AddressAssigned condition.
 	Assigned *Condition `json:"assigned,omitempty"`
 	// AnnouncedBy has one entry per announced address, recomputed from the
-	// API objects and the agents' L2Announcers (agent.Announcements).
+	// API objects and the agents' L2Announcers (agentstatus.Announcements).
 	AnnouncedBy []Announcement `json:"announcedBy,omitempty"`
 	// Messages are what needs the operator's attention now: conditions that
 	// are not as they should be.
@@ -53,6 +53,12 @@ type Announcement struct {
 	By         string   `json:"by"`
 	Node       string   `json:"node,omitempty"`
 	Interfaces []string `json:"interfaces,omitempty"`
+	// Implementation is another implementation that announces the address
+	// now ("MetalLB", "Cilium"); empty for Mooring.
+	Implementation string `json:"implementation,omitempty"`
+	// Source is where another implementation's announcer was read, e.g.
+	// "ServiceL2Status metallb-system/l2-abcde".
+	Source string `json:"source,omitempty"`
 }
 
 // Problem is one Warning Event an agent recorded on the Service, or a
@@ -87,13 +93,16 @@ func lastSeen(e *corev1.Event) time.Time {
 }
 
 // Announced is what the API says about announcing: who announces every
-// address (agent.Announcements) and every node's L2Announcer. The zero
+// address (agentstatus.Announcements) and every node's L2Announcer. The zero
 // value means it was not read: ANNOUNCED BY stays empty, and only Events
 // are problems.
 type Announced struct {
 	Known         bool
-	Announcements []agent.Announcement
+	Announcements []agentstatus.Announcement
 	Announcers    []mooringv1.L2Announcer
+	// Others is who else serves LoadBalancer Services and how Mooring's
+	// controller runs; its zero value: not read.
+	Others Others
 }
 
 // Rows turns LoadBalancer Services and the Events of their namespaces
@@ -110,10 +119,17 @@ func Rows(svcs []corev1.Service, events []corev1.Event, an Announced, since, now
 			continue
 		}
 		r := row(s)
+		key := s.Namespace + "/" + s.Name
+		served := an.Others.serving(key)
 		if an.Known && !r.OtherClass {
 			r.AnnouncedBy, r.Problems = an.forAddresses(r.Addresses, now)
+			r.Problems = withoutServed(r.Problems, served)
 		}
-		r.Problems = append(r.Problems, byService[s.Namespace+"/"+s.Name]...)
+		r.AnnouncedBy = append(r.AnnouncedBy, foreignAnnouncements(r.Addresses, served)...)
+		if !r.OtherClass && r.Assigned == nil {
+			r.Messages = append(r.Messages, an.Others.unassigned(s, served))
+		}
+		r.Problems = append(r.Problems, byService[key]...)
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool {
@@ -137,10 +153,10 @@ const (
 
 // forAddresses is who announces each of addrs, in their order, and the
 // current problems: every L2Announcer's for these addresses, else the
-// reason agent.Announcements gives, so that every address nobody
+// reason internal/agent/status.Announcements gives, so that every address nobody
 // announces has one.
 func (an Announced) forAddresses(addrs []string, now time.Time) ([]Announcement, []Problem) {
-	byAddr := map[netip.Addr]*agent.Announcement{}
+	byAddr := map[netip.Addr]*agentstatus.Announcement{}
 	for i := range an.Announcements {
 		byAddr[an.Announcements[i].Addr.Unmap()] = &an.Announcements[i]
 	}
@@ -233,10 +249,6 @@ func row(s *corev1.Service) Row {
 				r.Messages = append(r.Messages, c.Message)
 			}
 		}
-	}
-	if r.Assigned == nil {
-		r.Messages = append(r.Messages, "no AddressAssigned condition: the controller has not seen this Service "+
-			"(is `mooring controller` running? with --default-class=false it serves only loadBalancerClass "+mooringv1.LoadBalancerClass+")")
 	}
 	return r
 }

@@ -15,11 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/kube"
@@ -43,15 +44,18 @@ type Options struct {
 	// PodIPAM reads pod IPAM (PodIPAMFromAPI); nil, or a nil result (mode
 	// off), prints no pod IPAM section.
 	PodIPAM func(context.Context) (*PodIPAM, error)
+	// Others reads how Mooring's controller runs and who else serves
+	// LoadBalancer Services (OthersFromAPI); nil: not read.
+	Others func(context.Context, time.Time) (Others, error)
 }
 
-// FromAPI reads Announced through r: agent.Announcements recomputes the
+// FromAPI reads Announced through r: internal/agent/status.Announcements recomputes the
 // agents' decision from the Services, EndpointSlices, Nodes, policies and
 // L2Announcers (cluster-wide lists, whatever -n says), and the
 // L2Announcers' status.problems are listed as they are.
 func FromAPI(r client.Reader) func(context.Context) (Announced, error) {
 	return func(ctx context.Context) (Announced, error) {
-		anns, err := agent.Announcements(ctx, r)
+		anns, err := agentstatus.Announcements(ctx, r)
 		if err != nil {
 			return Announced{}, err
 		}
@@ -66,6 +70,7 @@ func FromAPI(r client.Reader) func(context.Context) (Announced, error) {
 // NewCommand builds `mooring status`.
 func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	var kubeconfig string
+	leaseNS, leaseName := controller.DefaultLeaseNamespace, controller.DefaultLeaseName
 	o := Options{Output: OutputTable, Since: DefaultSince}
 	cmd := &cobra.Command{
 		Use:   "status",
@@ -79,7 +84,10 @@ announced now (the L2Announcers' status.problems, e.g. NoEligibleNode,
 NoMatchingInterface), then the Warning Events Mooring's agents recorded on the
 Service within --since (split brain, a stale local copy of the address). An
 Event says a problem was seen then;
-` + "`mooring audit arp`" + ` checks the segment now. With pod IPAM on, a second
+` + "`mooring audit arp`" + ` checks the segment now. During a migration it says who
+serves each address now: MetalLB's speaker (its ServiceL2Status) or Cilium's
+lease holder appear in ANNOUNCED BY with their name, and a Service that the
+controller leaves alone under --adopt-only says so instead of "not seen". With pod IPAM on, a second
 table gives the recorded mode and, per node, its blocks (pool=CIDR), its
 node.spec.podCIDRs and pod IPAM problems (MooringPodCIDRMismatch, Exhausted).
 See docs/status.md.`,
@@ -87,12 +95,16 @@ See docs/status.md.`,
   mooring status -n demo -o wide
   mooring status -o json | jq '.services[] | select(.problems)'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			switch o.Output {
-			case OutputTable, OutputWide, OutputJSON, OutputYAML:
-			default:
-				return cliutil.Usagef("-o %q: use table, wide, json or yaml", o.Output)
+		PreRunE: func(*cobra.Command, []string) error {
+			switch {
+			case o.Output != OutputTable && o.Output != OutputWide && o.Output != OutputJSON && o.Output != OutputYAML:
+				return fmt.Errorf("-o %q: use table, wide, json or yaml", o.Output)
+			case o.Since < 0:
+				return fmt.Errorf("--since %s: must not be negative (0 shows no Events)", o.Since)
 			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := kube.RESTConfig(kubeconfig, 20, 40)
 			if err != nil {
 				return err
@@ -105,8 +117,13 @@ See docs/status.md.`,
 			if err != nil {
 				return err
 			}
+			dc, err := dynamic.NewForConfig(cfg)
+			if err != nil {
+				return err
+			}
 			o.Announced = FromAPI(c)
 			o.PodIPAM = PodIPAMFromAPI(c, controller.DefaultLeaseNamespace)
+			o.Others = OthersFromAPI(cs, dc, leaseNS, leaseName)
 			return Run(cmd.Context(), cs, o, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
@@ -114,6 +131,8 @@ See docs/status.md.`,
 	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "only this namespace (default: all)")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", o.Output, "output format: table, wide (whole messages, every problem), json or yaml")
 	cmd.Flags().DurationVar(&o.Since, "since", o.Since, "show problems (agents' Warning Events) seen within this long")
+	cmd.Flags().StringVar(&leaseNS, "lease-namespace", leaseNS, "namespace of the Mooring controller's leader-election Lease (where it publishes --adopt-only)")
+	cmd.Flags().StringVar(&leaseName, "lease-name", leaseName, "name of the Mooring controller's leader-election Lease")
 	return cmd
 }
 
@@ -144,6 +163,12 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 			fmt.Fprintf(errw, "warning: reading the announcements failed, so ANNOUNCED BY is empty and PROBLEMS has only Events: %v\n", err)
 		}
 	}
+	if o.Others != nil {
+		if an.Others, err = o.Others(ctx, now); err != nil {
+			an.Others = Others{}
+			fmt.Fprintf(errw, "warning: reading the Mooring controller's mode and other load balancers failed, so status cannot say whether another implementation serves a Service: %v\n", err)
+		}
+	}
 	var pi *PodIPAM
 	if o.PodIPAM != nil {
 		if pi, err = o.PodIPAM(ctx); err != nil {
@@ -151,5 +176,6 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 			fmt.Fprintf(errw, "warning: reading pod IPAM failed, so it is not shown: %v\n", err)
 		}
 	}
-	return PrintAll(w, o.Output, Rows(svcs.Items, events, an, now.Add(-o.Since), now), pi, now)
+	rows := Rows(svcs.Items, events, an, now.Add(-o.Since), now)
+	return printDoc(w, o.Output, List{Services: nonNil(rows), PodIPAM: pi, Notes: an.Others.Notes()}, now)
 }

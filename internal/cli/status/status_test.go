@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
+	"github.com/mooringlb/mooring/internal/controller"
+	"github.com/mooringlb/mooring/internal/foreignlb"
 )
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -77,7 +79,7 @@ func run(t *testing.T, output string) string {
 	var out, errw bytes.Buffer
 	o := Options{Output: output, Since: DefaultSince, Now: now, Announced: func(context.Context) (Announced, error) {
 		return Announced{Known: true, Announcers: []mooringv1.L2Announcer{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}},
-			Announcements: []agent.Announcement{
+			Announcements: []agentstatus.Announcement{
 				{Addr: netip.MustParseAddr("10.213.0.100"), Node: "node-2", Interfaces: []string{"eth0"}, Claimants: []string{"node-2"}},
 				{Addr: netip.MustParseAddr("fd00:213::100"), Node: "node-1", Interfaces: []string{"eth0"}, Claimants: []string{"node-1"}},
 			}}, nil
@@ -212,7 +214,7 @@ func TestCurrentProblems(t *testing.T) {
 	an := Announced{Known: true,
 		Announcers: []mooringv1.L2Announcer{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: mooringv1.L2AnnouncerStatus{
 			Problems: []mooringv1.AnnouncementProblem{{Address: "10.0.0.2", Reason: mooringv1.ProblemNoMatchingInterface, Message: "no interface matches eth9"}}}}},
-		Announcements: []agent.Announcement{
+		Announcements: []agentstatus.Announcement{
 			{Addr: netip.MustParseAddr("10.0.0.1"), Node: "node-2", Interfaces: []string{"eth0", "eth1"}, Claimants: []string{"node-2"}},
 			{Addr: netip.MustParseAddr("10.0.0.2"), Node: "node-1", Claimants: []string{"node-1"}, Reason: "no match"},
 			{Addr: netip.MustParseAddr("10.0.0.3"), Reason: "every endpoint is on node-3, which the policy excludes"},
@@ -258,5 +260,86 @@ func TestCurrentProblems(t *testing.T) {
 	}}
 	if err := Run(context.Background(), fixture(), o, &out, &errw); err != nil || !strings.Contains(errw.String(), "forbidden") {
 		t.Errorf("forbidden: %v, stderr %q", err, errw.String())
+	}
+}
+
+// During a migration (issue 18): with the controller in --adopt-only and
+// MetalLB serving, a Service says who serves it — MetalLB's speaker from
+// its ServiceL2Status — instead of "the controller has not seen this
+// Service" and NotAnnounced (now).
+func TestMigrationAware(t *testing.T) {
+	web := *lb("d", "web", func(s *corev1.Service) {
+		s.Annotations = map[string]string{"metallb.io/ip-allocated-from-pool": "lab"}
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.213.0.101"}, {IP: "fd00:213::101"}}
+	})
+	gone := *lb("d", "gone", func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.213.0.102"}}
+	})
+	ot := Others{Known: true, LeaseName: "mooring-system/mooring-controller",
+		Controller: controller.Mode{Found: true, Holder: "c-0", Alive: true, Published: true, AdoptOnly: true, DefaultClass: true},
+		Foreign: foreignlb.Snapshot{MetalLB: foreignlb.MetalLBState{
+			Speakers:   []foreignlb.Workload{{Kind: "Pod", Namespace: "metallb-system", Name: "speaker-node-2", Node: "node-2"}},
+			Announcers: map[string]foreignlb.L2Status{"d/web": {Node: "node-2", Interfaces: []string{"eth0"}, Object: "metallb-system/l2-x"}},
+			Allocated:  map[string]string{"d/web": "lab"},
+		}}}
+	// Before the migration: Mooring announces nothing.
+	an := Announced{Known: true, Others: ot, Announcers: []mooringv1.L2Announcer{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}}}
+	rows := Rows([]corev1.Service{web, gone}, nil, an, now.Add(-time.Hour), now)
+	g, w := rows[0], rows[1]
+	if len(w.Problems) != 0 || len(w.AnnouncedBy) != 2 || w.AnnouncedBy[0].Implementation != foreignlb.MetalLB ||
+		w.AnnouncedBy[0].Source != "ServiceL2Status metallb-system/l2-x" {
+		t.Errorf("web before: %+v", w)
+	}
+	msg := strings.Join(w.Messages, "; ")
+	for _, want := range []string{"served by MetalLB (ServiceL2Status metallb-system/l2-x, announced from node-2/eth0)", "MetalLB's pool lab", "runs --adopt-only"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("web's message lacks %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "has not seen") {
+		t.Errorf("web's message: %s", msg)
+	}
+	// gone: no other controller serves it, the controller only adopts.
+	if m := strings.Join(g.Messages, "; "); !strings.Contains(m, "no other controller serves it") || !strings.Contains(m, "without --adopt-only") {
+		t.Errorf("gone: %s", m)
+	}
+	var out bytes.Buffer
+	if err := printDoc(&out, OutputTable, List{Services: rows, Notes: ot.Notes()}, now); err != nil {
+		t.Fatal(err)
+	}
+	if l := lines(out.String()); !strings.Contains(l["web"], "node-2/eth0 (MetalLB)") || strings.Contains(l["web"], "NotAnnounced") {
+		t.Errorf("table:\n%s", out.String())
+	}
+	for _, want := range []string{"MetalLB runs: 1 speaker Pod(s) (on node-2), 0 controller Pod(s); its speakers announce 1 Service(s) now", "The Mooring controller runs --adopt-only"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("notes lack %q:\n%s", want, out.String())
+		}
+	}
+	// During: Mooring's agent on node-2 answers too.
+	an.Announcements = []agentstatus.Announcement{
+		{Addr: netip.MustParseAddr("10.213.0.101"), Node: "node-2", Interfaces: []string{"eth0"}, Claimants: []string{"node-2"}},
+		{Addr: netip.MustParseAddr("fd00:213::101"), Node: "node-2", Interfaces: []string{"eth0"}, Claimants: []string{"node-2"}},
+	}
+	w = Rows([]corev1.Service{web}, nil, an, now.Add(-time.Hour), now)[0]
+	if got := announcedBy(w, false); got != "node-2/eth0 (Mooring, MetalLB)" {
+		t.Errorf("during: %q", got)
+	}
+	// MetalLB's speaker answers on every interface: its status names none.
+	ot.Foreign.MetalLB.Announcers["d/web"] = foreignlb.L2Status{Node: "node-2", Object: "metallb-system/l2-x"}
+	an.Others = ot
+	w = Rows([]corev1.Service{web}, nil, an, now.Add(-time.Hour), now)[0]
+	if got := announcedBy(w, false); got != "node-2/eth0 (Mooring, MetalLB)" {
+		t.Errorf("during, no interface in the ServiceL2Status: %q", got)
+	}
+	an.Announcements[0].Node, an.Announcements[1].Node = "node-1", "node-1"
+	an.Announcements[0].Claimants, an.Announcements[1].Claimants = []string{"node-1"}, []string{"node-1"}
+	w = Rows([]corev1.Service{web}, nil, an, now.Add(-time.Hour), now)[0]
+	if got := announcedBy(w, false); got != "node-1/eth0 (Mooring) & node-2 (MetalLB)" {
+		t.Errorf("during, two nodes: %q", got)
+	}
+	// Without Others (an older status, or unreadable): as before.
+	w = Rows([]corev1.Service{web}, nil, Announced{Known: true, Announcers: an.Announcers}, now.Add(-time.Hour), now)[0]
+	if len(w.Problems) != 2 || w.Problems[0].Reason != ReasonNotAnnounced || !strings.Contains(strings.Join(w.Messages, ""), "has not seen this Service") {
+		t.Errorf("without Others: %+v", w)
 	}
 }

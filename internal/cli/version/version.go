@@ -18,8 +18,9 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		Short: "Print Mooring's version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			i := buildinfo.Get()
 			_, err := fmt.Fprintf(deps.Streams.Out, "mooring %s (commit %s, %s, %s/%s)\n",
-				buildinfo.Version, buildinfo.Commit(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
+				i.Version, i.Commit, i.GoVersion, runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}

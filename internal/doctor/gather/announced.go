@@ -7,7 +7,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/mooringlb/mooring/internal/agent"
+	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
 )
 
 // Announced returns, per address, the node whose agent announces it, as
@@ -20,7 +20,7 @@ func Announced(ctx context.Context, r client.Reader) (map[netip.Addr]string, err
 	if r == nil {
 		return out, nil
 	}
-	anns, err := agent.Announcements(ctx, r)
+	anns, err := agentstatus.Announcements(ctx, r)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +26,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/doctor"
+	"github.com/mooringlb/mooring/internal/ipalloc"
 )
 
 // Options say what the cluster cannot tell.
@@ -32,9 +35,18 @@ type Options struct {
 	// node under "". Without them the /24 (IPv4) and /64 (IPv6) around
 	// each InternalIP are assumed, and findings say so.
 	NodeSubnets map[string][]netip.Prefix
-	// Metrics reads a node's agent metrics; nil or an error means "not
-	// available". HTTPMetrics is the usual one.
+	// Metrics reads a node's agent metrics; nil means "not asked for", an
+	// error "unreachable" (a finding of its own). HTTPMetrics is the usual
+	// one.
 	Metrics func(ctx context.Context, node *corev1.Node) ([]byte, error)
+	// Readyz reads a node's agent /readyz; nil: not asked for.
+	// HTTPReadyz is the usual one.
+	Readyz func(ctx context.Context, node *corev1.Node) (*doctor.Readiness, error)
+	// Responders, when set, runs the ARP/NDP audit of the pools'
+	// addresses from a host on the Services' segment (Interface names it
+	// in findings).
+	Responders ResponderFunc
+	Interface  string
 	// Now is the clock for event ages.
 	Now func() time.Time
 	// Reader, when set, lets doctor compute who announces each address the
@@ -68,9 +80,11 @@ func Gather(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, 
 	if in.PolicyGenerations, in.Agents, err = agentConfigs(ctx, dc); err != nil {
 		return in, err
 	}
-	if in.Nodes, err = nodes(ctx, cs, nodeSels, opt); err != nil {
-		return in, err
+	nl, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return in, fmt.Errorf("listing Nodes: %w", err)
 	}
+	in.Nodes = nodes(ctx, nl.Items, nodeSels, opt)
 	announced, err := Announced(ctx, opt.Reader)
 	if err != nil {
 		return in, err
@@ -84,7 +98,10 @@ func Gather(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, 
 	if in.KubeProxy, err = kubeProxy(ctx, cs); err != nil {
 		return in, err
 	}
-	if in.Foreign, err = foreign(ctx, cs, dc, in.Services); err != nil {
+	if in.Foreign, _, err = foreign(ctx, cs, dc, opt.Now()); err != nil {
+		return in, err
+	}
+	if in.Audit, err = audit(ctx, &in, nl.Items, opt); err != nil {
 		return in, err
 	}
 	return in, nil
@@ -132,7 +149,7 @@ func blockRange(cidr, start, stop string) (doctor.Range, bool) {
 			return doctor.Range{}, false
 		}
 		p = p.Masked()
-		return doctor.Range{First: p.Addr(), Last: lastOf(p)}, true
+		return doctor.Range{First: p.Addr(), Last: ipalloc.LastAddr(p)}, true
 	}
 	a, err1 := netip.ParseAddr(strings.TrimSpace(start))
 	b, err2 := netip.ParseAddr(strings.TrimSpace(stop))
@@ -140,15 +157,6 @@ func blockRange(cidr, start, stop string) (doctor.Range, bool) {
 		return doctor.Range{}, false
 	}
 	return doctor.Range{First: a, Last: b}, true
-}
-
-func lastOf(p netip.Prefix) netip.Addr {
-	b := p.Addr().AsSlice()
-	for i := p.Bits(); i < len(b)*8; i++ {
-		b[i/8] |= 0x80 >> (i % 8)
-	}
-	a, _ := netip.AddrFromSlice(b)
-	return a
 }
 
 var gvrAnnouncers = schema.GroupVersionResource{Group: mooringv1.GroupVersion.Group, Version: mooringv1.GroupVersion.Version, Resource: "l2announcers"}
@@ -208,43 +216,64 @@ func policies(ctx context.Context, dc dynamic.Interface) ([]labels.Selector, err
 	return out, nil
 }
 
-func nodes(ctx context.Context, cs kubernetes.Interface, sels []labels.Selector, opt Options) ([]doctor.Node, error) {
-	l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("listing Nodes: %w", err)
-	}
-	var out []doctor.Node
-	for i := range l.Items {
-		n := &l.Items[i]
-		dn := doctor.Node{Name: n.Name}
+// nodes reads each Node's subnets and, when asked, its agent's metrics
+// and readiness, all agents at once (an unreachable one costs its timeout,
+// not the sum).
+func nodes(ctx context.Context, items []corev1.Node, sels []labels.Selector, opt Options) []doctor.Node {
+	out := make([]doctor.Node, len(items))
+	var wg sync.WaitGroup
+	for i := range items {
+		n := &items[i]
+		dn := &out[i]
+		*dn = doctor.Node{Name: n.Name, Subnets: nodeSubnets(n, opt.NodeSubnets)}
+		dn.SubnetsAssumed = len(opt.NodeSubnets[n.Name])+len(opt.NodeSubnets[""]) == 0 && len(dn.Subnets) > 0
 		for _, s := range sels {
 			dn.Announcing = dn.Announcing || s.Matches(labels.Set(n.Labels))
 		}
-		dn.Subnets = append(dn.Subnets, opt.NodeSubnets[n.Name]...)
-		dn.Subnets = append(dn.Subnets, opt.NodeSubnets[""]...)
-		if len(dn.Subnets) == 0 {
-			for _, a := range n.Status.Addresses {
-				ip, err := netip.ParseAddr(a.Address)
-				if a.Type != corev1.NodeInternalIP || err != nil {
-					continue
-				}
-				bits := 24
-				if ip.Is6() {
-					bits = 64
-				}
-				p, _ := ip.Prefix(bits)
-				dn.Subnets = append(dn.Subnets, p)
-				dn.SubnetsAssumed = true
+		for _, a := range n.Status.Addresses {
+			if ip, err := netip.ParseAddr(a.Address); err == nil && (a.Type == corev1.NodeInternalIP || a.Type == corev1.NodeExternalIP) {
+				dn.Addresses = append(dn.Addresses, ip.Unmap())
 			}
 		}
-		if opt.Metrics != nil {
-			if b, err := opt.Metrics(ctx, n); err == nil {
-				dn.Metrics = ParseMetrics(b)
+		wg.Go(func() {
+			if opt.Metrics != nil {
+				if b, err := opt.Metrics(ctx, n); err == nil {
+					dn.Metrics = ParseMetrics(b)
+				} else {
+					dn.MetricsErr = err.Error()
+				}
 			}
-		}
-		out = append(out, dn)
+			if opt.Readyz != nil && dn.MetricsErr == "" {
+				if r, err := opt.Readyz(ctx, n); err == nil {
+					dn.Readiness = r
+				}
+			}
+		})
 	}
-	return out, nil
+	wg.Wait()
+	return out
+}
+
+// nodeSubnets are the operator's subnets for n, else the /24 (/64) around
+// each InternalIP.
+func nodeSubnets(n *corev1.Node, given map[string][]netip.Prefix) []netip.Prefix {
+	out := append(slices.Clone(given[n.Name]), given[""]...)
+	if len(out) > 0 {
+		return out
+	}
+	for _, a := range n.Status.Addresses {
+		ip, err := netip.ParseAddr(a.Address)
+		if a.Type != corev1.NodeInternalIP || err != nil {
+			continue
+		}
+		bits := 24
+		if ip.Is6() {
+			bits = 64
+		}
+		p, _ := ip.Prefix(bits)
+		out = append(out, p)
+	}
+	return out
 }
 
 func services(ctx context.Context, cs kubernetes.Interface, announced map[netip.Addr]string) ([]doctor.Service, error) {

@@ -1,9 +1,12 @@
 package gather_test
 
 import (
+	"bytes"
+	"context"
 	"log/slog"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,9 +27,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	clidoctor "github.com/mooringlb/mooring/internal/cli/doctor"
 	"github.com/mooringlb/mooring/internal/doctor"
 	"github.com/mooringlb/mooring/internal/doctor/gather"
 	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/lab"
 	"github.com/mooringlb/mooring/internal/lab/labtest"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
@@ -35,114 +40,218 @@ const envSelf = "MOORING_DOCTOR_TEST_SELF"
 
 func TestMain(m *testing.M) { labtest.Main(m, envSelf) }
 
-// TestDoctorInLab: the real lab with Mooring's controller and agents is
-// clean to doctor; a pool off the nodes' segment and a stale local copy of
-// the LoadBalancer address on node-2 (lo, arp_ignore=0, as a leftover
-// kube-ipvs0 would be) are each found, the latter from the real agent's
-// report.
-func TestDoctorInLab(t *testing.T) {
-	ctx, r := labtest.Start(t, envSelf, labtest.Options{Mooring: true, LogLevel: slog.LevelWarn})
+// labDoctor runs doctor against a lab as an operator on its client
+// machine would: agents' metrics and /readyz over HTTP from the client
+// namespace, the ARP/NDP audit from the client's eth0.
+type labDoctor struct {
+	t   *testing.T
+	ctx context.Context
+	r   *lab.Ready
+	cs  kubernetes.Interface
+	dc  dynamic.Interface
+	cl  client.Client
+	opt gather.Options
+}
+
+func newLabDoctor(t *testing.T, ctx context.Context, r *lab.Ready) *labDoctor {
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
 	must(t, err)
-	cs, err := kubernetes.NewForConfig(rc)
+	d := &labDoctor{t: t, ctx: ctx, r: r}
+	d.cs, err = kubernetes.NewForConfig(rc)
 	must(t, err)
-	dc, err := dynamic.NewForConfig(rc)
+	d.dc, err = dynamic.NewForConfig(rc)
 	must(t, err)
-	cl, err := client.New(rc, client.Options{Scheme: kube.Scheme()})
+	d.cl, err = client.New(rc, client.Options{Scheme: kube.Scheme()})
 	must(t, err)
-	run := func() []doctor.Finding {
-		in, err := gather.Gather(ctx, cs, dc, gather.Options{Reader: cl})
-		must(t, err)
-		return problems(doctor.Run(in))
+	d.opt = labtest.DoctorOptions(r, d.cl)
+	return d
+}
+
+func (d *labDoctor) run() []doctor.Finding {
+	d.t.Helper()
+	in, err := gather.Gather(d.ctx, d.cs, d.dc, d.opt)
+	must(d.t, err)
+	return doctor.Run(in)
+}
+
+// waitFor runs doctor until ok holds, and returns those findings.
+func (d *labDoctor) waitFor(what string, timeout time.Duration, ok func([]doctor.Finding) bool) []doctor.Finding {
+	d.t.Helper()
+	var fs []doctor.Finding
+	for deadline := time.Now().Add(timeout); ; time.Sleep(500 * time.Millisecond) {
+		if fs = d.run(); ok(fs) {
+			return fs
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("%s: not within %v:\n%s", what, timeout, dump(fs))
+		}
 	}
-	// Wait until an agent announces the demo Service (the lab's ready line
-	// says it is reachable; the annotation follows within a second or so).
-	var lb netip.Addr
+}
+
+func has(fs []doctor.Finding, sev doctor.Severity, check, node string, mention ...string) bool {
+	return slices.ContainsFunc(fs, func(f doctor.Finding) bool {
+		if f.Severity != sev || f.Check != check || (node != "" && f.Node != node) {
+			return false
+		}
+		for _, m := range mention {
+			if !strings.Contains(f.Message, m) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestDoctorInLab: the real lab with Mooring's controller and agents is
+// clean to doctor; then, each alone, a pool off the nodes' segment, an
+// agent on an old configuration, a stale local copy of the LoadBalancer
+// address (current: the agent's gauge and the audit), the same after it
+// is gone (history), with the agents' metrics blocked (exit 0: history
+// and metrics-unreachable warnings; exit 1 once the stale copy answers
+// again, seen by the audit), and seed 004's fault: an agent that cannot
+// open its ARP/NDP sockets and retries while it runs.
+func TestDoctorInLab(t *testing.T) {
+	ctx, r := labtest.Start(t, envSelf, labtest.Options{Mooring: true, LogLevel: slog.LevelWarn})
+	d := newLabDoctor(t, ctx, r)
+	lb, owner := d.waitAnnounced()
+	fs := d.waitFor("clean lab", 30*time.Second, func(fs []doctor.Finding) bool {
+		return !slices.ContainsFunc(fs, func(f doctor.Finding) bool { return f.Severity != doctor.Info })
+	})
+	var out bytes.Buffer
+	must(t, clidoctor.Print(&out, "table", fs, false))
+	if strings.TrimSpace(out.String()) != "no problems found" {
+		t.Fatalf("clean lab printed:\n%s", out.String())
+	}
+	d.offSegmentPool()
+	d.oldConfiguration(owner)
+	other := "node-1"
+	if owner == other {
+		other = "node-2"
+	}
+	d.staleNowAndThen(lb, owner, other)
+	d.responderFault(owner)
+}
+
+// waitAnnounced waits until an agent announces the demo Service and
+// returns its IPv4 address and the announcing node.
+func (d *labDoctor) waitAnnounced() (netip.Addr, string) {
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		svc, err := cs.CoreV1().Services(r.Service.Namespace).Get(ctx, r.Service.Name, metav1.GetOptions{})
-		must(t, err)
-		ann, err := gather.Announced(ctx, cl)
-		must(t, err)
-		if len(svc.Status.LoadBalancer.Ingress) > 0 {
-			if a := netip.MustParseAddr(svc.Status.LoadBalancer.Ingress[0].IP); ann[a] != "" {
-				lb = a
-				break
+		svc, err := d.cs.CoreV1().Services(d.r.Service.Namespace).Get(d.ctx, d.r.Service.Name, metav1.GetOptions{})
+		must(d.t, err)
+		ann, err := gather.Announced(d.ctx, d.cl)
+		must(d.t, err)
+		for _, in := range svc.Status.LoadBalancer.Ingress {
+			if a := netip.MustParseAddr(in.IP); a.Is4() && ann[a] != "" {
+				return a, ann[a]
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no agent announced the demo Service")
+			d.t.Fatal("no agent announced the demo Service")
 		}
 	}
-	if p := run(); len(p) != 0 {
-		t.Fatalf("clean lab: %s", dump(p))
-	}
+}
 
-	// A pool off the segment.
+func (d *labDoctor) offSegmentPool() {
 	far := &unstructured.Unstructured{Object: map[string]any{"apiVersion": mooringv1.GroupVersion.String(), "kind": "LoadBalancerIPPool",
 		"metadata": map[string]any{"name": "far"}, "spec": map[string]any{"blocks": []any{map[string]any{"cidr": "198.51.100.0/28"}}}}}
-	_, err = dc.Resource(poolGVR).Create(ctx, far, metav1.CreateOptions{})
-	must(t, err)
-	if p := run(); len(p) != 1 || p[0].Check != "pool-subnet" || !strings.Contains(p[0].Message, "198.51.100.0-198.51.100.15") {
-		t.Fatalf("off-segment pool: %s", dump(p))
+	_, err := d.dc.Resource(poolGVR).Create(d.ctx, far, metav1.CreateOptions{})
+	must(d.t, err)
+	if p := problems(d.run()); len(p) != 1 || p[0].Check != "pool-subnet" || !strings.Contains(p[0].Message, "198.51.100.0-198.51.100.15") {
+		d.t.Fatalf("off-segment pool: %s", dump(p))
 	}
-	must(t, dc.Resource(poolGVR).Delete(ctx, "far", metav1.DeleteOptions{}))
+	must(d.t, d.dc.Resource(poolGVR).Delete(d.ctx, "far", metav1.DeleteOptions{}))
+}
 
-	// An agent on an old configuration: node-2's agent stopped (SIGSTOP),
-	// then the policy changed (a serviceSelector every Service matches, so
-	// nothing else changes). node-1's agent reports the new generation,
-	// node-2's the old one: doctor names node-2; after SIGCONT it is clean.
-	pid := agentPID(t, r.Cluster.Host("node-2"), "node-2")
+// oldConfiguration: node's agent stopped (SIGSTOP), then the policy
+// changed (a serviceSelector every Service matches, so nothing else
+// changes): doctor names node at the old generation; after SIGCONT it is
+// clean again. While stopped its metrics cannot be read (a warning) and
+// the audit may see its addresses unanswered until a peer takes them.
+func (d *labDoctor) oldConfiguration(node string) {
+	t := d.t
+	pid := agentPID(t, d.r.Cluster.Host(node), node)
 	must(t, unix.Kill(pid, unix.SIGSTOP))
 	cont := sync.OnceFunc(func() { _ = unix.Kill(pid, unix.SIGCONT) })
 	defer cont()
-	pols, err := dc.Resource(policyGVR).List(ctx, metav1.ListOptions{})
+	pols, err := d.dc.Resource(policyGVR).List(d.ctx, metav1.ListOptions{})
 	must(t, err)
 	if len(pols.Items) == 0 {
 		t.Fatal("the lab has no L2AnnouncementPolicy")
 	}
 	pol := pols.Items[0].GetName()
-	_, err = dc.Resource(policyGVR).Patch(ctx, pol, types.MergePatchType,
+	_, err = d.dc.Resource(policyGVR).Patch(d.ctx, pol, types.MergePatchType,
 		[]byte(`{"spec":{"serviceSelector":{"matchExpressions":[{"key":"lab.mooring.dev/none","operator":"DoesNotExist"}]}}}`), metav1.PatchOptions{})
 	must(t, err)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		p := run()
-		if len(p) == 1 && p[0].Check == "agent-config" && p[0].Node == "node-2" && strings.Contains(p[0].Message, "L2AnnouncementPolicy "+pol+" is at generation 1, the cluster's at 2") {
-			t.Logf("stopped agent: %s", dump(p))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("an agent on an old configuration: %s", dump(p))
-		}
+	fs := d.waitFor("an agent on an old configuration", 30*time.Second, func(fs []doctor.Finding) bool {
+		return has(fs, doctor.Problem, "agent-config", node, "L2AnnouncementPolicy "+pol+" is at generation 1, the cluster's at 2")
+	})
+	if !has(fs, doctor.Warning, "agent-metrics", node, "unreachable") {
+		t.Errorf("a stopped agent's metrics: %s", dump(fs))
 	}
 	cont()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		p := run()
-		if len(p) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after SIGCONT: %s", dump(p))
-		}
+	d.waitFor("after SIGCONT", 30*time.Second, func(fs []doctor.Finding) bool { return len(problems(fs)) == 0 })
+}
+
+// staleNowAndThen: a stale copy of lb on other's lo with arp_ignore=0 is
+// current (the agent's gauge, the audit's second MAC); once removed, its
+// Event is history; with the agents' metrics blocked, doctor exits 0
+// with history lines and metrics-unreachable warnings; planted again, the
+// audit sees it now and doctor exits 1.
+func (d *labDoctor) staleNowAndThen(lb netip.Addr, owner, other string) {
+	t := d.t
+	h := d.r.Cluster.Host(other)
+	must(t, h.Sysctl("net.ipv4.conf.all.arp_ignore", "0"))
+	stale := netip.PrefixFrom(lb, 32)
+	must(t, h.AddAddr("lo", stale))
+	fs := d.waitFor("a stale local address", 60*time.Second, func(fs []doctor.Finding) bool {
+		return has(fs, doctor.Problem, "stale-local-address", other, lb.String(), "counts 1 now")
+	})
+	if !has(fs, doctor.Problem, "arp-audit", other, "foreign MAC "+h.MAC.String(), lb.String()) {
+		t.Errorf("the audit did not name %s's MAC for %s:\n%s", other, lb, dump(fs))
+	}
+	must(t, h.DelAddr("lo", stale))
+	fs = d.waitFor("the stale address removed", 60*time.Second, func(fs []doctor.Finding) bool { return len(problems(fs)) == 0 })
+	if !has(fs, doctor.History, "stale-local-address", other, "history:", "the agent on "+other+" counts none now") {
+		t.Errorf("the old Event is not shown as history:\n%s", dump(fs))
 	}
 
-	// A stale local copy of the LoadBalancer address on node-2.
-	h := r.Cluster.Host("node-2")
-	must(t, h.Do(func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/conf/all/arp_ignore", []byte("0"), 0)
-	}))
-	must(t, h.AddAddr("lo", netip.PrefixFrom(lb, 32)))
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(time.Second) {
-		p := run()
-		if len(p) > 0 {
-			if p[0].Check != "stale-local-address" || p[0].Node != "node-2" || !strings.Contains(p[0].Message, lb.String()) {
-				t.Fatalf("stale address: %s", dump(p))
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the stale local address on node-2 was not found within 60 s")
+	unblock := blockAgentMetrics(t, d.r.Cluster.Host(d.r.From))
+	fs = d.run()
+	var out bytes.Buffer
+	must(t, clidoctor.Print(&out, "table", fs, false))
+	t.Logf("metrics blocked, only an old Event (exit %v):\n%s", doctor.HasProblem(fs), out.String())
+	if doctor.HasProblem(fs) || !has(fs, doctor.History, "stale-local-address", other, "cannot be read", "at most one responder") ||
+		!has(fs, doctor.Warning, "agent-metrics", owner, "agent metrics unreachable") || !has(fs, doctor.Warning, "agent-metrics", other, "agent metrics unreachable") ||
+		!strings.Contains(out.String(), "history") {
+		t.Fatalf("metrics blocked, only an old Event: want exit 0 with history and metrics-unreachable:\n%s", dump(fs))
+	}
+	must(t, h.AddAddr("lo", stale))
+	fs = d.waitFor("the stale address back, metrics blocked", 30*time.Second, func(fs []doctor.Finding) bool {
+		return has(fs, doctor.Problem, "stale-local-address", "", "seen now by the ARP/NDP audit", h.MAC.String())
+	})
+	t.Logf("planted again, seen by the audit: %s", dump(problems(fs)))
+	must(t, h.DelAddr("lo", stale))
+	unblock()
+	d.waitFor("clean again", 60*time.Second, func(fs []doctor.Finding) bool { return len(problems(fs)) == 0 })
+}
+
+// blockAgentMetrics drops the client namespace's connections to the
+// agents' metrics port (a firewall in the way); the returned func lifts it.
+func blockAgentMetrics(t *testing.T, h *netlab.Host) func() {
+	t.Helper()
+	nft := func(script string) {
+		var out bytes.Buffer
+		cmd := exec.Command("nft", "-f", "-")
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(script), &out, &out
+		p, err := h.Start(cmd)
+		must(t, err)
+		if err := p.Wait(); err != nil {
+			t.Fatalf("nft: %v\n%s", err, out.String())
 		}
 	}
+	nft("table inet mooring_test_block {\n chain out {\n  type filter hook output priority 0; policy accept;\n  tcp dport " +
+		strconv.Itoa(labtest.AgentMetricsPort) + " drop\n }\n}\n")
+	return sync.OnceFunc(func() { nft("delete table inet mooring_test_block\n") })
 }
 
 var (

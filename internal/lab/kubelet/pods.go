@@ -173,9 +173,19 @@ func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key st
 	return k.writeStatus(ctx, obj, p)
 }
 
-// leaveAlone logs once why a pod is not run. Its status stays whatever its
-// owner writes; a requested deletion is confirmed, as a kubelet with
-// nothing to stop for it would.
+// AnnotationRunBy marks a pod that another part of the lab runs and
+// reports (e.g. the MetalLB supervisor's speaker pods): the stand-in leaves
+// it alone without a word on the pod.
+const AnnotationRunBy = "lab.mooring.dev/run-by"
+
+// EventReasonNotRun is the Warning Event the stand-in records on a pod it
+// will not run, so that `kubectl describe pod` says why it stays Pending.
+const EventReasonNotRun = "LabCannotRun"
+
+// leaveAlone says once why a pod is not run: in the log and, unless another
+// part of the lab runs it (AnnotationRunBy), as a Warning Event on the pod.
+// Its status stays whatever its owner writes; a requested deletion is
+// confirmed, as a kubelet with nothing to stop for it would.
 func (k *kubelet) leaveAlone(ctx context.Context, obj *corev1.Pod, why string) {
 	key := obj.Namespace + "/" + obj.Name
 	k.mu.Lock()
@@ -184,6 +194,9 @@ func (k *kubelet) leaveAlone(ctx context.Context, obj *corev1.Pod, why string) {
 	k.mu.Unlock()
 	if first {
 		k.log.Info("leaving pod alone", "pod", key, "why", why)
+		if obj.Annotations[AnnotationRunBy] == "" && obj.DeletionTimestamp == nil {
+			k.eventNotRun(ctx, obj, why)
+		}
 	}
 	if obj.DeletionTimestamp != nil {
 		err := k.cfg.Client.CoreV1().Pods(obj.Namespace).Delete(ctx, obj.Name, metav1.DeleteOptions{
@@ -192,6 +205,27 @@ func (k *kubelet) leaveAlone(ctx context.Context, obj *corev1.Pod, why string) {
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			k.log.Warn("confirming the deletion of a pod left alone", "pod", key, "err", err)
 		}
+	}
+}
+
+// eventNotRun records EventReasonNotRun on obj, as a kubelet records its
+// own Warnings (source kubelet on this node). A failure is only logged: the
+// pod is left alone either way.
+func (k *kubelet) eventNotRun(ctx context.Context, obj *corev1.Pod, why string) {
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: obj.Name + ".", Namespace: obj.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: obj.Namespace, Name: obj.Name,
+			UID: obj.UID, ResourceVersion: obj.ResourceVersion},
+		Type: corev1.EventTypeWarning, Reason: EventReasonNotRun,
+		Message: "the lab's kubelet stand-in does not run this pod, so it stays Pending: " + why +
+			"; give its containers the image " + Image + " (an HTTP echo server on the container's first port), or run it outside the lab",
+		Source:         corev1.EventSource{Component: "kubelet", Host: k.cfg.NodeName},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		ReportingController: "kubelet", ReportingInstance: k.cfg.NodeName,
+	}
+	if _, err := k.cfg.Client.CoreV1().Events(obj.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		k.log.Warn("recording why a pod is left alone", "pod", obj.Namespace+"/"+obj.Name, "err", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mooringlb/mooring/internal/cli"
+	"github.com/mooringlb/mooring/internal/frr"
 	"github.com/mooringlb/mooring/internal/lab"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
@@ -41,6 +42,8 @@ type Options struct {
 	// MetalLB runs the real MetalLB (hack/metallb) in the lab; with
 	// Mooring too, Mooring's controller only adopts (see lab.Config).
 	MetalLB bool
+	// BGP is lab.Config's: the router with FRR, the client behind it.
+	BGP lab.BGPConfig
 	// PodIPAM and PodNetwork are lab.Config's: pods set up through libcni
 	// with mooring-ipam (built from this tree for the test) in that mode.
 	PodIPAM, PodNetwork string
@@ -69,6 +72,9 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 			t.Skipf("MetalLB not built: run `make metallb` (or set %s)", lab.EnvMetalLB)
 		}
 	}
+	if o.BGP.Enabled {
+		frr.RequireFRR(t)
+	}
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +85,7 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 	cfg := lab.Config{
 		Nodes: o.Nodes, StateDir: filepath.Join(t.TempDir(), "lab"), KubeBin: kubebin, CRDDir: crds,
 		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: o.Mooring, MetalLB: metallb,
-		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute,
+		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute, BGP: o.BGP,
 		Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: o.LogLevel})),
 	}
 	if o.PodIPAM != "" {
@@ -88,17 +94,23 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	readyc := make(chan *lab.Ready, 1)
-	errc := make(chan error, 1)
-	go func() { errc <- lab.Run(ctx, cfg, func(r *lab.Ready) { readyc <- r }) }()
+	var runErr error
+	done := make(chan struct{}) // closed once lab.Run has returned runErr
+	go func() {
+		runErr = lab.Run(ctx, cfg, func(r *lab.Ready) { readyc <- r })
+		close(done)
+	}()
 	t.Cleanup(func() {
 		cancel()
-		<-errc
+		<-done
 	})
 	select {
 	case r := <-readyc:
 		return ctx, r
-	case err := <-errc:
-		t.Fatalf("lab.Run returned before ready: %v", err)
+	case <-done:
+		// The cleanup waits on done too: a lab that failed to come up
+		// must not hang the test binary until its timeout.
+		t.Fatalf("lab.Run returned before ready: %v", runErr)
 	case <-time.After(3 * time.Minute):
 		t.Fatal("lab not ready after 3 minutes")
 	}

@@ -54,6 +54,9 @@ type Runner struct {
 	CheckTimeout time.Duration
 	Out          io.Writer
 	Log          *slog.Logger
+	// AfterStep, when set, is called after step i's checks passed (before
+	// the next step): a look at the cluster mid-migration.
+	AfterStep func(ctx context.Context, i int)
 
 	// splitSince is when MetalLB's speakers stopped answering: agents'
 	// split-brain reports before it name MetalLB's expected second answer
@@ -119,6 +122,9 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 		fmt.Fprintf(r.Out, "  ok: %s\n", r.joinChecks(s.Checks))
 		if len(r.audit) > 0 && slices.Contains(s.Checks, migrate.CheckResponders) {
 			fmt.Fprintf(r.Out, "  responders: %s\n", strings.Join(r.audit, " "))
+		}
+		if r.AfterStep != nil {
+			r.AfterStep(ctx, i)
 		}
 	}
 	return nil
@@ -370,9 +376,12 @@ func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
 		case migrate.CheckAddressesUnchanged:
 			err = r.addressesUnchanged(ctx)
 		case migrate.CheckNoStaleLocal:
-			err = doctorSays(findings, "stale-local-address", "split-brain")
+			// A gate, so stricter than doctor's exit code: an agent's
+			// report no live check confirms (history) still stops the run
+			// until the operator has looked and the Event is gone.
+			err = doctorSays(findings, true, "stale-local-address", "split-brain")
 		case migrate.CheckStrictARP:
-			err = doctorSays(findings, "kube-proxy")
+			err = doctorSays(findings, false, "kube-proxy")
 		case migrate.CheckMooringAnnounces:
 			err = r.mooringAnnounces(ctx)
 		case migrate.CheckResponders:
@@ -395,13 +404,29 @@ func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
 	return nil
 }
 
-func doctorSays(fs []doctor.Finding, checks ...string) error {
+// doctorSays fails on a problem doctor's checks found, and with history
+// on their history too (an Event no live check confirms).
+func doctorSays(fs []doctor.Finding, history bool, checks ...string) error {
 	for _, f := range fs {
-		if f.Severity == doctor.Problem && slices.Contains(checks, f.Check) {
+		if !slices.Contains(checks, f.Check) {
+			continue
+		}
+		switch {
+		case f.Severity == doctor.Problem:
 			return fmt.Errorf("%s (node %s); fix: %s", f.Message, f.Node, f.Fix)
+		case f.Severity == doctor.History && history:
+			return fmt.Errorf("%s (node %s); fix: %s; once it is fixed, delete the Event (kubectl -n NAMESPACE get events --field-selector reason=%s) or wait for it to expire",
+				f.Message, f.Node, f.Fix, reasonOf(f.Check))
 		}
 	}
 	return nil
+}
+
+func reasonOf(check string) string {
+	if check == "split-brain" {
+		return doctor.ReasonSplitBrain
+	}
+	return doctor.ReasonStaleLocalAddress
 }
 
 func (r *Runner) addressesUnchanged(ctx context.Context) error {
@@ -578,36 +603,22 @@ func (r *Runner) metallbAnnouncers(ctx context.Context) (map[netip.Addr]string, 
 // --adopt-only, from the flags it publishes on its leader-election Lease.
 func (r *Runner) adoptOnly(ctx context.Context) error {
 	ns, name := r.Facts.LeaseNamespace, r.Facts.LeaseName
-	l, err := r.CS.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("no Lease %s/%s: no Mooring controller has led yet; install it with --adopt-only (or pass --lease-namespace/--lease-name)", ns, name)
-	}
-	if err != nil {
+	m, err := controller.ReadMode(ctx, r.CS.CoordinationV1(), ns, name, time.Now())
+	switch {
+	case err != nil:
 		return err
-	}
-	holder := ptrString(l.Spec.HolderIdentity)
-	if holder == "" {
+	case !m.Found:
+		return fmt.Errorf("no Lease %s/%s: no Mooring controller has led yet; install it with --adopt-only (or pass --lease-namespace/--lease-name)", ns, name)
+	case m.Holder == "":
 		return fmt.Errorf("Lease %s/%s has no holder: no Mooring controller leads; start it with --adopt-only", ns, name)
-	}
-	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
-		if age := time.Since(l.Spec.RenewTime.Time); age > 2*time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second {
-			return fmt.Errorf("the Mooring controller %s last renewed Lease %s/%s %v ago: it is not running", holder, ns, name, age.Round(time.Second))
-		}
-	}
-	switch v, ok := l.Annotations[controller.AnnotationAdoptOnly]; {
-	case !ok:
-		return fmt.Errorf("the Mooring controller %s publishes no %s on Lease %s/%s (older than this mooring, or not leading yet): cannot tell whether it runs with --adopt-only", holder, controller.AnnotationAdoptOnly, ns, name)
-	case v != "true":
-		return fmt.Errorf("the Mooring controller %s runs without --adopt-only (Lease %s/%s): it would write the Services MetalLB still serves; restart it with --adopt-only", holder, ns, name)
+	case !m.Alive:
+		return fmt.Errorf("the Mooring controller %s last renewed Lease %s/%s %v ago: it is not running", m.Holder, ns, name, m.RenewedAgo.Round(time.Second))
+	case !m.Published:
+		return fmt.Errorf("the Mooring controller %s publishes no %s on Lease %s/%s (older than this mooring, or not leading yet): cannot tell whether it runs with --adopt-only", m.Holder, controller.AnnotationAdoptOnly, ns, name)
+	case !m.AdoptOnly:
+		return fmt.Errorf("the Mooring controller %s runs without --adopt-only (Lease %s/%s): it would write the Services MetalLB still serves; restart it with --adopt-only", m.Holder, ns, name)
 	}
 	return nil
-}
-
-func ptrString(p *string) string {
-	if p == nil {
-		return ""
-	}
-	return *p
 }
 
 func (r *Runner) speakersGone(ctx context.Context) error {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package host
+
+func (Links) Inspect() ([]LinkInfo, error) { return nil, errUnsupported }

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package agent
-
-func (netlinkLinks) Inspect() ([]LinkInfo, error) { return nil, errUnsupported }

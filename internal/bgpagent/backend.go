@@ -1,0 +1,329 @@
+package bgpagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/announce"
+	"github.com/mooringlb/mooring/internal/bgp"
+	"github.com/mooringlb/mooring/internal/bgpspeaker"
+)
+
+// Config configures the BGP backend of one node's agent.
+type Config struct {
+	// Node is this node's name.
+	Node string
+	// Namespace holds the peers' password Secrets (Mooring's own).
+	Namespace string
+	// StateDir keeps the BGP state file for restarts while the API server
+	// is away ("" keeps none).
+	StateDir string
+	// ListenPort is where the speaker accepts sessions (<= 0: it does not
+	// listen).
+	ListenPort int
+	// Settle batches changes: a decision runs at most this often (the
+	// whole decision at 10,000 Services costs ~30 ms of CPU).
+	Settle time.Duration
+	// StatusInterval bounds BGPSpeaker writes (one per interval at most);
+	// CountsInterval bounds how stale its prefix counters may get.
+	StatusInterval, CountsInterval time.Duration
+	// SecretInterval is how often a password Secret is read again.
+	SecretInterval time.Duration
+}
+
+// WithDefaults fills zero durations.
+func (c Config) WithDefaults() Config {
+	if c.Settle == 0 {
+		c.Settle = 50 * time.Millisecond
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = time.Second
+	}
+	if c.CountsInterval == 0 {
+		c.CountsInterval = time.Minute
+	}
+	if c.SecretInterval == 0 {
+		c.SecretInterval = time.Minute
+	}
+	return c
+}
+
+// Deps are the backend's connections.
+type Deps struct {
+	// Reader reads the BGP objects, pools, Nodes and Namespaces (the
+	// agent's informer cache).
+	Reader client.Reader
+	// Client writes the BGPSpeaker and reads Secrets (no cache: the agent
+	// may not watch Secrets).
+	Client client.Client
+	// Synced reports whether Reader holds the whole cluster; until it does
+	// the backend decides from its state file.
+	Synced func() bool
+	// Router is the BGP implementation (bgpspeaker.NewGoBGP).
+	Router bgpspeaker.Router
+	Log    *slog.Logger
+	Now    func() time.Time
+}
+
+// Backend drives the node's BGP speaker from the Services the agent's loop
+// hands it and the BGP objects it reads, and writes the node's BGPSpeaker.
+type Backend struct {
+	cfg     Config
+	d       Deps
+	speaker *bgpspeaker.Speaker
+	secrets *secrets
+	status  *statusWriter
+	wake    chan struct{}
+
+	mu       sync.Mutex
+	writer   bool // this agent writes the objects' conditions
+	services map[announce.ServiceKey]announce.Service
+	fromFile *state // the state file, used until Reader is synced
+	saved    *state // last state written
+	last     bgp.NodeResult
+	problems []bgp.Problem
+}
+
+// New builds a backend; Run runs it.
+func New(cfg Config, d Deps) *Backend {
+	cfg = cfg.WithDefaults()
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Backend{
+		cfg: cfg, d: d, speaker: bgpspeaker.New(d.Router, d.Log, cfg.ListenPort),
+		secrets: newSecrets(d.Client, cfg.Namespace, cfg.SecretInterval, d.Now),
+		status:  &statusWriter{c: d.Client, node: cfg.Node, minInterval: cfg.StatusInterval, countsEvery: cfg.CountsInterval, now: d.Now},
+		wake:    make(chan struct{}, 1), services: map[announce.ServiceKey]announce.Service{},
+	}
+}
+
+// Name implements the agent's backend interface.
+func (b *Backend) Name() string { return "bgp" }
+
+// Trigger asks for a new decision (a BGP object, a pool, a Node changed).
+func (b *Backend) Trigger() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetStatusWriter makes this agent the one that writes the BGP objects'
+// conditions (the agent's loop picks one live member for all).
+func (b *Backend) SetStatusWriter(on bool) {
+	b.mu.Lock()
+	changed := b.writer != on
+	b.writer = on
+	b.mu.Unlock()
+	if changed {
+		b.Trigger()
+	}
+}
+
+// SetServices takes the Services of one pass of the agent's loop: all of
+// them (full) or the ones re-read, and those deleted. It returns at once.
+func (b *Backend) SetServices(full bool, svcs []announce.Service, deleted []announce.ServiceKey) {
+	b.mu.Lock()
+	if full {
+		clear(b.services)
+	}
+	for _, s := range svcs {
+		b.services[s.Key] = s
+	}
+	for _, k := range deleted {
+		delete(b.services, k)
+	}
+	b.mu.Unlock()
+	b.Trigger()
+}
+
+// Run decides and applies until ctx ends, then stops BGP gracefully (no
+// Cease: routers keep the node's routes for the graceful-restart time,
+// so an agent restart withdraws nothing).
+func (b *Backend) Run(ctx context.Context) error {
+	if st, ok, err := loadState(b.cfg.StateDir); err != nil {
+		b.d.Log.Warn("BGP state file unusable", "err", err)
+	} else if ok {
+		b.fromFile = &st
+		b.secrets.restore(st.Passwords)
+	}
+	var changed <-chan struct{}
+	if n, ok := b.d.Router.(interface{ Changed() <-chan struct{} }); ok {
+		changed = n.Changed()
+	}
+	tick := time.NewTicker(b.cfg.StatusInterval)
+	defer tick.Stop()
+	b.Trigger()
+	for {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return b.speaker.Shutdown(sctx, true)
+		case <-b.wake:
+			b.decide(ctx)
+			b.writeStatus(ctx)
+			b.settle(ctx)
+		case <-changed:
+			b.writeStatus(ctx)
+		case <-tick.C:
+			b.writeStatus(ctx)
+		}
+	}
+}
+
+// settle waits Settle so that changes arriving meanwhile go into one
+// decision.
+func (b *Backend) settle(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(b.cfg.Settle):
+	}
+}
+
+// decide reads the inputs, decides for this node and applies the result.
+func (b *Backend) decide(ctx context.Context) {
+	in, objs, err := b.input(ctx)
+	live := objs != nil
+	if err != nil {
+		b.d.Log.Warn("BGP: cannot read the BGP objects yet; keeping what is advertised", "err", err)
+		return
+	}
+	res := bgp.Decide(in)
+	nr, _ := res.Node(b.cfg.Node)
+	pw := b.secrets.passwords(ctx, passwordNames(nr))
+	err = b.speaker.Apply(ctx, bgpspeaker.Desired{Node: nr, Passwords: pw})
+	if err != nil {
+		b.d.Log.Warn("BGP: applying the decision", "err", err)
+	}
+	b.mu.Lock()
+	b.last, b.problems = nr, res.Problems
+	writer := b.writer
+	b.mu.Unlock()
+	if live {
+		b.save(in)
+	}
+	if live && writer {
+		if err := writeConditions(ctx, b.d.Client, *objs, res.Problems); err != nil {
+			b.d.Log.Warn("BGP: writing conditions", "err", err)
+		}
+	}
+}
+
+func passwordNames(nr bgp.NodeResult) []string {
+	var out []string
+	for _, s := range nr.Sessions {
+		if s.PasswordSecret != "" && !slices.Contains(out, s.PasswordSecret) {
+			out = append(out, s.PasswordSecret)
+		}
+	}
+	return out
+}
+
+// save keeps the live configuration in the state file when it changed.
+func (b *Backend) save(in bgp.Input) {
+	st := state{Input: in, Passwords: b.secrets.known()}
+	st.Input.Services = nil
+	if b.saved != nil && reflect.DeepEqual(*b.saved, st) {
+		return
+	}
+	if err := saveState(b.cfg.StateDir, st); err != nil {
+		b.d.Log.Warn("BGP: writing the state file", "err", err)
+		return
+	}
+	b.saved = &st
+}
+
+// input is the decision's input: live objects once the cache synced
+// (returned too), else the state file (objects nil).
+func (b *Backend) input(ctx context.Context) (bgp.Input, *Objects, error) {
+	var in bgp.Input
+	var objs *Objects
+	switch {
+	case b.d.Synced == nil || b.d.Synced():
+		o, err := b.read(ctx)
+		if err != nil {
+			return bgp.Input{}, nil, err
+		}
+		in, objs = Input(o), &o
+	case b.fromFile != nil:
+		in = b.fromFile.Input
+	default:
+		return bgp.Input{}, nil, errors.New("the API server has not answered yet and there is no BGP state file")
+	}
+	in.Local = b.cfg.Node
+	b.mu.Lock()
+	in.Services = make([]announce.Service, 0, len(b.services))
+	for _, s := range b.services {
+		in.Services = append(in.Services, s)
+	}
+	b.mu.Unlock()
+	return in, objs, nil
+}
+
+// read lists the objects the decision needs. Namespaces are read only
+// when an advertisement selects by them.
+func (b *Backend) read(ctx context.Context) (Objects, error) {
+	var (
+		peers mooringv1.BGPPeerList
+		advs  mooringv1.BGPAdvertisementList
+		comms mooringv1.BGPCommunityList
+		bfds  mooringv1.BFDProfileList
+		pools mooringv1.LoadBalancerIPPoolList
+		node  corev1.Node
+	)
+	for _, l := range []client.ObjectList{&peers, &advs, &comms, &bfds, &pools} {
+		if err := b.d.Reader.List(ctx, l); err != nil {
+			return Objects{}, fmt.Errorf("listing %T: %w", l, err)
+		}
+	}
+	if err := b.d.Reader.Get(ctx, client.ObjectKey{Name: b.cfg.Node}, &node); err != nil {
+		return Objects{}, fmt.Errorf("reading Node %s: %w", b.cfg.Node, err)
+	}
+	objs := Objects{Peers: peers.Items, Advertisements: advs.Items, Communities: comms.Items, BFDProfiles: bfds.Items,
+		Pools: pools.Items, Nodes: []corev1.Node{node}}
+	if slices.ContainsFunc(advs.Items, func(a mooringv1.BGPAdvertisement) bool { return len(a.Spec.NamespaceSelectors) > 0 }) {
+		var ns corev1.NamespaceList
+		if err := b.d.Reader.List(ctx, &ns); err != nil {
+			return Objects{}, fmt.Errorf("listing Namespaces: %w", err)
+		}
+		objs.Namespaces = ns.Items
+	}
+	return objs, nil
+}
+
+// writeStatus writes the node's BGPSpeaker when a session changed.
+func (b *Backend) writeStatus(ctx context.Context) {
+	sessions, err := b.speaker.Status(ctx)
+	if err != nil {
+		b.d.Log.Warn("BGP: reading the sessions", "err", err)
+		return
+	}
+	b.mu.Lock()
+	nr := b.last
+	b.mu.Unlock()
+	if err := b.status.write(ctx, desiredStatus(nr, sessions, nil)); err != nil {
+		b.d.Log.Warn("BGP: writing the status", "err", err)
+	}
+}
+
+// Problems returns the last decision's problems (for conditions).
+func (b *Backend) Problems() []bgp.Problem {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.problems)
+}

@@ -1,0 +1,17 @@
+// Package bgpagent is the agent's BGP room: it converts the BGP objects
+// (BGPPeer, BGPAdvertisement, BGPCommunity, BFDProfile) and the pools into
+// the pure decision's input (internal/bgp), decides for this node from the
+// same Services the L2 decision reads (handed over by the agent's loop, no
+// API call per Service), drives the speaker (internal/bgpspeaker), reads
+// only the password Secrets its peers name, and writes this node's
+// BGPSpeaker status when a session changes (at most once a second; prefix
+// counters lag up to a minute, so a Service costs no write).
+//
+// While the API server is away at start, it decides from its state file
+// (the last live configuration and passwords, 0600 in the agent's state
+// folder) so that a restarted agent re-advertises within graceful
+// restart's time. On shutdown it stops BGP without a Cease.
+//
+// It may import the API types, controller-runtime's client, the pure core
+// and the speaker; it runs no informers of its own (the agent's cache).
+package bgpagent

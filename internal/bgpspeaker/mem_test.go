@@ -1,0 +1,63 @@
+package bgpspeaker_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"testing"
+	"time"
+
+	"github.com/osrg/gobgp/v4/api"
+
+	mbgp "github.com/mooringlb/mooring/internal/bgp"
+	"github.com/mooringlb/mooring/internal/bgpspeaker"
+)
+
+// TestMemTenThousand measures the heap the speaker holds for 10,000
+// dual-stack Services' routes on one established session (a second GoBGP
+// on loopback receives them). Off unless BGPSPEAKER_BENCH=1;
+// BGPSPEAKER_HEAP=file writes a heap profile.
+func TestMemTenThousand(t *testing.T) {
+	benchOnly(t)
+	rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	base := heap()
+	sp := bgpspeaker.New(bgpspeaker.NewGoBGP(log, nil), log, -1)
+	ctx := context.Background()
+	defer sp.Shutdown(ctx, false)
+	attrs := &mbgp.Attrs{Communities: []uint32{1}}
+	var routes []mbgp.Route
+	for i := range 10000 {
+		routes = append(routes, mbgp.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)}), 32), Attrs: attrs},
+			mbgp.Route{Prefix: netip.MustParsePrefix(fmt.Sprintf("fd00:100::%x/128", i+1)), Attrs: attrs})
+	}
+	ses := rcv.session("r", 64500, routes...)
+	d := bgpspeaker.Desired{Node: mbgp.NodeResult{Node: "n", RouterID: netip.MustParseAddr("127.0.0.2"), ASN: 64512, Sessions: []mbgp.Session{ses}}}
+	if err := sp.Apply(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "20,000 routes at the receiver", func() (bool, string) {
+		st, _ := sp.Status(ctx)
+		return len(st) == 1 && st[0].PrefixesSent == 20000, fmt.Sprintf("%+v", st)
+	})
+	time.Sleep(time.Second)
+	routes, d = nil, bgpspeaker.Desired{}
+	ses.Routes = nil
+	used := heap() - base
+	t.Logf("speaker heap for 20,000 routes on one session: %.1f MiB (%.0f B per route; the receiver's share excluded as far as GC allows)", float64(used)/(1<<20), float64(used)/20000)
+	if f := os.Getenv("BGPSPEAKER_HEAP"); f != "" {
+		out, _ := os.Create(f)
+		_ = pprof.WriteHeapProfile(out)
+		out.Close()
+	}
+}

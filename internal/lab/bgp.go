@@ -1,0 +1,162 @@
+package lab
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/mooringlb/mooring/internal/frr"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// The BGP lab (`lab up --bgp`, docs/lab.md): the nodes' segment gets a
+// namespace `router` at offset 1 running Debian's FRR (zebra, bgpd, bfdd;
+// internal/frr) with a listen range over the segment, so every node may
+// peer with it, and zebra installs each Service address as one ECMP route
+// over the nodes that advertise it. The client is not on the segment: it
+// sits behind the router on a link of its own (10.214.0.0/24,
+// fd00:214::/64) and reaches Service addresses only through the router's
+// routes. The nodes route the client's subnets back through the router, as
+// nodes of a routed fabric do through their ToR.
+const (
+	// RouterHost names the router's namespace; RouterOffset is its address
+	// on the segment (10.213.0.1, fd00:213::1).
+	RouterHost   = "router"
+	RouterOffset = 1
+	// RouterASN is the router's AS; NodeASN the one the lab gives every
+	// node's speaker (eBGP, one AS for the cluster, as MetalLB's and
+	// Cilium's examples do).
+	RouterASN = 64512
+	NodeASN   = 64513
+	// roleRouter is the router's HostState.Role.
+	roleRouter = "router"
+)
+
+// The client's link behind the router.
+var (
+	ClientSubnet4 = netip.MustParsePrefix("10.214.0.0/24")
+	ClientSubnet6 = netip.MustParsePrefix("fd00:214::/64")
+)
+
+// BGPConfig is the lab's BGP part; the zero value is the L2 lab.
+type BGPConfig struct {
+	// Enabled builds the router and puts the client behind it.
+	Enabled bool
+	// HoldTime is the hold time the nodes' speakers propose (0: the
+	// speaker's own default, 90 s for MetalLB).
+	HoldTime time.Duration
+}
+
+// validateBGP checks the BGP settings against the rest of the lab.
+func (c *Config) validateBGP() error {
+	b := c.BGP
+	switch {
+	case !b.Enabled && b.HoldTime != 0:
+		return errors.New("lab: --bgp-hold-time needs --bgp")
+	case !b.Enabled:
+		return nil
+	case b.HoldTime != 0 && (b.HoldTime < 3*time.Second || b.HoldTime%time.Second != 0):
+		return fmt.Errorf("lab: --bgp-hold-time %s: use whole seconds, 3s or more (RFC 4271)", b.HoldTime)
+	case c.MetalLB == "":
+		// Mooring's own speaker (issue 20) is not in this lab yet.
+		return errors.New("lab: --bgp needs --metallb for now: MetalLB's native BGP speakers peer with the router")
+	}
+	return frr.Check()
+}
+
+// routerSysctls make the router forward, and spread connections over the
+// ECMP next hops by their ports too (a fabric hashes the 5-tuple; the
+// default hashes addresses only, which would send every connection of the
+// one client to one node).
+var routerSysctls = map[string]string{
+	"net.ipv4.ip_forward":                "1",
+	"net.ipv6.conf.all.forwarding":       "1",
+	"net.ipv6.conf.default.forwarding":   "1",
+	"net.ipv4.fib_multipath_hash_policy": "1",
+	"net.ipv6.fib_multipath_hash_policy": "1",
+}
+
+// routerConfig is the lab router's FRR configuration: any node of the
+// segment may peer (eBGP), BFD answers the speakers that ask for it
+// (passive; its short intervals leave the detection time to the
+// speaker's profile), the speakers' hold time wins (FRR proposes 180 s,
+// the lower one is used), and up to 64 equal paths make one ECMP route.
+func routerConfig(net netlab.Config, router netip.Addr) frr.Config {
+	return frr.Config{
+		Hostname: RouterHost, ASN: RouterASN, RouterID: router,
+		ListenRanges: []netip.Prefix{net.Subnet4, net.Subnet6},
+		Dynamic: frr.Peer{RemoteAS: "external",
+			BFD: &frr.BFD{Interval: 50 * time.Millisecond, Multiplier: 3, Passive: true}},
+	}
+}
+
+// bgpNodeRoutes are the routes every node gets back to the client's
+// subnets, through the router.
+func bgpNodeRoutes(net netlab.Config) map[netip.Prefix]netip.Addr {
+	return map[netip.Prefix]netip.Addr{
+		ClientSubnet4: nthHost(net.Subnet4, RouterOffset),
+		ClientSubnet6: nthHost(net.Subnet6, RouterOffset),
+	}
+}
+
+// MetalLB's BGP kinds (native mode: IPv4 only, no BFD).
+var (
+	metallbBGPPeerGVR = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta2", Resource: "bgppeers"}
+	metallbBGPAdvGVR  = schema.GroupVersionResource{Group: "metallb.io", Version: "v1beta1", Resource: "bgpadvertisements"}
+)
+
+// metallbGVR is the resource of a MetalLB object the lab creates.
+func metallbGVR(kind string) schema.GroupVersionResource {
+	switch kind {
+	case "L2Advertisement":
+		return metallbL2GVR
+	case "BGPPeer":
+		return metallbBGPPeerGVR
+	case "BGPAdvertisement":
+		return metallbBGPAdvGVR
+	}
+	return metallbPoolGVR
+}
+
+// metallbBGPConfig is MetalLB's configuration for the BGP lab: the pool's
+// IPv4 range only (its native speaker refuses a pool with IPv6 that a
+// BGPAdvertisement selects), one BGPPeer, the router, for every node,
+// and a BGPAdvertisement of the pool.
+func metallbBGPConfig(router netip.Addr, hold time.Duration) []*unstructured.Unstructured {
+	pool := metallbConfig()[0]
+	_ = unstructured.SetNestedStringSlice(pool.Object, []string{PoolRange4[0].String() + "-" + PoolRange4[1].String()}, "spec", "addresses")
+	spec := map[string]any{"myASN": int64(NodeASN), "peerASN": int64(RouterASN), "peerAddress": router.String()}
+	if hold != 0 {
+		spec["holdTime"] = hold.String()
+	}
+	peer := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta2", "kind": "BGPPeer",
+		"metadata": map[string]any{"name": RouterHost, "namespace": MetalLBNamespace},
+		"spec":     spec,
+	}}
+	adv := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "BGPAdvertisement",
+		"metadata": map[string]any{"name": MetalLBAdvertisement, "namespace": MetalLBNamespace},
+		"spec":     map[string]any{"ipAddressPools": []any{MetalLBPool}},
+	}}
+	return []*unstructured.Unstructured{pool, peer, adv}
+}
+
+// RouterArgv returns argv to run in host hs: vtysh aimed at the router's
+// daemons when hs is the router and argv runs vtysh without its own
+// --vty_socket (the router's sockets are in a folder of the lab's, not in
+// /run/frr), argv unchanged otherwise.
+func RouterArgv(hs HostState, argv []string) []string {
+	if hs.Role != roleRouter || hs.VtySocket == "" || len(argv) == 0 || filepath.Base(argv[0]) != "vtysh" ||
+		slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, "--vty_socket") }) {
+		return argv
+	}
+	return append([]string{argv[0], "--vty_socket", hs.VtySocket}, argv[1:]...)
+}

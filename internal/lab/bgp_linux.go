@@ -1,0 +1,132 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/mooringlb/mooring/internal/frr"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+// bgpLab is what the BGP lab adds to a Cluster (see bgp.go).
+type bgpLab struct {
+	router *netlab.Host  // on the segment at RouterOffset
+	client *netlab.Host  // behind the router
+	frr    *frr.Instance // the router's daemons
+}
+
+// buildBGP adds the router and the client behind it (the netlab lab was
+// built without a client) and starts FRR. Its folder is a temporary one
+// of its own, not under the state dir: FRR's daemons run as user frr,
+// who may not enter the root-only state dir.
+func (c *Cluster) buildBGP(ctx context.Context) error {
+	if !c.cfg.BGP.Enabled {
+		return nil
+	}
+	b := &bgpLab{}
+	c.bgp = b
+	var err error
+	if b.router, err = c.net.AttachHost(ctx, RouterHost, RouterOffset, routerSysctls); err != nil {
+		return err
+	}
+	if b.client, err = c.net.AttachBehind(ctx, netlab.ClientName, b.router, ClientSubnet4, ClientSubnet6, nil); err != nil {
+		return err
+	}
+	if b.frr, err = frr.Start(ctx, b.router, "", routerConfig(c.net.Config(), b.router.Addr4)); err != nil {
+		return fmt.Errorf("lab: starting the router: %w", err)
+	}
+	c.progress("router up (FRR in namespace " + RouterHost + "), client behind it")
+	return nil
+}
+
+// bgpHost returns the BGP lab's host called name, or nil.
+func (c *Cluster) bgpHost(name string) *netlab.Host {
+	switch {
+	case c.bgp == nil:
+		return nil
+	case name == RouterHost:
+		return c.bgp.router
+	case name == netlab.ClientName:
+		return c.bgp.client
+	}
+	return nil
+}
+
+// clientHost is the client: on the segment, or behind the router.
+func (c *Cluster) clientHost() *netlab.Host {
+	if h := c.bgpHost(netlab.ClientName); h != nil {
+		return h
+	}
+	return c.net.Client()
+}
+
+// Router is the BGP lab's router (its vtysh client), nil in the L2 lab.
+func (c *Cluster) Router() *frr.Client {
+	if c.bgp == nil || c.bgp.frr == nil {
+		return nil
+	}
+	return &c.bgp.frr.Client
+}
+
+// publishBGPHosts adds the router to the state (the client is published
+// as in the L2 lab).
+func (c *Cluster) publishBGPHosts(add func(*netlab.Host, string) error) error {
+	if c.bgp == nil {
+		return nil
+	}
+	if err := add(c.bgp.router, roleRouter); err != nil {
+		return err
+	}
+	c.state.Hosts[len(c.state.Hosts)-1].VtySocket = c.bgp.frr.Dir
+	return nil
+}
+
+// bgpRoutes adds a node's routes back to the client's subnets.
+func (c *Cluster) bgpRoutes(routes []*netlink.Route) []*netlink.Route {
+	if c.bgp == nil {
+		return routes
+	}
+	for p, gw := range bgpNodeRoutes(c.net.Config()) {
+		routes = append(routes, &netlink.Route{Dst: ipNet(p), Gw: gw.AsSlice()})
+	}
+	return routes
+}
+
+// stopBGP stops the router's daemons (before the lab kills strays in its
+// namespaces); releaseBGP drops the two namespaces afterwards.
+func (c *Cluster) stopBGP() error {
+	if c.bgp == nil || c.bgp.frr == nil {
+		return nil
+	}
+	return c.bgp.frr.Stop()
+}
+
+func (c *Cluster) releaseBGP() error {
+	if c.bgp == nil {
+		return nil
+	}
+	var errs []error
+	for _, h := range []*netlab.Host{c.bgp.client, c.bgp.router} {
+		if h != nil {
+			errs = append(errs, h.Release())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// bgpHosts are the BGP lab's namespaces, for sweeping stray processes.
+func (c *Cluster) bgpHosts() []*netlab.Host {
+	if c.bgp == nil {
+		return nil
+	}
+	var out []*netlab.Host
+	for _, h := range []*netlab.Host{c.bgp.router, c.bgp.client} {
+		if h != nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}
