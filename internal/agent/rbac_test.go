@@ -32,8 +32,9 @@ const (
 )
 
 // installAgentRBAC applies the shipped namespace-scoped ServiceAccount,
-// the generated ClusterRole, its binding and the admission policy that
-// binds L2Announcer writes to the caller's node.
+// the generated ClusterRole, its binding and the admission policies: the
+// one that binds L2Announcer writes to the caller's node, and fast
+// eviction's two (which change, which pods).
 func installAgentRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -66,8 +67,10 @@ func installAgentRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if err := installPolicy(ctx, cs, filepath.Join(root, "config/agent/admissionpolicy-pods.yaml")); err != nil {
-		return err
+	for _, f := range []string{"admissionpolicy-pods.yaml", "admissionpolicy-eviction.yaml"} {
+		if err := installPolicy(ctx, cs, filepath.Join(root, "config/agent", f)); err != nil {
+			return err
+		}
 	}
 	return installPolicy(ctx, cs, filepath.Join(root, "config/agent/admissionpolicy.yaml"))
 }

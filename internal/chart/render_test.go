@@ -183,6 +183,13 @@ func TestCustomValues(t *testing.T) {
 		t.Errorf("the pod readiness policy does not match this release's agent: %s", m)
 	}
 	find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-pod-readiness")
+	evictVAP := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-eviction")
+	if m := fmt.Sprint(evictVAP.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) || !strings.Contains(m, "params.status.lost") {
+		t.Errorf("the eviction policy does not bound this release's agent by its status.lost: %s", m)
+	}
+	if m := fmt.Sprint(find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-eviction").Object["spec"]); !strings.Contains(m, "paramRef") {
+		t.Errorf("the eviction policy's binding has no paramRef (every L2Announcer): %s", m)
+	}
 	if len(ofKind(objs, "PodMonitor")) != 1 || len(ofKind(objs, "ServiceMonitor")) != 1 {
 		t.Errorf("want one PodMonitor and one ServiceMonitor (agent only: controller metrics are off), got %d and %d",
 			len(ofKind(objs, "PodMonitor")), len(ofKind(objs, "ServiceMonitor")))
