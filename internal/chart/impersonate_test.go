@@ -51,12 +51,13 @@ type install struct {
 	blockA, blockB string // nodeA's and nodeB's pod address blocks
 }
 
-// configInstall is config/'s plain manifests: the controller, the agent and
-// pod IPAM's roles (config/podipam), as docs/install.md applies them.
+// configInstall is config/'s plain manifests: the controller, the agent,
+// pod IPAM's roles (config/podipam) and fast eviction's role
+// (config/rbac/agent-eviction), as docs/install.md applies them.
 func configInstall(t *testing.T) *install {
 	in := &install{name: "config/", ns: "mooring-system", prefix: "mooring", controller: "mooring-controller",
 		agent: "mooring-agent", nodeA: "cfg-a", nodeB: "cfg-b", blockA: "10.244.1.0/26", blockB: "10.244.2.0/26"}
-	for _, dir := range []string{"config/controller", "config/agent", "config/podipam"} {
+	for _, dir := range []string{"config/controller", "config/agent", "config/podipam", "config/rbac/agent-eviction"} {
 		in.objs = append(in.objs, kustomizeObjects(t, filepath.Join(root(t), dir))...)
 	}
 	return in

@@ -72,8 +72,8 @@ import (
 // those writes to this one change, and admissionpolicy-eviction.yaml to
 // pods of the nodes listed in the agent's own status.lost.
 //
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list
-// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+// +kubebuilder:rbac:roleName=mooring-agent-eviction,groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:roleName=mooring-agent-eviction,groups="",resources=pods/status,verbs=patch
 
 // PodReasonNodeUnreachable is the reason of the pod conditions the agent
 // sets False.
