@@ -8,11 +8,9 @@ import (
 )
 
 // slogWriter turns memberlist's "[LEVEL] memberlist: message" lines into
-// slog records at the matching level, and hands suspect the member of a
-// failed probe (suspect.go; nil: none).
+// slog records at the matching level.
 type slogWriter struct {
-	log     *slog.Logger
-	suspect func(name string)
+	log *slog.Logger
 }
 
 func (w *slogWriter) Write(p []byte) (int, error) {
@@ -27,9 +25,6 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
-	if name, ok := suspectOf(line); ok && w.suspect != nil {
-		w.suspect(name)
-	}
 	w.log.Log(context.Background(), level, line, "component", "memberlist")
 	return len(p), nil
 }

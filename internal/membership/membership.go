@@ -47,10 +47,7 @@ type Membership struct {
 	// unreachable: dropped after AgentLossTimeout while their node still
 	// answered (hold.go, Unreachable).
 	unreachable map[string]*held
-	// suspects: members this member's probe found failing; early: those
-	// dropped because their node did not answer either (suspect.go).
-	suspects, early map[string]*held
-	addr            string // our advertised address once running
+	addr        string // our advertised address once running
 
 	meta atomic.Value  // []byte: our own node metadata (SetMeta)
 	gen  atomic.Uint64 // Generation
@@ -79,8 +76,6 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		held:     map[string]*held{},
 
 		unreachable: map[string]*held{},
-		suspects:    map[string]*held{},
-		early:       map[string]*held{},
 	}
 	m.meta.Store([]byte(nil))
 	return m, nil
@@ -296,8 +291,6 @@ func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	clear(m.metas)
 	clear(m.held)
 	clear(m.unreachable)
-	clear(m.suspects)
-	clear(m.early)
 	m.met.held.Set(0)
 	m.addr = ""
 	m.met.live.Set(0)
@@ -335,7 +328,7 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	}
 	c.Events = (*events)(m)
 	c.Delegate = (*delegate)(m)
-	c.Logger = log.New(&slogWriter{log: m.log, suspect: m.suspect}, "", 0)
+	c.Logger = log.New(&slogWriter{log: m.log}, "", 0)
 	return c, nil
 }
 
@@ -352,7 +345,6 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	m.metas[n.Name] = slices.Clone(n.Meta)
 	delete(m.leaving, n.Name)
 	delete(m.unreachable, n.Name)
-	m.forgetSuspect(n.Name)
 	wasHeld := m.unhold(n.Name)
 	count := len(m.live)
 	if !wasHeld {
@@ -374,11 +366,6 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 	m.mu.Lock()
 	graceful := m.leaving[n.Name] || meta.Leaving
 	delete(m.leaving, n.Name)
-	if m.forgetSuspect(n.Name) { // dropped when its probe failed (suspect.go)
-		m.mu.Unlock()
-		m.log.Info("gossip confirms a failure the kernel check found early", "node", n.Name)
-		return
-	}
 	if !graceful && m.hold(n) {
 		m.mu.Unlock()
 		return
@@ -409,9 +396,6 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 	m.mu.Lock()
 	if meta.Leaving {
 		m.leaving[n.Name] = true
-	}
-	if e := m.early[n.Name]; e != nil {
-		e.meta = slices.Clone(n.Meta) // dropped early (suspect.go): for its return
 	}
 	_, live := m.live[n.Name]
 	changed := live && string(m.metas[n.Name]) != string(n.Meta)

@@ -12,7 +12,6 @@ type metrics struct {
 	leaves   prometheus.Counter
 	held     prometheus.Gauge
 	refuted  prometheus.Counter
-	early    prometheus.Counter
 	insecure prometheus.Gauge
 }
 
@@ -44,10 +43,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refuted: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_false_failures_total",
 			Help: "Members gossip declared failed that came back while their node still answered: a false death that moved nothing.",
-		}),
-		early: f.NewCounter(prometheus.CounterOpts{
-			Name: "mooring_members_failures_confirmed_early_total",
-			Help: "Members dropped as soon as this member's probe of them failed, because their node did not answer ARP/NDP either (without waiting for gossip's suspicion timeout); also counted in mooring_members_failures_total.",
 		}),
 		insecure: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mooring_members_insecure",
