@@ -35,6 +35,11 @@ type Config struct {
 	// file: one base64 key per line, the first sent with); re-read every
 	// 10 s, so keys rotate without a restart. Empty: no encryption.
 	GossipKeyFile string
+	// InsecureGossip lets the agent gossip without a key, on a lab network
+	// only: anyone reaching the gossip port could join, claim addresses and
+	// spread false deaths. Without a key file and without it the agent
+	// refuses to start.
+	InsecureGossip bool
 	// GossipSuspicionMult scales how long gossip suspects a silent member
 	// before declaring it failed (membership.DefaultConfig).
 	GossipSuspicionMult int
@@ -161,10 +166,15 @@ func (c Config) Validate() error {
 	if c.GratuitousCount < 1 || c.GratuitousInterval <= 0 {
 		errs = append(errs, errors.New("--gratuitous-count must be at least 1 and --gratuitous-interval positive"))
 	}
-	if c.GossipKeyFile != "" {
+	switch {
+	case c.GossipKeyFile != "" && c.InsecureGossip:
+		errs = append(errs, errors.New("--gossip-key-file and --insecure-gossip exclude each other: keep the key file"))
+	case c.GossipKeyFile != "":
 		if _, err := os.Stat(c.GossipKeyFile); err != nil {
 			errs = append(errs, fmt.Errorf("--gossip-key-file: %w", err))
 		}
+	case !c.InsecureGossip:
+		errs = append(errs, errors.New("no gossip key: give --gossip-key-file (the Secret mooring-gossip-key, docs/install.md#gossip-key), or --insecure-gossip on a lab network only"))
 	}
 	if c.FastEvictionMaxShare <= 0 || c.FastEvictionMaxShare > 1 {
 		errs = append(errs, fmt.Errorf("--fast-eviction-max-share %v: want more than 0 and at most 1", c.FastEvictionMaxShare))
@@ -185,7 +195,7 @@ func (c Config) Validate() error {
 func (c Config) membershipConfig() membership.Config {
 	mc := membership.Config{
 		NodeName: c.NodeName, BindAddr: c.GossipBind, BindPort: c.GossipPort, AdvertiseAddr: c.GossipAdvertise,
-		KeyFile: c.GossipKeyFile, SuspicionMult: c.GossipSuspicionMult,
+		KeyFile: c.GossipKeyFile, Insecure: c.InsecureGossip, SuspicionMult: c.GossipSuspicionMult,
 		NodeCheckWait: c.NodeCheckWait, AgentLossTimeout: c.AgentLossTimeout,
 	}
 	if c.NodeCheckWait > 0 {

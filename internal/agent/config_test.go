@@ -4,7 +4,7 @@ import "testing"
 
 func TestEvictionConfig(t *testing.T) {
 	c := DefaultConfig()
-	c.NodeName = "node-1"
+	c.NodeName, c.InsecureGossip = "node-1", true
 	c.FastEndpointEviction = true
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults with eviction on: %v", err)
@@ -14,7 +14,7 @@ func TestEvictionConfig(t *testing.T) {
 		t.Error("eviction without the kernel check: accepted")
 	}
 	c = DefaultConfig()
-	c.NodeName = "node-1"
+	c.NodeName, c.InsecureGossip = "node-1", true
 	for _, share := range []float64{0, -0.1, 1.5} {
 		c.FastEvictionMaxShare = share
 		if err := c.Validate(); err == nil {

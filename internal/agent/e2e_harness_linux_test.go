@@ -269,6 +269,13 @@ func (c *cluster) startAgent(h *netlab.Host, extra ...string) *netlab.Process {
 		"--gossip-bind-address", h.Addr4.String(), "--gossip-port", fmt.Sprint(gossipPort),
 		"--metrics-addr", net.JoinHostPort(h.Addr4.String(), fmt.Sprint(metricsPort)),
 		"--probe-interval", "1s", "--safety-interval", "1s", "--log-level", "debug"}, extra...)
+	// An agent refuses to gossip without a key unless told it is on a lab
+	// network: the harness's agents are, unless a test gives a key.
+	if !slices.ContainsFunc(extra, func(a string) bool {
+		return strings.HasPrefix(a, "--gossip-key-file") || strings.HasPrefix(a, "--insecure-gossip")
+	}) {
+		args = append(args, "--insecure-gossip")
+	}
 	cmd := exec.Command(agentBinary(c.t), args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	p, err := h.Start(cmd)

@@ -102,7 +102,7 @@ func (c *cluster) startAgentBin(h *netlab.Host, bin string) *netlab.Process {
 	cmd := exec.Command(bin, "agent", "--kubeconfig", c.kcs[h.Name], "--node-name", h.Name,
 		"--gossip-bind-address", h.Addr4.String(), "--gossip-port", fmt.Sprint(gossipPort),
 		"--metrics-addr", net.JoinHostPort(h.Addr4.String(), fmt.Sprint(metricsPort)),
-		"--probe-interval", "1s", "--safety-interval", "1s")
+		"--probe-interval", "1s", "--safety-interval", "1s", "--insecure-gossip")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	p, err := h.Start(cmd)
 	if err != nil {

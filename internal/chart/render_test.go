@@ -208,6 +208,11 @@ func TestGossipKeyRequired(t *testing.T) {
 	if v, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "volumes"); len(withoutAgentState(t, v)) != 0 {
 		t.Errorf("insecureNoKey: volumes %v, want none", v)
 	}
+	// The agent refuses to gossip without a key unless told: the opt-out
+	// must reach it as --insecure-gossip, or its pods crash-loop.
+	if args := fmt.Sprint(container(t, ds)["args"]); !strings.Contains(args, "--insecure-gossip=true") || strings.Contains(args, "--gossip-key-file") {
+		t.Errorf("insecureNoKey: agent args %s, want --insecure-gossip and no key file", args)
+	}
 	render(t, "--set", "agent.enabled=false")
 }
 

@@ -139,7 +139,7 @@ done
 			t.Errorf("the waiting build does not say %q:\n%s", want, secondErr)
 		}
 	}
-	for _, want := range []string{"kubebin: building etcd, kube-apiserver", "because nothing is cached in " + cache, "expect 8-17 min", "kubebin: built in"} {
+	for _, want := range []string{"kubebin: building etcd, kube-apiserver", "because nothing is cached in " + cache, "expect 9-19 min", "kubebin: built in"} {
 		if !strings.Contains(firstErr.String(), want) {
 			t.Errorf("the first build does not say %q:\n%s", want, firstErr)
 		}

@@ -28,7 +28,10 @@ func TestFlagsAreValidated(t *testing.T) {
 		{[]string{"--node-name=n1", "--bgp", "--bgp-listen-port=70000"}, "--bgp-listen-port 70000"},
 		{[]string{"--node-name=n1", "--bgp", "--bgp-secret-namespace="}, "--bgp-secret-namespace is required"},
 		// the shared rule: $KUBECONFIG when --kubeconfig is empty
-		{[]string{"--node-name=n1", "--metrics-addr=0"}, "$KUBECONFIG=" + missing},
+		{[]string{"--node-name=n1", "--metrics-addr=0", "--insecure-gossip"}, "$KUBECONFIG=" + missing},
+		// gossip needs a key, or the explicit lab-only opt-out; not both
+		{[]string{"--node-name=n1", "--metrics-addr=0"}, "no gossip key: give --gossip-key-file"},
+		{[]string{"--node-name=n1", "--insecure-gossip", "--gossip-key-file=" + missing}, "exclude each other"},
 	}
 	for _, tt := range tests {
 		var out bytes.Buffer

@@ -57,7 +57,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 			if fault != "" {
 				var err error
 				if cfg.Fault, err = lab.ParseFault(fault); err != nil {
-					return err
+					return cliutil.UsageError{Err: err}
 				}
 			}
 			check := cfg
@@ -65,7 +65,10 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 			if metallb {
 				check.MetalLB = "--metallb"
 			}
-			return check.ValidateFlags()
+			if err := check.ValidateFlags(); err != nil {
+				return cliutil.UsageError{Err: err}
+			}
+			return nil
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The lab must tear down whatever happens to its output: with
