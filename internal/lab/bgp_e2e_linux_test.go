@@ -100,7 +100,10 @@ func checkFailoverCLI(t *testing.T, r *lab.Ready, runs int, lo, hi time.Duration
 	for i, run := range rep.Runs {
 		t.Logf("run %d: killed %s (next hops %v): route withdrawn %v s, phase 1 %.3f s, phase 2 %.3f s, %d/%d failed",
 			i+1, run.KilledNode, run.NexthopsBefore, deref(run.Events.RouteWithdrawn), run.Phase1S, run.Phase2S, run.Failed, run.Requests)
-		if run.KilledNode == "" || len(run.NexthopsBefore) != 3 {
+		// Later runs may start before the node restored by the run before
+		// is a next hop again (the failover waits for the Service, not for
+		// the route): only the first must see all three.
+		if run.KilledNode == "" || (i == 0 && len(run.NexthopsBefore) != 3) {
 			t.Errorf("run %d killed %q with next hops %v, want a node of 3 next hops", i+1, run.KilledNode, run.NexthopsBefore)
 		}
 		w := run.Events.RouteWithdrawn
