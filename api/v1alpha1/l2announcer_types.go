@@ -72,6 +72,19 @@ type L2AnnouncerStatus struct {
 	//
 	// +optional
 	Applied *AppliedConfig `json:"applied,omitempty"`
+
+	// Lost are the nodes whose pods this agent marks NotReady (fast
+	// endpoint eviction): gossip lost them and their kernel answers no
+	// ARP/NDP. The agent lists a node here before it marks any of its
+	// pods and removes it when the node is back or gone; the admission
+	// policy mooring-agent-eviction lets an agent mark only pods of the
+	// nodes its own L2Announcer lists here, never its own node's. Sorted.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5000
+	// +kubebuilder:validation:items:MaxLength=253
+	Lost []string `json:"lost,omitempty"`
 }
 
 // AppliedConfig is the configuration an agent decided with.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/agent/evict"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
@@ -69,6 +70,16 @@ func TestAgentPodStatusPolicy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// node-a's agent lists node-b as lost (the eviction policy, tested in
+	// TestAgentEvictionBound, allows nothing else).
+	an := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	if err := env.Client.Create(ctx, an); err != nil {
+		t.Fatal(err)
+	}
+	an.Status.Lost = []string{"node-b"}
+	if err := env.Client.Status().Update(ctx, an); err != nil {
+		t.Fatal(err)
+	}
 	tok, err := agentToken(ctx, cs, "node-a")
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +121,14 @@ func TestAgentPodStatusPolicy(t *testing.T) {
 	notReady := `{"status":{"conditions":[` +
 		`{"type":"Ready","status":"False","reason":"` + evict.PodReasonNodeUnreachable + `","message":"node-b is dead","lastTransitionTime":"2026-01-01T00:00:00Z"},` +
 		`{"type":"ContainersReady","status":"False","reason":"` + evict.PodReasonNodeUnreachable + `","message":"node-b is dead","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}`
-	if err := patch(p.Name, notReady); err != nil {
-		t.Fatalf("the agent marking a pod NotReady: %v", err)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		err := patch(p.Name, notReady)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent marking a pod NotReady: %v", err)
+		}
 	}
 	got, err := cs.CoreV1().Pods("default").Get(ctx, p.Name, metav1.GetOptions{})
 	if err != nil {

@@ -34,8 +34,35 @@ func readManifest(t *testing.T, rel string, into any) {
 // resources. The e2e tests run every agent with this role's token, which
 // shows it is also enough.
 func TestAgentRoleIsExact(t *testing.T) {
+	got := roleRules(t, "config/rbac/agent/role.yaml")
+	want := map[string][]string{
+		"/events":                            {"create"},        // Events on moves and safety findings
+		"/nodes":                             {"list", "watch"}, // labels and gossip peers
+		"/services":                          {"list", "watch"}, // read only: agents never write Services
+		"discovery.k8s.io/endpointslices":    {"list", "watch"}, // externalTrafficPolicy: Local
+		"mooring.dev/l2announcementpolicies": {"list", "watch"},
+		"mooring.dev/l2announcementpolicies/status": {"patch"},                          // conditions, by the status writer only
+		"mooring.dev/l2announcers":                  {"create", "get", "list", "watch"}, // writes: its own node's only (admission policy); read: partition.go
+		"mooring.dev/l2announcers/status":           {"update"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ClusterRole mooring-agent grants\n%v\nwant exactly\n%v", got, want)
+	}
+	// Fast eviction's own role, bound only with the flag on.
+	got = roleRules(t, "config/rbac/agent-eviction/role.yaml")
+	want = map[string][]string{
+		"/pods":        {"list"},  // one dead node's pods, by the decider only
+		"/pods/status": {"patch"}, // Ready=False only, lost nodes' only (admissionpolicy-pods.yaml, -eviction.yaml)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ClusterRole mooring-agent-eviction grants\n%v\nwant exactly\n%v", got, want)
+	}
+}
+
+func roleRules(t *testing.T, path string) map[string][]string {
+	t.Helper()
 	var role rbacv1.ClusterRole
-	readManifest(t, "config/rbac/agent/role.yaml", &role)
+	readManifest(t, path, &role)
 	got := map[string][]string{}
 	for _, r := range role.Rules {
 		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
@@ -49,21 +76,7 @@ func TestAgentRoleIsExact(t *testing.T) {
 			}
 		}
 	}
-	want := map[string][]string{
-		"/events":                            {"create"},        // Events on moves and safety findings
-		"/nodes":                             {"list", "watch"}, // labels and gossip peers
-		"/services":                          {"list", "watch"}, // read only: agents never write Services
-		"discovery.k8s.io/endpointslices":    {"list", "watch"}, // externalTrafficPolicy: Local
-		"mooring.dev/l2announcementpolicies": {"list", "watch"},
-		"mooring.dev/l2announcementpolicies/status": {"patch"},                          // conditions, by the status writer only
-		"mooring.dev/l2announcers":                  {"create", "get", "list", "watch"}, // writes: its own node's only (admission policy); read: partition.go
-		"mooring.dev/l2announcers/status":           {"update"},
-		"/pods":                                     {"list"},  // fast eviction: one dead node's pods, by the decider only
-		"/pods/status":                              {"patch"}, // Ready=False only (admissionpolicy-pods.yaml)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("ClusterRole mooring-agent grants\n%v\nwant exactly\n%v", got, want)
-	}
+	return got
 }
 
 // The DaemonSet runs in the node's network namespace with its own

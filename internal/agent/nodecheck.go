@@ -51,7 +51,7 @@ func (a *Agent) nodeSeen(ctx context.Context, nodes []corev1.Node) {
 // probe is the readiness probe over this agent.
 func (a *Agent) probe() health.Probe {
 	p := health.Probe{State: a.ready, Node: a.cfg.NodeName, GossipPort: a.cfg.GossipPort, HoldDown: a.cfg.HoldDown,
-		Members: a.deps.Members.Members}
+		Members: a.deps.Members.Members, InsecureGossip: a.cfg.InsecureGossip}
 	if d, ok := a.deps.Members.(interface{ Deferring() bool }); ok {
 		p.Deferring = d.Deferring
 	}

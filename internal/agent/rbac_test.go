@@ -32,8 +32,10 @@ const (
 )
 
 // installAgentRBAC applies the shipped namespace-scoped ServiceAccount,
-// the generated ClusterRole, its binding and the admission policy that
-// binds L2Announcer writes to the caller's node.
+// the generated ClusterRoles (the agent's and fast eviction's, as with
+// --fast-endpoint-eviction), their bindings and the admission policies: the
+// one that binds L2Announcer writes to the caller's node, and fast
+// eviction's two (which change, which pods).
 func installAgentRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	root, err := testenv.RepoRoot()
 	if err != nil {
@@ -50,9 +52,11 @@ func installAgentRBAC(ctx context.Context, cs kubernetes.Interface) error {
 		return err
 	}
 	var sa corev1.ServiceAccount
-	var role rbacv1.ClusterRole
-	var binding rbacv1.ClusterRoleBinding
-	for path, obj := range map[string]any{"config/agent/serviceaccount.yaml": &sa, "config/rbac/agent/role.yaml": &role, "config/agent/clusterrolebinding.yaml": &binding} {
+	var role, evictRole rbacv1.ClusterRole
+	var binding, evictBinding rbacv1.ClusterRoleBinding
+	for path, obj := range map[string]any{"config/agent/serviceaccount.yaml": &sa, "config/rbac/agent/role.yaml": &role,
+		"config/agent/clusterrolebinding.yaml": &binding, "config/rbac/agent-eviction/role.yaml": &evictRole,
+		"config/rbac/agent-eviction/role_binding.yaml": &evictBinding} {
 		if err := read(path, obj); err != nil {
 			return err
 		}
@@ -60,14 +64,20 @@ func installAgentRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	if _, err := cs.CoreV1().ServiceAccounts(agentNamespace).Create(ctx, &sa, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
-		return err
+	for _, r := range []*rbacv1.ClusterRole{&role, &evictRole} {
+		if _, err := cs.RbacV1().ClusterRoles().Create(ctx, r, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
-	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &binding, metav1.CreateOptions{}); err != nil {
-		return err
+	for _, b := range []*rbacv1.ClusterRoleBinding{&binding, &evictBinding} {
+		if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, b, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
-	if err := installPolicy(ctx, cs, filepath.Join(root, "config/agent/admissionpolicy-pods.yaml")); err != nil {
-		return err
+	for _, f := range []string{"admissionpolicy-pods.yaml", "admissionpolicy-eviction.yaml"} {
+		if err := installPolicy(ctx, cs, filepath.Join(root, "config/agent", f)); err != nil {
+			return err
+		}
 	}
 	return installPolicy(ctx, cs, filepath.Join(root, "config/agent/admissionpolicy.yaml"))
 }

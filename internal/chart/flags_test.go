@@ -29,8 +29,8 @@ var intendedDefaults = map[string]string{
 	"agent.podIpamNamespace":    "",                       // the controller's lease namespace, where it records the mode
 	"agent.bgpSecretNamespace":  "",                       // the release namespace
 	"agent.stateDir":            "/var/lib/mooring/agent", // a hostPath; the binary keeps no snapshot by default
-	// The chart's agents have the pods/status permission eviction needs
-	// (bound by an admission policy); a bare binary may not.
+	// The chart binds the role eviction needs (pods/status, bounded by
+	// two admission policies) with the flag; a bare binary may not have it.
 	"agent.fastEndpointEviction": "true",
 }
 

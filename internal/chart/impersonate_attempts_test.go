@@ -58,6 +58,22 @@ func updateAnnouncer(admin client.Client, name string) func(context.Context, *ac
 	}
 }
 
+// markNotReady is fast eviction's write, as the agent makes it (the pod
+// readiness policy allows exactly this change): the pod of node in ns set
+// NotReady with Mooring's reason. With as set, that actor writes.
+func markNotReady(ns, node string, as *actor) func(context.Context, *actor) error {
+	body := `{"status":{"conditions":[` +
+		`{"type":"Ready","status":"False","reason":"MooringNodeUnreachable","message":"dead"},` +
+		`{"type":"ContainersReady","status":"False","reason":"MooringNodeUnreachable","message":"dead"}]}}`
+	return func(ctx context.Context, a *actor) error {
+		if as != nil {
+			a = as
+		}
+		_, err := a.cs.CoreV1().Pods(ns).Patch(ctx, "web-"+node, types.StrategicMergePatchType, []byte(body), dryPatch, "status")
+		return err
+	}
+}
+
 func createObj(obj client.Object) func(context.Context, *actor) error {
 	return func(ctx context.Context, a *actor) error {
 		return a.c.Create(ctx, obj.DeepCopyObject().(client.Object))
@@ -147,6 +163,15 @@ func agentAttempts(in *install, admin client.Client) []attempt {
 			return a.c.Status().Patch(ctx, &mooringv1.PodIPPool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, client.RawPatch(types.MergePatchType, []byte(`{"status":{}}`)))
 		}},
 
+		// Fast eviction's bound: only pods of a node its own L2Announcer
+		// lists in status.lost, never its own node's (though listed), not
+		// one that only another node's L2Announcer lists, and only with
+		// a token that names its node.
+		{what: "mark a pod on a live node NotReady", do: markNotReady(in.ns, in.nodeB, nil)},
+		{what: "mark a pod of its own node NotReady", do: markNotReady(in.ns, in.nodeA, nil)},
+		{what: "mark a pod NotReady with an unbound token", do: markNotReady(in.ns, in.deadNode(), in.unboundAgent)},
+		{what: "mark NotReady a pod of a node its L2Announcer lists as lost", allow: true, do: markNotReady(in.ns, in.deadNode(), nil)},
+
 		{what: "create another node's BGPSpeaker", do: createObj(&mooringv1.BGPSpeaker{ObjectMeta: metav1.ObjectMeta{Name: in.nodeB}})},
 		{what: "read a Secret outside its namespace", do: func(ctx context.Context, a *actor) error {
 			_, err := a.cs.CoreV1().Secrets("kube-system").Get(ctx, "bgp-pass", metav1.GetOptions{})
@@ -162,6 +187,7 @@ func agentAttempts(in *install, admin client.Client) []attempt {
 			return err
 		}},
 		{what: "list BGPPeers", allow: true, do: list(&mooringv1.BGPPeerList{})},
+
 		{what: "create its own PodIPAMNode", allow: true, do: createObj(&mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: in.nodeA}})},
 		{what: "give back its own block (spec.release)", allow: true, do: updateRecord(admin, in.nodeA, false, func(r *mooringv1.PodIPAMNode) {
 			r.Spec.Release = []string{in.blockA}

@@ -47,16 +47,18 @@ type install struct {
 	objs           []*unstructured.Unstructured
 	controllerID   rest.ImpersonationConfig
 	agentID        rest.ImpersonationConfig
+	unboundAgent   *actor // the agent's ServiceAccount with a token bound to no pod (no node)
 	blockA, blockB string // nodeA's and nodeB's pod address blocks
 }
 
 // configInstall is config/'s plain manifests: the controller, the agent,
-// pod IPAM's roles (config/podipam) and BGP's (config/bgp), as
-// docs/install.md and docs/bgp.md apply them.
+// pod IPAM's roles (config/podipam), fast eviction's role
+// (config/rbac/agent-eviction) and BGP's (config/bgp), as docs/install.md
+// and docs/bgp.md apply them.
 func configInstall(t *testing.T) *install {
 	in := &install{name: "config/", ns: "mooring-system", prefix: "mooring", controller: "mooring-controller",
 		agent: "mooring-agent", nodeA: "cfg-a", nodeB: "cfg-b", blockA: "10.244.1.0/26", blockB: "10.244.2.0/26"}
-	for _, dir := range []string{"config/controller", "config/agent", "config/podipam", "config/bgp"} {
+	for _, dir := range []string{"config/controller", "config/agent", "config/podipam", "config/rbac/agent-eviction", "config/bgp"} {
 		in.objs = append(in.objs, kustomizeObjects(t, filepath.Join(root(t), dir))...)
 	}
 	return in
@@ -244,8 +246,14 @@ func (in *install) seed(t *testing.T, ctx context.Context, env *testenv.Env) {
 		rec.Status.Blocks = []mooringv1.PodIPAMBlock{{Pool: "default", CIDR: []string{in.blockA, in.blockB}[i]}}
 		must(t, c.Status().Update(ctx, rec))
 	}
-	for _, n := range []string{in.nodeA, in.nodeB} {
-		must(t, c.Create(ctx, &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: n}}))
+	// Fast eviction's bound: nodeA's agent lists a dead node (and, to no
+	// avail, itself) in status.lost; nodeB's lists nodeB, which counts
+	// for nodeB's agent only.
+	for n, lost := range map[string][]string{in.nodeA: {in.nodeA, in.deadNode()}, in.nodeB: {in.nodeA, in.nodeB}} {
+		an := &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		must(t, c.Create(ctx, an))
+		an.Status.Lost = lost
+		must(t, c.Status().Update(ctx, an))
 	}
 	for _, ns := range []string{in.ns, "kube-system"} {
 		err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bgp-pass"},
@@ -258,15 +266,22 @@ func (in *install) seed(t *testing.T, ctx context.Context, env *testenv.Env) {
 		Data: map[string]string{"mode": "multi-pool"}}))
 	must(t, c.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: in.ns, Name: "web"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}}}))
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: in.ns, Name: "web-" + in.nodeB},
-		Spec: corev1.PodSpec{NodeName: in.nodeB, Containers: []corev1.Container{{Name: "web", Image: "web"}}}}
-	must(t, c.Create(ctx, pod))
-	pod.Status.Phase = corev1.PodRunning
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}
-	must(t, c.Status().Update(ctx, pod))
+	for _, n := range []string{in.nodeA, in.nodeB, in.deadNode()} {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: in.ns, Name: "web-" + n},
+			Spec: corev1.PodSpec{NodeName: n, Containers: []corev1.Container{{Name: "web", Image: "web"}}}}
+		must(t, c.Create(ctx, pod))
+		pod.Status.Phase = corev1.PodRunning
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.ContainersReady, Status: corev1.ConditionTrue}}
+		must(t, c.Status().Update(ctx, pod))
+	}
 	in.controllerID = podIdentity(t, ctx, env.Clientset, in.ns, in.controller, in.nodeA)
 	in.agentID = podIdentity(t, ctx, env.Clientset, in.ns, in.agent, in.nodeA)
+	in.unboundAgent = newActor(t, env, rest.ImpersonationConfig{UserName: in.agentID.UserName, Groups: in.agentID.Groups})
 }
+
+// deadNode is a node gossip lost: nodeA's agent lists it in status.lost
+// (no Node object: the policy reads only the pod and the L2Announcer).
+func (in *install) deadNode() string { return in.nodeB + "-dead" }
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -316,6 +331,17 @@ func TestImpersonatedServiceAccounts(t *testing.T) {
 			t.Errorf("without the own-node policy the check still passes:\n%s", strings.Join(bad, "\n"))
 		}
 	})
+	for _, in := range installs {
+		t.Run("no eviction policy fails/"+strings.TrimSuffix(in.name, "/"), func(t *testing.T) {
+			undo := withoutPolicyBinding(t, ctx, env, in.prefix+"-agent-eviction")
+			defer undo()
+			evictions := []string{"mark a pod on a live node NotReady", "mark a pod of its own node NotReady", "mark a pod NotReady with an unbound token"}
+			bad := in.check(t, env, func(bad []string) bool { return hasAll(bad, evictions...) })
+			if !hasAll(bad, evictions...) {
+				t.Errorf("without the eviction policy the check still passes:\n%s", strings.Join(bad, "\n"))
+			}
+		})
+	}
 }
 
 func hasAll(bad []string, whats ...string) bool {

@@ -183,6 +183,13 @@ func TestCustomValues(t *testing.T) {
 		t.Errorf("the pod readiness policy does not match this release's agent: %s", m)
 	}
 	find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-pod-readiness")
+	evictVAP := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-eviction")
+	if m := fmt.Sprint(evictVAP.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) || !strings.Contains(m, "params.status.lost") {
+		t.Errorf("the eviction policy does not bound this release's agent by its status.lost: %s", m)
+	}
+	if m := fmt.Sprint(find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-eviction").Object["spec"]); !strings.Contains(m, "paramRef") {
+		t.Errorf("the eviction policy's binding has no paramRef (every L2Announcer): %s", m)
+	}
 	if len(ofKind(objs, "PodMonitor")) != 1 || len(ofKind(objs, "ServiceMonitor")) != 1 {
 		t.Errorf("want one PodMonitor and one ServiceMonitor (agent only: controller metrics are off), got %d and %d",
 			len(ofKind(objs, "PodMonitor")), len(ofKind(objs, "ServiceMonitor")))
@@ -275,8 +282,9 @@ func rbacDocs(t *testing.T, path string) map[string]any {
 
 // The chart's roles are config/rbac's (controller-gen's output of the
 // +kubebuilder:rbac markers), rule for rule, every one of them with every
-// feature on; the pod IPAM roles only when pod IPAM is on, the BGP role
-// only with agent.flags.bgp (its Secret Role in the release namespace).
+// feature on; the pod IPAM roles only when pod IPAM is on, the eviction
+// role only with fast endpoint eviction, the BGP role only with
+// agent.flags.bgp (its Secret Role in the release namespace).
 func TestRBACIsConfigRBAC(t *testing.T) {
 	objs := render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.podIpamMode=multi-pool",
 		"--set", "agent.flags.fastEndpointEviction=true", "--set", "agent.flags.bgp=true")
@@ -284,7 +292,7 @@ func TestRBACIsConfigRBAC(t *testing.T) {
 		t.Errorf("Role %s in namespace %q, want the release namespace mooring-system (the peers' password Secrets)", r.GetName(), r.GetNamespace())
 	}
 	dirs, err := GeneratedRoles(root(t))
-	if err != nil || len(dirs) < 4 {
+	if err != nil || len(dirs) < 5 {
 		t.Fatalf("config/rbac holds roles %v (%v): want at least the controller's and the agent's, each with pod IPAM", dirs, err)
 	}
 	for _, dir := range dirs {
@@ -310,9 +318,17 @@ func TestRBACIsConfigRBAC(t *testing.T) {
 			}
 		}
 	}
-	for _, o := range render(t, "--set", "agent.gossipKey.value="+testKey) {
+	defaults := render(t, "--set", "agent.gossipKey.value="+testKey)
+	for _, o := range defaults {
 		if strings.HasSuffix(o.GetName(), "-pod-ipam") || strings.HasSuffix(o.GetName(), "-bgp") {
 			t.Errorf("pod IPAM and BGP are off by default, yet %s %s is rendered", o.GetKind(), o.GetName())
+		}
+	}
+	// Fast eviction is on by default: its role is bound; off, it is not.
+	find(t, defaults, "ClusterRoleBinding", "mooring-agent-eviction")
+	for _, o := range render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "agent.flags.fastEndpointEviction=false") {
+		if strings.HasSuffix(o.GetName(), "-agent-eviction") && strings.HasPrefix(o.GetKind(), "ClusterRole") {
+			t.Errorf("fast endpoint eviction is off, yet %s %s is rendered", o.GetKind(), o.GetName())
 		}
 	}
 }

@@ -2,7 +2,9 @@
 // gossip has lost a node AND its kernel answers no ARP/NDP, the one
 // deciding agent of the majority marks the node's pods NotReady at once
 // (so their endpoints leave Services now, not after the node-monitor
-// grace period), within a share limit, with an Event per node; every
+// grace period), within a share limit, with an Event per node, after
+// listing the node in its own L2Announcer's status.lost (the admission
+// policy allows it only those pods); every
 // majority agent deletes its own conntrack entries towards the dead
 // node's endpoints. The guards and the reasoning are in evict.go.
 //

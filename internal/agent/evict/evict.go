@@ -51,7 +51,13 @@ import (
 //     idempotent patch);
 //   - at most FastEvictionMaxShare of the Nodes (at least one) evicted at
 //     once; a node held back gets an Event;
-//   - every eviction is an Event on the Node and counted;
+//   - the decider lists the node in its own L2Announcer's status.lost
+//     before it marks a pod there, and unlists it when the node is back or
+//     gone (lost.go): the admission policy mooring-agent-eviction allows an
+//     agent to mark only pods of the nodes its own status.lost lists, never
+//     its own node's, so a compromised node cannot mark a live node's pods
+//     without declaring it lost where everyone sees it;
+//   - every eviction is an Event on the Node, naming the agent, and counted;
 //   - the kubelet owns the Ready condition and writes it back True at its
 //     next pod sync if the node was alive after all (the lab's kubelet
 //     stand-in does the same, internal/lab/kubelet).
@@ -63,10 +69,11 @@ import (
 //
 // The agent's ServiceAccount gains pods list and pods/status patch; the
 // ValidatingAdmissionPolicy config/agent/admissionpolicy-pods.yaml limits
-// those writes to this one change.
+// those writes to this one change, and admissionpolicy-eviction.yaml to
+// pods of the nodes listed in the agent's own status.lost.
 //
-// +kubebuilder:rbac:groups="",resources=pods,verbs=list
-// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+// +kubebuilder:rbac:roleName=mooring-agent-eviction,groups="",resources=pods,verbs=list
+// +kubebuilder:rbac:roleName=mooring-agent-eviction,groups="",resources=pods/status,verbs=patch
 
 // PodReasonNodeUnreachable is the reason of the pod conditions the agent
 // sets False.
@@ -130,7 +137,11 @@ type lostNode struct {
 	checked time.Time // last kernel check
 	dead    time.Time // confirmed dead; zero while not
 	evicted bool
-	tried   time.Time // last failed eviction
+	// listed: this agent marks (or marked) its pods, so its own
+	// L2Announcer must list it in status.lost (lost.go).
+	listed  bool
+	retryAt time.Time // after a failed eviction
+	denied  int       // evictions denied in a row (policy not yet current)
 	limited bool      // the share limit held it back (Event recorded)
 	cleans  int       // conntrack rounds done
 	// endpoints are the dead node's pod and IPAM-block addresses, read
@@ -146,6 +157,10 @@ type Evictor struct {
 	met  *metrics
 	seen map[string]bool      // nodes seen as members (or unreachable)
 	lost map[string]*lostNode // seen, now gone
+	// published is status.lost as last written or read; nil: unknown
+	// (read once before the first write).
+	published  *[]string
+	lostFailed time.Time // the last failed write of status.lost
 }
 
 // New builds an evictor; its metrics go to reg (nil: unregistered).
@@ -187,7 +202,8 @@ func (e *Evictor) round(ctx context.Context) {
 	}
 	e.met.dead.Set(float64(e.deadCount()))
 	if e.deps.View.Deferring() {
-		return // a minority decides nothing
+		e.syncLostLogged(ctx) // a node back is unlisted even here
+		return                // a minority decides nothing
 	}
 	for n := range e.seen {
 		if !present[n] && n != e.cfg.Node && e.lost[n] == nil {
@@ -212,6 +228,7 @@ func (e *Evictor) round(ctx context.Context) {
 	if len(live) > 0 && slices.Min(live) == e.cfg.Node {
 		e.evictDue(ctx)
 	}
+	e.syncLostLogged(ctx)
 	e.met.dead.Set(float64(e.deadCount()))
 }
 
@@ -289,7 +306,7 @@ func (e *Evictor) evictDue(ctx context.Context) {
 	now := e.deps.Clock.Now()
 	for _, name := range slices.Sorted(maps.Keys(e.lost)) {
 		l := e.lost[name]
-		if l.dead.IsZero() || l.evicted || !l.tried.IsZero() && now.Sub(l.tried) < evictRecheck {
+		if l.dead.IsZero() || l.evicted || now.Before(l.retryAt) {
 			continue
 		}
 		node := nodeNamed(nodes.Items, name)
@@ -304,9 +321,13 @@ func (e *Evictor) evictDue(ctx context.Context) {
 			}
 			continue
 		}
-		n, err := e.markNotReady(ctx, node)
+		l.listed = true // first listed in status.lost: the policy allows only that
+		n, err := 0, e.syncLost(ctx)
+		if err == nil {
+			n, err = e.markNotReady(ctx, node)
+		}
 		if err != nil {
-			l.tried = now
+			l.retryAt = now.Add(e.retryDelay(l, err))
 			e.met.nodes.WithLabelValues("failed").Inc()
 			e.deps.Log.Warn("fast eviction: marking pods NotReady; retrying", "node", name, "marked", n, "err", err)
 			continue
@@ -316,9 +337,32 @@ func (e *Evictor) evictDue(ctx context.Context) {
 		e.met.nodes.WithLabelValues("evicted").Inc()
 		e.deps.Log.Warn("pods of a dead node marked NotReady", "node", name, "pods", n, "after", e.deps.Clock.Since(l.dead).Round(time.Millisecond))
 		e.deps.Recorder.RecordOn(ctx, nodeRef(node), status.Event{Type: corev1.EventTypeWarning, Reason: eventReasonPodsNotReady, Message: fmt.Sprintf(
-			"gossip lost node %s and its kernel answers no ARP/NDP at %s: marked %d pod(s) NotReady (reason %s) so that their endpoints leave "+
-				"Services now instead of after the node-monitor grace period; the kubelet marks them Ready again if the node is alive",
-			name, joinAddrs(convert.InternalIPs(node)), n, PodReasonNodeUnreachable)}, metav1.NamespaceDefault)
+			"gossip lost node %s and its kernel answers no ARP/NDP at %s: the agent of node %s listed it in its L2Announcer's status.lost "+
+				"and marked %d pod(s) NotReady (reason %s) so that their endpoints leave Services now instead of after the node-monitor "+
+				"grace period; the kubelet marks them Ready again if the node is alive",
+			name, joinAddrs(convert.InternalIPs(node)), e.cfg.Node, n, PodReasonNodeUnreachable)}, metav1.NamespaceDefault)
+	}
+}
+
+// maxDeniedFast is how many denied evictions in a row are retried at the
+// next tick: the API server's admission policy reads status.lost from its
+// own watch cache, a few milliseconds behind the write that listed the
+// node. After that, denials are retried as other failures.
+const maxDeniedFast = 20
+
+func (e *Evictor) retryDelay(l *lostNode, err error) time.Duration {
+	if apierrors.IsForbidden(err) && l.denied < maxDeniedFast {
+		l.denied++
+		return 0
+	}
+	return evictRecheck
+}
+
+// syncLostLogged is syncLost outside an eviction: it clears nodes that
+// are back or gone; a failure is retried at a later round.
+func (e *Evictor) syncLostLogged(ctx context.Context) {
+	if err := e.syncLost(ctx); err != nil && !errors.Is(err, errLostWait) {
+		e.deps.Log.Warn("fast eviction: updating this node's L2Announcer status.lost; retrying", "err", err)
 	}
 }
 

@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/agent/status"
 	"github.com/mooringlb/mooring/internal/conntrack"
 	"github.com/mooringlb/mooring/internal/testenv"
@@ -72,6 +75,10 @@ func TestEvictionGuards(t *testing.T) {
 			t.Fatal(err)
 		}
 		guardPod(ctx, t, cs, "web-"+name, name, fmt.Sprintf("10.244.%d.7", i))
+		// Each agent's L2Announcer, as its status writer creates it.
+		if err := env.Client.Create(ctx, &mooringv1.L2Announcer{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// node-4 also runs a pod of a second block (outside any podCIDRs) and a
 	// hostNetwork pod (its node's address); a LoadBalancer Service exists.
@@ -134,6 +141,9 @@ func TestEvictionGuards(t *testing.T) {
 				t.Fatalf("%s marked %s's pod NotReady", tc.what, n)
 			}
 		}
+		if w := lostWrites(e); w != 0 {
+			t.Errorf("%s wrote its status.lost %v times, want 0", tc.what, w)
+		}
 	}
 	// A deferring side cleans no conntrack either; every majority agent
 	// cleans on its own node, the non-deciding one included.
@@ -184,12 +194,57 @@ func TestEvictionGuards(t *testing.T) {
 	if fmt.Sprint(reasons) != "map[node-4:[MooringPodsMarkedNotReady] node-5:[MooringPodsMarkedNotReady] node-6:[MooringEvictionLimited]]" {
 		t.Errorf("events %v", reasons)
 	}
-	// A later round repeats nothing; node-4 back in gossip frees a slot.
+	// Before it marked them, the decider listed node-4 and node-5 in its
+	// L2Announcer's status.lost (the admission policy allows only that):
+	// one write each; not node-6, held back.
+	lostIs(ctx, t, env.Client, "node-1", []string{"node-4", "node-5"})
+	if w := lostWrites(e); w != 2 {
+		t.Errorf("status.lost writes after two evictions: %v, want 2", w)
+	}
+	// A later round repeats nothing; node-4 back in gossip frees a slot:
+	// one write lists node-6 and drops node-4.
 	e.round(ctx)
+	if w := lostWrites(e); w != 2 {
+		t.Errorf("status.lost writes after a round with no change: %v, want 2", w)
+	}
 	m.set([]string{"node-1", "node-2", "node-4"}, false)
 	e.round(ctx)
 	if ready("node-6") != corev1.ConditionFalse {
 		t.Error("node-6 still not marked after node-4 came back")
+	}
+	lostIs(ctx, t, env.Client, "node-1", []string{"node-5", "node-6"})
+	if w := lostWrites(e); w != 3 {
+		t.Errorf("status.lost writes after node-4 came back and node-6 was marked: %v, want 3", w)
+	}
+	// node-5 back, node-6's Node deleted: one write clears both; steady
+	// rounds write nothing.
+	if err := cs.CoreV1().Nodes().Delete(ctx, "node-6", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	m.set([]string{"node-1", "node-2", "node-4", "node-5"}, false)
+	for range 3 {
+		e.round(ctx)
+	}
+	lostIs(ctx, t, env.Client, "node-1", nil)
+	if w, f := lostWrites(e), counterValue(e.deps.Recorder.Writes.Counter("announcer_lost", "error")); w != 4 || f != 0 {
+		t.Errorf("status.lost writes after the lost nodes came back or went: %v (%v failed), want 4 (0)", w, f)
+	}
+}
+
+// lostWrites is how many writes of status.lost an evictor made.
+func lostWrites(e *Evictor) float64 {
+	return counterValue(e.deps.Recorder.Writes.Counter("announcer_lost", "ok"))
+}
+
+// lostIs checks node's L2Announcer status.lost.
+func lostIs(ctx context.Context, t *testing.T, c client.Client, node string, want []string) {
+	t.Helper()
+	var an mooringv1.L2Announcer
+	if err := c.Get(ctx, client.ObjectKey{Name: node}, &an); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(an.Status.Lost, want) {
+		t.Errorf("%s's status.lost = %v, want %v", node, an.Status.Lost, want)
 	}
 }
 
@@ -207,4 +262,12 @@ func guardPod(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, 
 	if _, err := cs.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func counterValue(c interface{ Write(*dto.Metric) error }) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,7 +59,13 @@ type Probe struct {
 	Members   func() []string
 	Deferring func() bool
 	Responder func() error
+	// InsecureGossip: the agent gossips without a key (--insecure-gossip),
+	// said in every /readyz answer.
+	InsecureGossip bool
 }
+
+// insecureNote is what /readyz adds when gossip runs without a key.
+const insecureNote = "gossip runs WITHOUT a key (--insecure-gossip): anyone who reaches the gossip port can join, claim addresses and spread false deaths; give the agents --gossip-key-file (docs/install.md#gossip-key)"
 
 // Readyz is /readyz: the Node exists (Ready) and the agent serves. Once it
 // decides, the text says from what: the live API state or the local
@@ -67,6 +74,9 @@ func (p Probe) Readyz() (string, error) {
 	what := ""
 	if p.State.Decided.Load() {
 		what = p.ServingFrom()
+	}
+	if p.InsecureGossip {
+		what = strings.TrimPrefix(what+"; "+insecureNote, "; ")
 	}
 	return what, errors.Join(p.Ready(), p.Serving())
 }

@@ -199,8 +199,14 @@ func (w *Writer) syncAnnouncer(ctx context.Context, st mooringv1.L2AnnouncerStat
 	if err != nil {
 		return fmt.Errorf("reading or creating L2Announcer %s: %w", w.node, err)
 	}
+	// status.lost belongs to fast eviction (internal/agent/evict), which
+	// writes it on its own: kept as read. The update carries the
+	// resourceVersion read, so a concurrent change of it is a conflict
+	// (retried), never overwritten.
+	written := st
+	st.Lost = obj.Status.Lost
 	if equality.Semantic.DeepEqual(obj.Status, st) {
-		w.written = &st
+		w.written = &written
 		return nil
 	}
 	obj.Status = st
@@ -209,7 +215,7 @@ func (w *Writer) syncAnnouncer(ctx context.Context, st mooringv1.L2AnnouncerStat
 	if err != nil {
 		return fmt.Errorf("updating the status of L2Announcer %s: %w", w.node, err)
 	}
-	w.written = &st
+	w.written = &written
 	return nil
 }
 
