@@ -18,6 +18,11 @@ const (
 	// ProblemNoMatchingInterface: this node owns the address but none of its
 	// interfaces match the policies' interfaces.
 	ProblemNoMatchingInterface = "NoMatchingInterface"
+	// ProblemResponderFailed: this node owns the address and the
+	// interface matches, but its agent cannot answer ARP/NDP there (the
+	// responder's sockets fail to open; it retries while it runs): the
+	// address is not announced although the decision names this node.
+	ProblemResponderFailed = "ResponderFailed"
 )
 
 // L2AnnouncerStatus is what one node's agent decides on besides the API

@@ -128,6 +128,9 @@ type loopState struct {
 	problems     []announce.Problem
 	// missingSince is when the agent first saw no Node of its name.
 	missingSince time.Time
+	// unanswered is what the last published decision said the responder
+	// cannot answer on (responder.Manager.Unanswered).
+	unanswered map[int]string
 }
 
 // New builds an agent; nothing runs until Run.

@@ -49,6 +49,7 @@ func (a *Agent) decideLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-publish: // decide publishes what waited
+		case <-a.unansweredChanges(): // decide publishes it
 		case <-a.deps.Members.Changes():
 		case <-a.dirty.kick:
 			select {
@@ -154,7 +155,8 @@ func (a *Agent) decide(ctx context.Context) error {
 	// What the L2Announcer shows (members, interfaces), moves and losses
 	// are published at once; new addresses may wait.
 	urgent := d.all || d.policies || before.differs(a.viewNow()) ||
-		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" })
+		slices.ContainsFunc(changes, func(c announce.Change) bool { return c.From != "" }) ||
+		!maps.Equal(a.unanswered(), a.loop.unanswered)
 	if len(a.loop.pending) == 0 && !urgent {
 		return err
 	}
@@ -193,8 +195,9 @@ func (a *Agent) publish() {
 	a.loop.pending = nil
 	a.loop.published = a.deps.Clock.Now()
 	a.loop.prev = res
+	a.loop.unanswered = a.unanswered()
 	a.toStatus.Put(status.Decision{Res: res, Members: a.loop.state.Members(), Capability: a.ownCapability(),
-		Prefixes: a.loop.prefixes, Applied: a.loop.appliedCfg})
+		Prefixes: a.loop.prefixes, Applied: a.loop.appliedCfg, Unanswered: a.loop.unanswered})
 	a.toSafety.Put(res)
 	a.toProbe.Put(res)
 	a.toSnapshot.Put(res)
@@ -443,4 +446,28 @@ func (a *Agent) reportProblems(problems []announce.Problem) {
 		}
 	}
 	a.loop.problems = problems
+}
+
+// unansweredResponder is the responder's report of the interfaces it
+// cannot answer on (responder.Manager).
+type unansweredResponder interface {
+	Unanswered() map[int]string
+	UnansweredChanges() <-chan struct{}
+}
+
+// unanswered is what the responder cannot answer on now (nil: all of it,
+// or a responder that does not say).
+func (a *Agent) unanswered() map[int]string {
+	if r, ok := a.deps.Responder.(unansweredResponder); ok {
+		return r.Unanswered()
+	}
+	return nil
+}
+
+// unansweredChanges fires when unanswered changes (nil: never).
+func (a *Agent) unansweredChanges() <-chan struct{} {
+	if r, ok := a.deps.Responder.(unansweredResponder); ok {
+		return r.UnansweredChanges()
+	}
+	return nil
 }

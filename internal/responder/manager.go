@@ -116,6 +116,10 @@ type Manager struct {
 	// openErr is the last failure to open a desired interface, nil once
 	// every desired interface is open (Healthy).
 	openErr atomic.Pointer[error]
+	// unanswered are the desired interfaces that are not open, with why
+	// (unanswered.go); unansweredc is poked when they change.
+	unanswered  map[int]string
+	unansweredc chan struct{}
 }
 
 // Healthy returns nil when every interface of the table is open and
@@ -156,6 +160,8 @@ func NewWithOpener(cfg Config, log *slog.Logger, reg prometheus.Registerer, open
 		desired: map[int]map[netip.Addr]struct{}{},
 		delta:   map[int]map[netip.Addr]bool{},
 		kick:    make(chan struct{}, 1),
+
+		unansweredc: make(chan struct{}, 1),
 	}
 }
 
@@ -312,6 +318,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			}
 			s.sendDue()
 		}
+		s.noteUnanswered()
 	}
 }
 
@@ -322,6 +329,8 @@ type runState struct {
 	pending []announcement
 	retryAt time.Time // zero: nothing to retry
 	wg      sync.WaitGroup
+	// openErrs is the last failure to open each interface not open yet.
+	openErrs map[int]string
 }
 
 // announcement is a scheduled series of gratuitous frames for one address.
@@ -399,8 +408,13 @@ func (s *runState) openWith(ifindex int, set map[netip.Addr]struct{}) error {
 			"retry", m.cfg.RetryInterval, "err", err)
 		s.retryAt = m.cfg.Clock.Now().Add(m.cfg.RetryInterval)
 		m.openErr.Store(&err)
+		if s.openErrs == nil {
+			s.openErrs = map[int]string{}
+		}
+		s.openErrs[ifindex] = err.Error()
 		return err
 	}
+	delete(s.openErrs, ifindex)
 	s.links[ifindex] = l
 	s.schedule(ifindex, l.setOwned(set))
 	return nil

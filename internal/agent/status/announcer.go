@@ -24,6 +24,9 @@ type Decision struct {
 	// Applied is the configuration the decision used (never modified
 	// after it is handed over); nil before the policies were read.
 	Applied *mooringv1.AppliedConfig
+	// Unanswered are the interfaces, by index, the responder cannot
+	// answer on, with why (responder.Manager.Unanswered); nil: none.
+	Unanswered map[int]string
 }
 
 // AppliedConfig records the policies' generations a decision uses.
@@ -73,6 +76,50 @@ func announcerStatus(d Decision, local string) mooringv1.L2AnnouncerStatus {
 				Services: keyStrings(o.Services), Reason: reason, Message: p.Message})
 		}
 	}
+	return withUnanswered(st, d, local)
+}
+
+// withUnanswered adds a ResponderFailed problem for every address this
+// node answers for on an interface its responder cannot open, and keeps
+// the problems sorted by address.
+func withUnanswered(st mooringv1.L2AnnouncerStatus, d Decision, local string) mooringv1.L2AnnouncerStatus {
+	if len(d.Unanswered) == 0 {
+		return st
+	}
+	var addrs []netip.Addr
+	why := map[netip.Addr][]string{}
+	for _, e := range d.Res.Local {
+		msg, ok := d.Unanswered[e.IfIndex]
+		if !ok {
+			continue
+		}
+		if why[e.Addr] == nil {
+			addrs = append(addrs, e.Addr)
+		}
+		why[e.Addr] = append(why[e.Addr], fmt.Sprintf("on %s: %s", e.IfName, msg))
+	}
+	if len(addrs) == 0 {
+		return st
+	}
+	listed := map[netip.Addr]bool{}
+	for _, p := range st.Problems {
+		if a, err := netip.ParseAddr(p.Address); err == nil {
+			listed[a] = true
+		}
+	}
+	for _, a := range addrs {
+		st.ProblemCount++
+		if listed[a] || len(st.Problems) >= mooringv1.MaxAnnouncerProblems {
+			continue
+		}
+		st.Problems = append(st.Problems, mooringv1.AnnouncementProblem{Address: a.String(),
+			Services: keyStrings(ownerOf(d.Res, a).Services), Reason: mooringv1.ProblemResponderFailed,
+			Message: fmt.Sprintf("%s owns %s but its agent cannot answer ARP/NDP for it (%s); it retries while it runs: see its log, its /readyz and `mooring doctor`",
+				local, a, strings.Join(why[a], "; "))})
+	}
+	slices.SortStableFunc(st.Problems, func(x, y mooringv1.AnnouncementProblem) int {
+		return netip.MustParseAddr(x.Address).Compare(netip.MustParseAddr(y.Address))
+	})
 	return st
 }
 

@@ -76,3 +76,32 @@ func TestChangeEvents(t *testing.T) {
 		t.Fatalf("queue kept %d, dropped %d", len(items), dropped)
 	}
 }
+
+// Seed 004: an owner whose responder cannot open an interface lists every
+// address it answers for there as ResponderFailed (with the interface and
+// the error), sorted among its other problems; the same decision with the
+// responder healthy lists none.
+func TestAnnouncerStatusResponderFailed(t *testing.T) {
+	web := announce.ServiceKey{Namespace: "default", Name: "web"}
+	a1, a2, a3 := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	res := announce.Result{StatusWriter: "node-1",
+		Owners: []announce.Owner{{Addr: a1, Node: "node-2", Services: []announce.ServiceKey{web}},
+			{Addr: a2, Node: "node-2", Services: []announce.ServiceKey{web}}, {Addr: a3, Node: "node-2", Services: []announce.ServiceKey{web}}},
+		Local:    []announce.Entry{{Addr: a1, IfIndex: 2, IfName: "eth0"}, {Addr: a3, IfIndex: 2, IfName: "eth0"}, {Addr: a3, IfIndex: 3, IfName: "eth1"}},
+		Problems: []announce.Problem{{Addr: a2, Message: "no interface"}}}
+	if st := announcerStatus(Decision{Res: res}, "node-2"); st.ProblemCount != 1 {
+		t.Fatalf("healthy responder: %+v", st.Problems)
+	}
+	st := announcerStatus(Decision{Res: res, Unanswered: map[int]string{2: "cannot allocate memory"}}, "node-2")
+	var got []string
+	for _, p := range st.Problems {
+		got = append(got, p.Address+" "+p.Reason)
+	}
+	if st.ProblemCount != 3 || strings.Join(got, ",") != "10.0.0.1 ResponderFailed,10.0.0.2 NoMatchingInterface,10.0.0.3 ResponderFailed" {
+		t.Fatalf("responder failing on eth0: %d problems %v", st.ProblemCount, got)
+	}
+	if m := st.Problems[2].Message; !strings.Contains(m, "node-2 owns 10.0.0.3") || !strings.Contains(m, "on eth0: cannot allocate memory") ||
+		strings.Contains(m, "eth1") || st.Problems[2].Services[0] != "default/web" {
+		t.Fatalf("message %+v", st.Problems[2])
+	}
+}

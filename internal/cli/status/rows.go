@@ -2,6 +2,7 @@ package status
 
 import (
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -178,7 +179,7 @@ func (an Announced) forAddresses(addrs []string, now time.Time) ([]Announcement,
 		}
 		a = a.Unmap()
 		x := byAddr[a]
-		if x != nil && x.Node != "" {
+		if x != nil && x.Node != "" && !responderFailed(listed[a], x.Node) {
 			by := x.Node
 			if len(x.Interfaces) > 0 {
 				by += "/" + strings.Join(x.Interfaces, "+")
@@ -208,6 +209,13 @@ func (an Announced) forAddresses(addrs []string, now time.Time) ([]Announcement,
 		probs = append(probs, p)
 	}
 	return anns, probs
+}
+
+// responderFailed reports whether node itself lists the address as
+// ResponderFailed: the decision names it, but its agent cannot answer
+// ARP/NDP, so nobody announces the address.
+func responderFailed(ps []Problem, node string) bool {
+	return slices.ContainsFunc(ps, func(p Problem) bool { return p.Reason == mooringv1.ProblemResponderFailed && p.Node == node })
 }
 
 // withAddr prefixes msg with the address unless it names it already.

@@ -81,7 +81,8 @@ serves it), the controller's AddressAssigned condition, the node and interface
 announcing each address (recomputed from the API objects and the agents'
 L2Announcers, as the agents decide), and PROBLEMS: why an address is not
 announced now (the L2Announcers' status.problems, e.g. NoEligibleNode,
-NoMatchingInterface), then the Warning Events Mooring's agents recorded on the
+NoMatchingInterface, ResponderFailed: the owner's agent cannot answer ARP/NDP,
+so ANNOUNCED BY shows - for that address), then the Warning Events Mooring's agents recorded on the
 Service within --since (split brain, a stale local copy of the address). An
 Event says a problem was seen then;
 ` + "`mooring audit arp`" + ` checks the segment now. During a migration it says who
