@@ -130,7 +130,10 @@ func (p Probe) Serving() error {
 	}
 	if p.Responder != nil {
 		if err := p.Responder(); err != nil {
-			errs = append(errs, fmt.Errorf("responder: %w", err))
+			if !strings.HasPrefix(err.Error(), "responder:") { // its own errors say so already
+				err = fmt.Errorf("responder: %w", err)
+			}
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
