@@ -34,7 +34,7 @@ generate: $(CONTROLLER_GEN)
 	@# names its role (roleName=mooring-<role>), and hack/rbac writes each to
 	@# config/rbac/<role>/role.yaml; a marker without one is refused.
 	{ $(CONTROLLER_GEN) rbac:roleName=mooring-agent paths=./internal/agent/... output:rbac:stdout && \
-	  $(CONTROLLER_GEN) rbac:roleName=unnamed paths="{./internal/controller/...,./internal/podipamctl/...}" output:rbac:stdout; } | $(GO) run ./hack/rbac
+	  $(CONTROLLER_GEN) rbac:roleName=unnamed paths="{./internal/controller/...,./internal/podipamctl/...,./internal/bgpagent/...}" output:rbac:stdout; } | $(GO) run ./hack/rbac
 	$(GO) run ./hack/chart
 
 # verify fails when generated files, gofmt or go mod tidy are stale.

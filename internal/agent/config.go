@@ -93,6 +93,8 @@ type Config struct {
 	// treated at a time (at least one).
 	FastEndpointEviction bool
 	FastEvictionMaxShare float64
+	// BGP turns on the BGP speaker (internal/bgpagent).
+	BGP BGPConfig
 }
 
 // DefaultConfig returns the flag defaults.
@@ -118,6 +120,7 @@ func DefaultConfig() Config {
 		Burst:               10,
 
 		FastEvictionMaxShare: 0.34,
+		BGP:                  BGPConfig{SecretNamespace: "mooring-system"},
 	}
 }
 
@@ -179,6 +182,9 @@ func (c Config) Validate() error {
 	}
 	if c.FastEndpointEviction && c.NodeCheckWait == 0 {
 		errs = append(errs, errors.New("--fast-endpoint-eviction needs the kernel check (--node-check-wait more than 0): gossip alone cannot tell a dead node from a stalled agent"))
+	}
+	if err := c.BGP.validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.QPS <= 0 || c.Burst < 1 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/agent/backend"
 	"github.com/mooringlb/mooring/internal/agent/gossip"
 	"github.com/mooringlb/mooring/internal/agent/handoff"
 	"github.com/mooringlb/mooring/internal/agent/health"
@@ -74,11 +75,17 @@ func Run(ctx context.Context, cfg Config) error {
 	resp := responder.New(responder.Config{GratuitousCount: cfg.GratuitousCount, GratuitousInterval: cfg.GratuitousInterval,
 		Silent: func() bool { return silent() }}, log.With("sub", "responder"), reg)
 	src := snapshot.NewSwitchReader(store.NewReader(informers, compact.Store()))
+	var backends []backend.Backend
+	if b, err := bgpBackend(ctx, cfg, informers, writer, log); err != nil {
+		return err
+	} else if b != nil {
+		backends = append(backends, b)
+	}
 	a := New(cfg, Deps{
 		Reader: src, Client: writer, Members: gossip.FailSafe{Membership: mem}, Responder: resp,
 		Links: host.Links{}, Sysctls: host.Sysctls{Root: "/proc/sys"}, Prober: host.Prober{},
 		Clock: clock.RealClock{}, Registerer: reg,
-		NodeCheck: host.KernelCheck(cfg.NodeCheckWait), Conntrack: conntrack.Delete,
+		NodeCheck: host.KernelCheck(cfg.NodeCheckWait), Conntrack: conntrack.Delete, Backends: backends,
 	})
 	silent = a.stalled
 	compact.Notify(a.dirty.service, func() { a.dirty.mark(func(c *changed) { c.all = true }) })

@@ -12,6 +12,11 @@
 // folder) so that a restarted agent re-advertises within graceful
 // restart's time. On shutdown it stops BGP without a Cease.
 //
-// It may import the API types, controller-runtime's client, the pure core
-// and the speaker; it runs no informers of its own (the agent's cache).
+// The agent (internal/agent) builds it with --bgp and hands it every
+// decision pass through internal/agent/backend (Pass); Watched names the
+// objects the agent's informer cache must watch for it.
+//
+// It may import the API types, controller-runtime's client, the pure core,
+// the speaker and the agent's backend seam (internal/agent/backend); it
+// runs no informers of its own (the agent's cache).
 package bgpagent

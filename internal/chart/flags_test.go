@@ -27,6 +27,7 @@ var intendedDefaults = map[string]string{
 	"agent.gossipBindAddress":   "$(HOST_IP)",             // status.hostIP
 	"agent.gossipKeyFile":       "",                       // set from agent.gossipKey
 	"agent.podIpamNamespace":    "",                       // the controller's lease namespace, where it records the mode
+	"agent.bgpSecretNamespace":  "",                       // the release namespace
 	"agent.stateDir":            "/var/lib/mooring/agent", // a hostPath; the binary keeps no snapshot by default
 	// The chart binds the role eviction needs (pods/status, bounded by
 	// two admission policies) with the flag; a bare binary may not have it.

@@ -172,6 +172,22 @@ func agentAttempts(in *install, admin client.Client) []attempt {
 		{what: "mark a pod NotReady with an unbound token", do: markNotReady(in.ns, in.deadNode(), in.unboundAgent)},
 		{what: "mark NotReady a pod of a node its L2Announcer lists as lost", allow: true, do: markNotReady(in.ns, in.deadNode(), nil)},
 
+		{what: "create another node's BGPSpeaker", do: createObj(&mooringv1.BGPSpeaker{ObjectMeta: metav1.ObjectMeta{Name: in.nodeB}})},
+		{what: "read a Secret outside its namespace", do: func(ctx context.Context, a *actor) error {
+			_, err := a.cs.CoreV1().Secrets("kube-system").Get(ctx, "bgp-pass", metav1.GetOptions{})
+			return err
+		}},
+		{what: "change a BGPPeer", do: func(ctx context.Context, a *actor) error {
+			return a.c.Patch(ctx, &mooringv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}}, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"peerAddress":"192.0.2.66"}}`)))
+		}},
+
+		{what: "create its own BGPSpeaker", allow: true, do: createObj(&mooringv1.BGPSpeaker{ObjectMeta: metav1.ObjectMeta{Name: in.nodeA}})},
+		{what: "read a peer's password Secret (get)", allow: true, do: func(ctx context.Context, a *actor) error {
+			_, err := a.cs.CoreV1().Secrets(in.ns).Get(ctx, "bgp-pass", metav1.GetOptions{})
+			return err
+		}},
+		{what: "list BGPPeers", allow: true, do: list(&mooringv1.BGPPeerList{})},
+
 		{what: "create its own PodIPAMNode", allow: true, do: createObj(&mooringv1.PodIPAMNode{ObjectMeta: metav1.ObjectMeta{Name: in.nodeA}})},
 		{what: "give back its own block (spec.release)", allow: true, do: updateRecord(admin, in.nodeA, false, func(r *mooringv1.PodIPAMNode) {
 			r.Spec.Release = []string{in.blockA}

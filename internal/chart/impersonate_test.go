@@ -52,18 +52,19 @@ type install struct {
 }
 
 // configInstall is config/'s plain manifests: the controller, the agent,
-// pod IPAM's roles (config/podipam) and fast eviction's role
-// (config/rbac/agent-eviction), as docs/install.md applies them.
+// pod IPAM's roles (config/podipam), fast eviction's role
+// (config/rbac/agent-eviction) and BGP's (config/bgp), as docs/install.md
+// and docs/bgp.md apply them.
 func configInstall(t *testing.T) *install {
 	in := &install{name: "config/", ns: "mooring-system", prefix: "mooring", controller: "mooring-controller",
 		agent: "mooring-agent", nodeA: "cfg-a", nodeB: "cfg-b", blockA: "10.244.1.0/26", blockB: "10.244.2.0/26"}
-	for _, dir := range []string{"config/controller", "config/agent", "config/podipam", "config/rbac/agent-eviction"} {
+	for _, dir := range []string{"config/controller", "config/agent", "config/podipam", "config/rbac/agent-eviction", "config/bgp"} {
 		in.objs = append(in.objs, kustomizeObjects(t, filepath.Join(root(t), dir))...)
 	}
 	return in
 }
 
-// chartInstall is the chart rendered with pod IPAM and fast endpoint
+// chartInstall is the chart rendered with pod IPAM, BGP and fast endpoint
 // eviction on, as release "mooring" in its own namespace (fullnameOverride
 // keeps its cluster-wide names apart from config/'s).
 func chartInstall(t *testing.T) *install {
@@ -71,7 +72,7 @@ func chartInstall(t *testing.T) *install {
 		agent: "chart-agent", nodeA: "chart-a", nodeB: "chart-b", blockA: "10.245.1.0/26", blockB: "10.245.2.0/26"}
 	in.objs = renderRelease(t, "mooring", "--namespace", in.ns, "--set", "fullnameOverride=chart",
 		"--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.podIpamMode=multi-pool",
-		"--set", "agent.flags.fastEndpointEviction=true")
+		"--set", "agent.flags.fastEndpointEviction=true", "--set", "agent.flags.bgp=true")
 	return in
 }
 
@@ -253,6 +254,13 @@ func (in *install) seed(t *testing.T, ctx context.Context, env *testenv.Env) {
 		must(t, c.Create(ctx, an))
 		an.Status.Lost = lost
 		must(t, c.Status().Update(ctx, an))
+	}
+	for _, ns := range []string{in.ns, "kube-system"} {
+		err := c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bgp-pass"},
+			Data: map[string][]byte{"password": []byte("x")}})
+		if !apierrors.IsAlreadyExists(err) { // kube-system's is shared by both installs
+			must(t, err)
+		}
 	}
 	must(t, c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: in.ns, Name: "mooring-pod-ipam-mode"},
 		Data: map[string]string{"mode": "multi-pool"}}))

@@ -283,10 +283,14 @@ func rbacDocs(t *testing.T, path string) map[string]any {
 // The chart's roles are config/rbac's (controller-gen's output of the
 // +kubebuilder:rbac markers), rule for rule, every one of them with every
 // feature on; the pod IPAM roles only when pod IPAM is on, the eviction
-// role only with fast endpoint eviction.
+// role only with fast endpoint eviction, the BGP role only with
+// agent.flags.bgp (its Secret Role in the release namespace).
 func TestRBACIsConfigRBAC(t *testing.T) {
 	objs := render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.podIpamMode=multi-pool",
-		"--set", "agent.flags.fastEndpointEviction=true")
+		"--set", "agent.flags.fastEndpointEviction=true", "--set", "agent.flags.bgp=true")
+	if r := find(t, objs, "Role", RolePrefix+"agent-bgp"); r.GetNamespace() != "mooring-system" {
+		t.Errorf("Role %s in namespace %q, want the release namespace mooring-system (the peers' password Secrets)", r.GetName(), r.GetNamespace())
+	}
 	dirs, err := GeneratedRoles(root(t))
 	if err != nil || len(dirs) < 5 {
 		t.Fatalf("config/rbac holds roles %v (%v): want at least the controller's and the agent's, each with pod IPAM", dirs, err)
@@ -316,8 +320,8 @@ func TestRBACIsConfigRBAC(t *testing.T) {
 	}
 	defaults := render(t, "--set", "agent.gossipKey.value="+testKey)
 	for _, o := range defaults {
-		if strings.HasSuffix(o.GetName(), "-pod-ipam") {
-			t.Errorf("pod IPAM is off by default, yet %s %s is rendered", o.GetKind(), o.GetName())
+		if strings.HasSuffix(o.GetName(), "-pod-ipam") || strings.HasSuffix(o.GetName(), "-bgp") {
+			t.Errorf("pod IPAM and BGP are off by default, yet %s %s is rendered", o.GetKind(), o.GetName())
 		}
 	}
 	// Fast eviction is on by default: its role is bound; off, it is not.

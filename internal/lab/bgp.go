@@ -9,9 +9,12 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/frr"
 	"github.com/mooringlb/mooring/internal/netlab"
 )
@@ -64,9 +67,10 @@ func (c *Config) validateBGP() error {
 		return nil
 	case b.HoldTime != 0 && (b.HoldTime < 3*time.Second || b.HoldTime%time.Second != 0):
 		return fmt.Errorf("lab: --bgp-hold-time %s: use whole seconds, 3s or more (RFC 4271)", b.HoldTime)
-	case c.MetalLB == "":
-		// Mooring's own speaker (issue 20) is not in this lab yet.
-		return errors.New("lab: --bgp needs --metallb for now: MetalLB's native BGP speakers peer with the router")
+	case c.MetalLB == "" && !c.Mooring:
+		return errors.New("lab: --bgp needs a BGP speaker: Mooring's agents (leave out --no-mooring) or --metallb")
+	case c.MetalLB == "" && c.Install == InstallChart:
+		return errors.New("lab: --bgp with --install chart is not wired yet: leave out --install (the agents run as lab processes with --bgp)")
 	}
 	return frr.Check()
 }
@@ -104,6 +108,36 @@ func bgpNodeRoutes(net netlab.Config) map[netip.Prefix]netip.Addr {
 		ClientSubnet4: nthHost(net.Subnet4, RouterOffset),
 		ClientSubnet6: nthHost(net.Subnet6, RouterOffset),
 	}
+}
+
+// Mooring's BGP objects in the BGP lab: every node peers with the router
+// (eBGP, IPv4 and IPv6 over the IPv4 session, the hold time of
+// --bgp-hold-time, else Mooring's default), and the demo pool is
+// advertised to it. No BFD yet: against the lab's FRR 8.4 router a
+// session with a BFD profile never stays up (the router's dynamic
+// neighbours get no BFD session, and GoBGP resets a session whose BFD is
+// down; docs/bgp.md), so the hold time detects a dead node.
+var (
+	bgpPeerGVR = mooringv1.GroupVersion.WithResource("bgppeers")
+	bgpAdvGVR  = mooringv1.GroupVersion.WithResource("bgpadvertisements")
+)
+
+// mooringBGPObjects are the BGPPeer (the router) and the BGPAdvertisement
+// (the demo pool) of the BGP lab without MetalLB.
+func mooringBGPObjects(router netip.Addr, hold time.Duration) []labObject {
+	meta := func(kind, name string) (metav1.TypeMeta, metav1.ObjectMeta) {
+		return metav1.TypeMeta{APIVersion: mooringv1.GroupVersion.String(), Kind: kind}, metav1.ObjectMeta{Name: name}
+	}
+	peer := &mooringv1.BGPPeer{Spec: mooringv1.BGPPeerSpec{
+		MyASN: NodeASN, PeerASN: ptr.To[int64](RouterASN), PeerAddress: router.String(),
+		AddressFamilies: []mooringv1.BGPAddressFamily{mooringv1.BGPFamilyIPv4, mooringv1.BGPFamilyIPv6}}}
+	peer.TypeMeta, peer.ObjectMeta = meta("BGPPeer", RouterHost)
+	if hold != 0 {
+		peer.Spec.HoldTime = &metav1.Duration{Duration: hold}
+	}
+	adv := &mooringv1.BGPAdvertisement{Spec: mooringv1.BGPAdvertisementSpec{Pools: []string{demoName}}}
+	adv.TypeMeta, adv.ObjectMeta = meta("BGPAdvertisement", demoName)
+	return []labObject{{bgpPeerGVR, peer}, {bgpAdvGVR, adv}}
 }
 
 // MetalLB's BGP kinds (native mode: IPv4 only, no BFD).

@@ -420,8 +420,16 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 		// pools and policies.
 		return <-chartErr
 	}
-	if err := errors.Join(createMooringObjects(ctx, c.dyn), <-chartErr); err != nil {
+	var router netip.Addr
+	if c.bgp != nil {
+		router = c.bgp.router.Addr4
+	}
+	if err := errors.Join(createMooringObjects(ctx, c.dyn, router, c.cfg.BGP.HoldTime), <-chartErr); err != nil {
 		return err
+	}
+	if c.bgp != nil {
+		c.progress("demo pool and BGP peer, advertisement, BFD profile created")
+		return nil
 	}
 	c.progress("demo pool and L2 policy created")
 	return nil

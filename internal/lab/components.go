@@ -267,7 +267,7 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 			// Services when the agents confirm its death, not after the
 			// node-monitor grace period (the chart's default too).
 			"--fast-endpoint-eviction",
-		}, podIPAMAgentArgs(c, p, n.Name)...),
+		}, append(bgpAgentArgs(c), podIPAMAgentArgs(c, p, n.Name)...)...),
 		Env: c.SelfEnv,
 	}
 }
@@ -338,4 +338,13 @@ func DefaultCommands() (controller, agent []string, nodeAddr string) {
 	p := newPaths(DefaultStateDir)
 	n := nodeSpec{Name: "node-1", Addrs: []netip.Addr{netip.MustParseAddr("10.213.0.11"), netip.MustParseAddr("fd00:213::11")}}
 	return controllerComponent(c, p).Args, agentComponent(c, p, n).Args, n.Addrs[0].String()
+}
+
+// bgpAgentArgs turn the agents' BGP speaker on in the BGP lab without
+// MetalLB: they peer with the router (bgp.go).
+func bgpAgentArgs(c *Config) []string {
+	if c.BGP.Enabled && c.MetalLB == "" {
+		return []string{"--bgp"}
+	}
+	return nil
 }

@@ -114,6 +114,12 @@ func TestConfigValidate(t *testing.T) {
 		"no crds":       func(c *Config) { c.CRDDir = dir },
 		"short grace":   func(c *Config) { c.NodeMonitorGracePeriod = time.Second },
 		"no executable": func(c *Config) { c.Self = "" },
+		"bgp without a speaker": func(c *Config) {
+			c.BGP.Enabled, c.Mooring = true, false
+		},
+		"bgp with mooring from the chart": func(c *Config) {
+			c.BGP.Enabled, c.Mooring, c.Install = true, true, InstallChart
+		},
 	} {
 		c := good
 		mut(&c)
@@ -146,5 +152,23 @@ func TestClaimDirRefusesForeignFolders(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dead, "state.json")); !os.IsNotExist(err) {
 		t.Fatalf("dead lab's state survived: %v", err)
+	}
+}
+
+// The BGP lab without MetalLB turns the agents' speaker on; with MetalLB
+// (its speakers peer) and in the L2 lab the agents run without it.
+func TestBGPAgentArgs(t *testing.T) {
+	for _, tt := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{Mooring: true, BGP: BGPConfig{Enabled: true}}, true},
+		{Config{Mooring: true, MetalLB: "/m", BGP: BGPConfig{Enabled: true}}, false},
+		{Config{Mooring: true}, false},
+	} {
+		comp := agentComponent(&tt.cfg, paths{}, nodeSpec{Name: "node-1"})
+		if got := slices.Contains(comp.Args, "--bgp"); got != tt.want {
+			t.Errorf("%+v: --bgp in the agent's args %v, want %v", tt.cfg.BGP, got, tt.want)
+		}
 	}
 }

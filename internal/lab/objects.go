@@ -3,9 +3,11 @@ package lab
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -182,9 +184,18 @@ func echoPod(name, node string) *corev1.Pod {
 	}
 }
 
+// labObject is an object the lab creates, with its resource.
+type labObject struct {
+	gvr schema.GroupVersionResource
+	obj runtime.Object
+}
+
 // createMooringObjects creates the demo pool and L2 policy (the CRDs must
-// be established).
-func createMooringObjects(ctx context.Context, dyn dynamic.Interface) error {
+// be established); in the BGP lab (router valid) the pool and the BGP
+// objects instead of the policy (bgp.go): the client sits behind the
+// router, and an address announced both ways on one segment is a mistake
+// docs/bgp.md warns about.
+func createMooringObjects(ctx context.Context, dyn dynamic.Interface, router netip.Addr, hold time.Duration) error {
 	pool := &mooringv1.LoadBalancerIPPool{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mooringv1.GroupVersion.String(), Kind: "LoadBalancerIPPool"},
 		ObjectMeta: metav1.ObjectMeta{Name: demoName},
@@ -203,10 +214,11 @@ func createMooringObjects(ctx context.Context, dyn dynamic.Interface) error {
 			LoadBalancerIPs: &yes,
 		},
 	}
-	for _, o := range []struct {
-		gvr schema.GroupVersionResource
-		obj runtime.Object
-	}{{poolGVR, pool}, {policyGVR, policy}} {
+	objs := []labObject{{poolGVR, pool}, {policyGVR, policy}}
+	if router.IsValid() {
+		objs = append(objs[:1], mooringBGPObjects(router, hold)...)
+	}
+	for _, o := range objs {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.obj)
 		if err != nil {
 			return err

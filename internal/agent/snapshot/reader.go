@@ -162,6 +162,7 @@ func CacheMapper(scheme *runtime.Scheme) meta.RESTMapper {
 		m.Add(gvk, meta.RESTScopeNamespace)
 	}
 	m.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
+	m.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot) // the BGP room's namespace selectors
 	for gvk := range scheme.AllKnownTypes() {
 		if gvk.GroupVersion() == mooringv1.GroupVersion && !strings.HasSuffix(gvk.Kind, "List") {
 			m.Add(gvk, meta.RESTScopeRoot)

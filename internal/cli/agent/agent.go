@@ -78,6 +78,9 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	f.BoolVar(&cfg.FastEndpointEviction, "fast-endpoint-eviction", cfg.FastEndpointEviction, "when gossip loses a node AND its kernel answers no ARP/NDP, mark its pods NotReady at once (reason "+evict.PodReasonNodeUnreachable+") so their endpoints leave Services now, not after the node-monitor grace period; the kubelet marks them Ready again if the node is alive")
 	f.Float64Var(&cfg.FastEvictionMaxShare, "fast-eviction-max-share", cfg.FastEvictionMaxShare, "at most this share of the Nodes (but at least one) have their pods marked NotReady by --fast-endpoint-eviction at a time")
 	addPodIPAMFlags(f, &cfg.PodIPAM)
+	f.BoolVar(&cfg.BGP.Enabled, "bgp", cfg.BGP.Enabled, "run the BGP speaker: advertise the addresses BGPAdvertisements select to the BGPPeers that select this node (docs/bgp.md); idle while none does. Needs the mooring-agent-bgp role")
+	f.IntVar(&cfg.BGP.ListenPort, "bgp-listen-port", cfg.BGP.ListenPort, "port the BGP speaker accepts sessions on (179 is BGP's); 0: it only connects out to its peers")
+	f.StringVar(&cfg.BGP.SecretNamespace, "bgp-secret-namespace", cfg.BGP.SecretNamespace, "namespace of the BGPPeers' password Secrets (Mooring's own; the agent may read Secrets only there, and only those its peers name)")
 	cmd.AddCommand(newInstallCNICommand(deps))
 	return cmd
 }

@@ -25,6 +25,8 @@ func TestFlagsAreValidated(t *testing.T) {
 		{[]string{"--node-name=n1", "--gossip-bind=nowhere"}, "--gossip-bind"},
 		{[]string{"--node-name=n1", "--metrics-addr=9473"}, "--metrics-addr"},
 		{[]string{"--node-name=n1", "--probe-interval=1s", "--probe-wait=2s"}, "--probe-wait"},
+		{[]string{"--node-name=n1", "--bgp", "--bgp-listen-port=70000"}, "--bgp-listen-port 70000"},
+		{[]string{"--node-name=n1", "--bgp", "--bgp-secret-namespace="}, "--bgp-secret-namespace is required"},
 		// the shared rule: $KUBECONFIG when --kubeconfig is empty
 		{[]string{"--node-name=n1", "--metrics-addr=0", "--insecure-gossip"}, "$KUBECONFIG=" + missing},
 		// gossip needs a key, or the explicit lab-only opt-out; not both

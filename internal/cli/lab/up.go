@@ -45,7 +45,8 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
   sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
   sudo bin/mooring lab up --metallb         # MetalLB serves; Mooring only adopts (to try mooring migrate metallb run)
-  sudo bin/mooring lab up --bgp --metallb   # MetalLB's native BGP speakers peer with a router; the client sits behind it
+  sudo bin/mooring lab up --bgp             # Mooring's agents peer with a router (FRR, BFD); the client sits behind it
+  sudo bin/mooring lab up --bgp --metallb   # MetalLB's native BGP speakers peer with the router instead
   sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam
   sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes
   sudo bin/mooring lab up --runtime=containerd --install=chart   # real kubelets and containerd run the chart's pods`,
@@ -110,8 +111,8 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")
 	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
 	addRuntimeFlags(f, &cfg)
-	f.BoolVar(&cfg.BGP.Enabled, "bgp", false, "the BGP lab: a router namespace on the nodes' segment running FRR (bgpd, bfdd, zebra; make deps) that every node may peer with, and the client behind it, reaching Service addresses only through the router's ECMP routes; for now with --metallb (MetalLB's native BGP mode)")
-	f.DurationVar(&cfg.BGP.HoldTime, "bgp-hold-time", 0, "with --bgp: the hold time the nodes' speakers propose (default: the speaker's own, 90s for MetalLB)")
+	f.BoolVar(&cfg.BGP.Enabled, "bgp", false, "the BGP lab: a router namespace on the nodes' segment running FRR (bgpd, bfdd, zebra; make deps) that every node may peer with, and the client behind it, reaching Service addresses only through the router's ECMP routes. Mooring's agents peer with it (a BGPPeer with BFD 300 ms x 3 and a BGPAdvertisement of the demo pool, no L2 policy); with --metallb MetalLB's native BGP speakers do")
+	f.DurationVar(&cfg.BGP.HoldTime, "bgp-hold-time", 0, "with --bgp: the hold time the nodes' speakers propose (default: the speaker's own, 9s for Mooring, 90s for MetalLB)")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }
