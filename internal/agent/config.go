@@ -51,8 +51,9 @@ type Config struct {
 	// TakeDelay is the least a returning agent waits after publishing its
 	// readiness before it takes addresses; it then waits until every ready
 	// peer confirms (gossip metadata, published after its responder let
-	// them go) that it counts it, or TakeMaxWait has passed (a stuck or
-	// older peer): internal/agent/handoff. Not flags.
+	// them go) that it counts it, however long; TakeMaxWait ends the wait
+	// only for older peers that publish no confirmations, and past it a
+	// lagging peer is logged and counted: internal/agent/handoff. Not flags.
 	TakeDelay   time.Duration
 	TakeMaxWait time.Duration
 	// HoldDown is how long an agent that comes back to a cluster serving

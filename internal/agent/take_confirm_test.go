@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mooringlb/mooring/internal/agent/agenttest"
+	"github.com/mooringlb/mooring/internal/agent/eligibility"
 	"github.com/mooringlb/mooring/internal/agent/host"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/membership"
@@ -92,8 +94,11 @@ func TestTakeConfirmedAfterApply(t *testing.T) {
 
 // The returning side: after its hold-down node-1 publishes Ready and
 // Taking and answers nothing until both peers confirm it, however long
-// past TakeDelay; a peer that never confirms holds it only until
-// TakeMaxWait.
+// past TakeDelay. A peer that confirms takes but never confirms this one
+// still answers for the addresses: node-1 waits past TakeMaxWait (counted
+// in mooring_agent_take_unconfirmed_total), never answering beside it,
+// and takes them only once that peer is gone from the members. (Before
+// the fix it took them at TakeMaxWait: two responders, issue 22.)
 func TestTakeWaitsForConfirmations(t *testing.T) {
 	for _, lagging := range []bool{false, true} {
 		t.Run(map[bool]string{false: "confirmed", true: "one peer never confirms"}[lagging], func(t *testing.T) {
@@ -108,7 +113,9 @@ func TestTakeWaitsForConfirmations(t *testing.T) {
 			a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
 			a.deps.Clock = clk
 			a.cfg.TakeDelay, a.cfg.TakeMaxWait = 500*time.Millisecond, 5*time.Second
-			reconfigured(a)
+			reg := prometheus.NewRegistry() // reconfigured's eligibility registers nothing
+			a.elig = eligibility.New(a.cfg.eligibilityConfig(), time.Now(), a.log, reg, a.gossip())
+			a.deps.Registerer = reg
 			wantOwned := 0
 			for _, v := range vips {
 				if announce.Rank([]string{"node-1", "node-2", "node-3"}, v)[0] == "node-1" {
@@ -159,7 +166,24 @@ func TestTakeWaitsForConfirmations(t *testing.T) {
 				if got := len(resp.Table()[eth0.Index]); got != 0 {
 					t.Fatalf("took %d addresses with node-3 unconfirmed", got)
 				}
-				clk.Step(3 * time.Second) // past TakeMaxWait
+				for range 40 { // 8 s: past TakeMaxWait
+					clk.Step(200 * time.Millisecond)
+					time.Sleep(5 * time.Millisecond)
+				}
+				waitFor("the maximum wait counted", func() bool {
+					clk.Step(10 * time.Millisecond) // the decision loop's coalescing window
+					return gathered(a, "mooring_agent_take_unconfirmed_total") == 1
+				})
+				if got := len(resp.Table()[eth0.Index]); got != 0 || !published().Taking {
+					t.Fatalf("took %d addresses past the maximum wait beside node-3, which never confirmed (published %+v)", got, published())
+				}
+				mem.Set("node-1", "node-2") // node-3 found dead: its addresses are free
+				wantOwned = 0
+				for _, v := range vips {
+					if announce.Rank([]string{"node-1", "node-2"}, v)[0] == "node-1" {
+						wantOwned++
+					}
+				}
 			}
 			waitFor("taken", func() bool {
 				clk.Step(10 * time.Millisecond) // the decision loop's coalescing window

@@ -21,7 +21,9 @@ type Config struct {
 	HoldDown time.Duration
 	// TakeDelay is the least a returning node waits after publishing its
 	// readiness before it takes its addresses; it then waits until every
-	// ready peer confirms that it let them go, or TakeMaxWait has passed.
+	// ready peer confirms that it let them go. TakeMaxWait ends the wait
+	// for older peers that cannot confirm, and is when a lagging peer is
+	// logged and counted (the node waits on for it).
 	TakeDelay, TakeMaxWait time.Duration
 }
 
@@ -42,17 +44,22 @@ type Returning struct {
 	readyAt   time.Time // the end of the hold-down, by the agent's clock (zero: none)
 	since     int64     // wall clock (Unix s) when first ready, published
 	takeAt    time.Time // when this node may take addresses at the earliest
-	takeBy    time.Time // when it takes them even unconfirmed (TakeMaxWait)
+	takeBy    time.Time // TakeMaxWait: older peers no longer awaited, a lagging one logged
 	taking    bool      // returning, ready, waiting for its peers to confirm
+	overdue   bool      // the maximum wait passed with a peer unconfirmed (logged, counted)
 
-	unconfirmed prometheus.Counter
+	unconfirmed, unconfirmable prometheus.Counter
 }
 
 // NewReturning starts the state of a node born now (wall clock).
 func NewReturning(cfg Config, born time.Time, log *slog.Logger, reg prometheus.Registerer) *Returning {
+	f := promauto.With(reg)
 	return &Returning{cfg: cfg, log: log, born: born,
-		unconfirmed: promauto.With(reg).NewCounter(prometheus.CounterOpts{Name: "mooring_agent_take_unconfirmed_total",
-			Help: "Times this returning agent took its addresses after the maximum wait without every ready peer confirming it had let them go (a stuck or older peer)."}),
+		unconfirmed: f.NewCounter(prometheus.CounterOpts{Name: "mooring_agent_take_unconfirmed_total",
+			Help: "Times the maximum wait of this returning agent's take passed with a ready peer that confirms takes not yet confirming it had let the addresses go: " +
+				"the agent keeps waiting and answers nothing beside that peer until it confirms, stops serving, or leaves the gossip members (found dead)."}),
+		unconfirmable: f.NewCounter(prometheus.CounterOpts{Name: "mooring_agent_take_unconfirmable_total",
+			Help: "Times this returning agent took its addresses after the maximum wait because a peer publishes no confirmations at all (an older agent, which lets addresses go as soon as it counts a member)."}),
 	}
 }
 
@@ -159,14 +166,20 @@ func (r *Returning) servedWithout(members []membership.Member) (string, bool) {
 // the decision, that it counts this node: it has let them go. Taking them
 // first would leave a peer answering beside it, and were this node to die
 // before its readiness spread, that peer would never re-announce them (it
-// never saw them move). TakeDelay is the least wait, TakeMaxWait the most
-// (a stuck or older peer). At a cold start peers count it already, so it
-// takes them at once.
+// never saw them move). TakeDelay is the least wait. TakeMaxWait ends the
+// wait only for peers that cannot confirm (older agents, which let go as
+// soon as they count a member): a peer that confirms takes but has not is
+// still answering for the addresses (slow gossip, a stuck decision loop),
+// so the node waits on, never beside it, until it confirms, stops serving
+// or leaves the members (gossip and the kernel check found it dead); the
+// maximum wait passing then logs a warning and counts
+// mooring_agent_take_unconfirmed_total. At a cold start peers count it
+// already, so it takes them at once.
 func (r *Returning) startTake(now time.Time) []time.Duration {
 	if !r.returning {
 		return nil
 	}
-	r.taking = true
+	r.taking, r.overdue = true, false
 	r.takeAt = now.Add(r.cfg.TakeDelay)
 	r.takeBy = now.Add(max(r.cfg.TakeMaxWait, r.cfg.TakeDelay))
 	return []time.Duration{r.cfg.TakeDelay, r.takeBy.Sub(now)}
@@ -174,17 +187,23 @@ func (r *Returning) startTake(now time.Time) []time.Duration {
 
 // take decides the take at now and ends it unless it must wait.
 func (r *Returning) take(now time.Time, members []membership.Member) int {
-	awaited := Unconfirmed(r.cfg.Node, members)
-	d := takeDecision(now, r.takeAt, r.takeBy, awaited)
+	awaited, older := Unconfirmed(r.cfg.Node, members)
+	d := takeDecision(now, r.takeAt, r.takeBy, awaited, older)
 	switch d {
 	case takeWait:
+		if len(awaited) > 0 && !now.Before(r.takeBy) && !r.overdue {
+			r.overdue = true
+			r.unconfirmed.Inc()
+			r.log.Warn("the maximum wait passed without every peer's confirmation: still waiting, never answering beside a peer that has not let the addresses go",
+				"waited", max(r.cfg.TakeMaxWait, r.cfg.TakeDelay), "unconfirmed", awaited)
+		}
 		return d
 	case takeConfirmed:
-		r.log.Info("every ready peer has let this node's addresses go: taking them", "after", now.Sub(r.takeAt)+r.cfg.TakeDelay)
+		r.log.Info("every ready peer has let this node's addresses go: taking them", "after", now.Sub(r.takeAt)+r.cfg.TakeDelay, "overdue", r.overdue)
 	case takeUnconfirmed:
-		r.unconfirmed.Inc()
-		r.log.Warn("taking addresses without every peer's confirmation: the maximum wait passed",
-			"waited", max(r.cfg.TakeMaxWait, r.cfg.TakeDelay), "unconfirmed", awaited)
+		r.unconfirmable.Inc()
+		r.log.Warn("taking addresses after the maximum wait: some peers publish no confirmations (older agents)",
+			"waited", max(r.cfg.TakeMaxWait, r.cfg.TakeDelay), "older", older)
 	}
 	r.taking = false
 	return d
@@ -198,12 +217,13 @@ const (
 )
 
 // takeDecision: a returning node waits at least until takeAt, then until
-// no peer is awaited, but never past takeBy.
-func takeDecision(now, takeAt, takeBy time.Time, awaited []string) int {
+// no peer is awaited (however long), and for peers that cannot confirm
+// (older) until takeBy.
+func takeDecision(now, takeAt, takeBy time.Time, awaited, older []string) int {
 	switch {
-	case now.Before(takeAt):
+	case now.Before(takeAt), len(awaited) > 0:
 		return takeWait
-	case len(awaited) == 0:
+	case len(older) == 0:
 		return takeConfirmed
 	case now.Before(takeBy):
 		return takeWait
@@ -212,25 +232,27 @@ func takeDecision(now, takeAt, takeBy time.Time, awaited []string) int {
 }
 
 // Unconfirmed returns the live peers that serve (ready, not leaving) but
-// have not confirmed that they count self: an agent that publishes no
-// confirmations (older) or whose metadata cannot be read is awaited too,
-// so only the maximum wait ends the wait for it.
-func Unconfirmed(self string, members []membership.Member) []string {
-	var out []string
+// have not confirmed that they count self: awaited are those that can
+// (they publish confirmations, or their metadata cannot be read: perhaps
+// a newer agent's), older those that never will (no metadata, or metadata
+// without confirmations: older agents).
+func Unconfirmed(self string, members []membership.Member) (awaited, older []string) {
 	for _, m := range members {
 		switch {
 		case m.Name == self:
 		case m.MetaErr != nil && !errors.Is(m.MetaErr, membership.ErrNoMeta):
-			out = append(out, m.Name)
+			awaited = append(awaited, m.Name)
 		case errors.Is(m.MetaErr, membership.ErrNoMeta):
 			if !m.Meta.Leaving {
-				out = append(out, m.Name) // an older agent: a candidate for everything
+				older = append(older, m.Name) // an older agent: a candidate for everything
 			}
 		case !m.Meta.Ready || m.Meta.Leaving:
 			// Serves nothing: not a candidate in anyone's ranking.
-		case !m.Meta.Confirms || !m.Meta.Counts(self):
-			out = append(out, m.Name)
+		case !m.Meta.Confirms:
+			older = append(older, m.Name)
+		case !m.Meta.Counts(self):
+			awaited = append(awaited, m.Name)
 		}
 	}
-	return out
+	return awaited, older
 }

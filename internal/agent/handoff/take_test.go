@@ -15,8 +15,10 @@ func ready(ifs ...string) membership.NodeMeta {
 }
 
 // A returning node takes its addresses once every ready peer confirms
-// that it counts it, never before TakeDelay, and after TakeMaxWait
-// whatever its peers say.
+// that it counts it, never before TakeDelay; after TakeMaxWait only when
+// the peers left unconfirmed are older agents that cannot confirm. A peer
+// that confirms takes but has not yet is waited for however long: it
+// still answers for the addresses.
 func TestTakeDecision(t *testing.T) {
 	confirms := func(names ...string) membership.NodeMeta {
 		m := ready("eth0")
@@ -31,42 +33,49 @@ func TestTakeDecision(t *testing.T) {
 		members []membership.Member
 		now     time.Time
 		awaited []string
+		older   []string
 		want    int
 	}{
 		{"every peer confirms", []membership.Member{
 			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-2", Meta: ready("eth0")}, {Name: "node-3", Meta: confirms("node-2", "node-4")},
-		}, takeAt, nil, takeConfirmed},
+		}, takeAt, nil, nil, takeConfirmed},
 		{"confirmed but before TakeDelay", []membership.Member{
 			{Name: "node-1", Meta: confirms("node-2")},
-		}, takeAt.Add(-time.Millisecond), nil, takeWait},
+		}, takeAt.Add(-time.Millisecond), nil, nil, takeWait},
 		{"one peer lags", []membership.Member{
 			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-3", Meta: confirms()},
-		}, takeAt.Add(time.Second), []string{"node-3"}, takeWait},
-		{"one peer lags past the maximum wait", []membership.Member{
+		}, takeAt.Add(time.Second), []string{"node-3"}, nil, takeWait},
+		{"one peer lags past the maximum wait: still waiting, never beside it", []membership.Member{
 			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-3", Meta: confirms("node-4")},
-		}, takeBy, []string{"node-3"}, takeUnconfirmed},
+		}, takeBy.Add(time.Hour), []string{"node-3"}, nil, takeWait},
+		{"a lagging peer beside an older one past the maximum wait", []membership.Member{
+			{Name: "node-1", Meta: older}, {Name: "node-3", Meta: confirms()},
+		}, takeBy, []string{"node-3"}, []string{"node-1"}, takeWait},
 		{"a peer without the field waits for the maximum", []membership.Member{
 			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-3", Meta: older},
-		}, takeBy.Add(-time.Millisecond), []string{"node-3"}, takeWait},
+		}, takeBy.Add(-time.Millisecond), nil, []string{"node-3"}, takeWait},
+		{"a peer without the field past the maximum", []membership.Member{
+			{Name: "node-1", Meta: confirms("node-2")}, {Name: "node-3", Meta: older},
+		}, takeBy, nil, []string{"node-3"}, takeUnconfirmed},
 		{"an agent older than metadata too", []membership.Member{
 			{Name: "node-1", MetaErr: membership.ErrNoMeta},
-		}, takeBy, []string{"node-1"}, takeUnconfirmed},
-		{"unreadable metadata is awaited", []membership.Member{
+		}, takeBy, nil, []string{"node-1"}, takeUnconfirmed},
+		{"unreadable metadata is awaited, past the maximum too", []membership.Member{
 			{Name: "node-1", MetaErr: errors.New("garbage")},
-		}, takeAt, []string{"node-1"}, takeWait},
+		}, takeBy.Add(time.Hour), []string{"node-1"}, nil, takeWait},
 		{"peers that serve nothing are not awaited", []membership.Member{
 			{Name: "node-1", Meta: membership.NodeMeta{Reason: "holding down"}},
 			{Name: "node-3", Meta: membership.NodeMeta{Ready: true, Leaving: true}},
 			{Name: "node-4", Meta: membership.NodeMeta{Leaving: true}, MetaErr: membership.ErrNoMeta},
-		}, takeAt, nil, takeConfirmed},
-		{"alone", nil, takeAt, nil, takeConfirmed},
+		}, takeAt, nil, nil, takeConfirmed},
+		{"alone", nil, takeAt, nil, nil, takeConfirmed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			awaited := Unconfirmed("node-2", tc.members)
-			if !slices.Equal(awaited, tc.awaited) {
-				t.Fatalf("awaited %v, want %v", awaited, tc.awaited)
+			awaited, older := Unconfirmed("node-2", tc.members)
+			if !slices.Equal(awaited, tc.awaited) || !slices.Equal(older, tc.older) {
+				t.Fatalf("awaited %v and older %v, want %v and %v", awaited, older, tc.awaited, tc.older)
 			}
-			if got := takeDecision(tc.now, takeAt, takeBy, awaited); got != tc.want {
+			if got := takeDecision(tc.now, takeAt, takeBy, awaited, older); got != tc.want {
 				t.Fatalf("decision %d, want %d", got, tc.want)
 			}
 		})

@@ -53,29 +53,7 @@ func Announcements(ctx context.Context, r client.Reader) ([]Announcement, error)
 		}
 	}
 	in := convert.Input(convert.Objects{Policies: pols.Items, Services: svcs.Items, Slices: es.Items, Nodes: nodes.Items})
-	ifaces := map[string][]announce.Interface{}
-	shared := map[string]int{} // gossip view (joined members) -> agents holding it
-	for _, a := range anns.Items {
-		// Each agent publishes its own capability; the agents share them
-		// in gossip, so the decision limits each node the same way.
-		if c := a.Status.Capability; c != nil {
-			if in.Capabilities == nil {
-				in.Capabilities = announce.Capabilities{}
-			}
-			in.Capabilities[a.Name] = announce.Capability{Any: c.Any, Interfaces: c.Interfaces, Defaults: c.Defaults}
-		}
-		for _, i := range a.Status.Interfaces {
-			ifaces[a.Name] = append(ifaces[a.Name], announce.Interface{Name: i.Name, Index: int(i.Index)})
-		}
-		shared[strings.Join(a.Status.Members, ",")]++
-	}
-	// The view most agents share names the owner; ties go to the larger.
-	mainView, best := "", 0
-	for v, n := range shared {
-		if n > best || (n == best && len(v) > len(mainView)) || (n == best && len(v) == len(mainView) && v < mainView) {
-			mainView, best = v, n
-		}
-	}
+	ifaces, mainView := announcerViews(&in, anns.Items)
 	decide := func(view string) announce.Result {
 		in.Members = nil
 		if view != "" {
@@ -84,30 +62,7 @@ func Announcements(ctx context.Context, r client.Reader) ([]Announcement, error)
 		return announce.Decide(in)
 	}
 	main := decide(mainView)
-	live := map[string]bool{}
-	for _, m := range in.Members {
-		live[m] = true
-	}
-	// Claims of the agents the main view holds live: a dead node's
-	// L2Announcer keeps its last view, which must not count.
-	views := map[string]announce.Result{mainView: main}
-	claims := map[netip.Addr][]string{}
-	for _, a := range anns.Items {
-		if !live[a.Name] {
-			continue
-		}
-		v := strings.Join(a.Status.Members, ",")
-		res, ok := views[v]
-		if !ok {
-			res = decide(v)
-			views[v] = res
-		}
-		for _, o := range res.Owners {
-			if o.Node == a.Name {
-				claims[o.Addr] = append(claims[o.Addr], a.Name)
-			}
-		}
-	}
+	claims := claimsOf(in.Members, mainView, main, anns.Items, decide)
 	onIfaces := announce.OwnerInterfaces(in, main.Owners, ifaces)
 	out := make([]Announcement, 0, len(main.Owners))
 	for _, o := range main.Owners {
@@ -124,6 +79,65 @@ func Announcements(ctx context.Context, r client.Reader) ([]Announcement, error)
 		out = append(out, an)
 	}
 	return out, nil
+}
+
+// announcerViews sets in's capabilities from the L2Announcers and returns
+// every node's interfaces and the gossip view (joined members) most agents
+// hold: it names the owner; ties go to the larger.
+func announcerViews(in *announce.Input, anns []mooringv1.L2Announcer) (map[string][]announce.Interface, string) {
+	ifaces := map[string][]announce.Interface{}
+	shared := map[string]int{} // gossip view -> agents holding it
+	for _, a := range anns {
+		// Each agent publishes its own capability; the agents share them
+		// in gossip, so the decision limits each node the same way.
+		if c := a.Status.Capability; c != nil {
+			if in.Capabilities == nil {
+				in.Capabilities = announce.Capabilities{}
+			}
+			in.Capabilities[a.Name] = announce.Capability{Any: c.Any, Interfaces: c.Interfaces, Defaults: c.Defaults}
+		}
+		for _, i := range a.Status.Interfaces {
+			ifaces[a.Name] = append(ifaces[a.Name], announce.Interface{Name: i.Name, Index: int(i.Index)})
+		}
+		shared[strings.Join(a.Status.Members, ",")]++
+	}
+	mainView, best := "", 0
+	for v, n := range shared {
+		if n > best || (n == best && len(v) > len(mainView)) || (n == best && len(v) == len(mainView) && v < mainView) {
+			mainView, best = v, n
+		}
+	}
+	return ifaces, mainView
+}
+
+// claimsOf returns, per address, the agents that consider themselves its
+// owner by their own gossip view; only agents the main view holds live
+// count: a dead node's L2Announcer keeps its last view.
+func claimsOf(members []string, mainView string, main announce.Result, anns []mooringv1.L2Announcer,
+	decide func(view string) announce.Result) map[netip.Addr][]string {
+	live := map[string]bool{}
+	for _, m := range members {
+		live[m] = true
+	}
+	views := map[string]announce.Result{mainView: main}
+	claims := map[netip.Addr][]string{}
+	for _, a := range anns {
+		if !live[a.Name] {
+			continue
+		}
+		v := strings.Join(a.Status.Members, ",")
+		res, ok := views[v]
+		if !ok {
+			res = decide(v)
+			views[v] = res
+		}
+		for _, o := range res.Owners {
+			if o.Node == a.Name {
+				claims[o.Addr] = append(claims[o.Addr], a.Name)
+			}
+		}
+	}
+	return claims
 }
 
 func problemFor(res announce.Result, a netip.Addr, fallback string) string {
