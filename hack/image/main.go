@@ -54,25 +54,16 @@ func build(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, s := range strings.Split(*plats, ",") {
-		p, err := image.ParsePlatform(strings.TrimSpace(s))
-		if err != nil {
-			return err
-		}
-		o.Platforms = append(o.Platforms, p)
-	}
-	created, err := image.SourceDate(ctx, o.Dir)
-	if err != nil {
+	if err := fillPlatformsAndDate(ctx, &o, *plats); err != nil {
 		return err
 	}
-	o.Created = created
 	start := time.Now()
 	res, err := image.Build(ctx, o)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "image: index %s (%s, created %s) in %s\n", res.Digest, *plats,
-		created.Format(time.RFC3339), time.Since(start).Round(time.Millisecond))
+		o.Created.Format(time.RFC3339), time.Since(start).Round(time.Millisecond))
 	fmt.Fprintf(os.Stderr, "image: OCI layout %s\n", res.Layout)
 	fmt.Println(res.Archive)
 	return nil
@@ -113,7 +104,25 @@ func lab(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, s := range strings.Split(*plats, ",") {
+	if err := fillPlatformsAndDate(ctx, &o, *plats); err != nil {
+		return err
+	}
+	for _, t := range []struct{ name, pkg string }{{"echo", "./hack/labimages/echo"}, {"pause", "./hack/labimages/pause"}} {
+		start := time.Now()
+		res, err := image.BuildTool(ctx, image.ToolOptions{Options: o, Name: t.name, Package: t.pkg})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "image: %s %s in %s\n", res.Archive, res.Digest, time.Since(start).Round(time.Millisecond))
+	}
+	fmt.Println(o.Out)
+	return nil
+}
+
+// fillPlatformsAndDate sets o's platforms from a comma-separated os/arch
+// list and its creation time from the source tree (reproducible builds).
+func fillPlatformsAndDate(ctx context.Context, o *image.Options, plats string) error {
+	for _, s := range strings.Split(plats, ",") {
 		p, err := image.ParsePlatform(strings.TrimSpace(s))
 		if err != nil {
 			return err
@@ -125,14 +134,5 @@ func lab(ctx context.Context, args []string) error {
 		return err
 	}
 	o.Created = created
-	for _, t := range []struct{ name, pkg string }{{"echo", "./hack/labimages/echo"}, {"pause", "./hack/labimages/pause"}} {
-		start := time.Now()
-		res, err := image.BuildTool(ctx, image.ToolOptions{Options: o, Name: t.name, Package: t.pkg})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(os.Stderr, "image: %s %s in %s\n", res.Archive, res.Digest, time.Since(start).Round(time.Millisecond))
-	}
-	fmt.Println(o.Out)
 	return nil
 }

@@ -72,33 +72,31 @@ func writeConditions(ctx context.Context, c client.Client, objs Objects, problem
 	var errs []error
 	for i := range objs.Peers {
 		p := &objs.Peers[i]
-		want := conditionsFor(p.Generation, by[bgp.KindPeer][p.Name])
-		if sameConditions(p.Status.Conditions, want) {
-			continue
-		}
-		patch := client.MergeFrom(p.DeepCopy())
-		for _, cond := range want {
-			meta.SetStatusCondition(&p.Status.Conditions, cond)
-		}
-		p.Status.ObservedGeneration = p.Generation
-		if err := c.Status().Patch(ctx, p, patch); err != nil {
-			errs = append(errs, fmt.Errorf("BGPPeer %s conditions: %w", p.Name, err))
-		}
+		errs = append(errs, patchConditions(ctx, c, p, &p.Status.Conditions, &p.Status.ObservedGeneration,
+			conditionsFor(p.Generation, by[bgp.KindPeer][p.Name]), "BGPPeer"))
 	}
 	for i := range objs.Advertisements {
 		a := &objs.Advertisements[i]
-		want := conditionsFor(a.Generation, by[bgp.KindAdvertisement][a.Name])
-		if sameConditions(a.Status.Conditions, want) {
-			continue
-		}
-		patch := client.MergeFrom(a.DeepCopy())
-		for _, cond := range want {
-			meta.SetStatusCondition(&a.Status.Conditions, cond)
-		}
-		a.Status.ObservedGeneration = a.Generation
-		if err := c.Status().Patch(ctx, a, patch); err != nil {
-			errs = append(errs, fmt.Errorf("BGPAdvertisement %s conditions: %w", a.Name, err))
-		}
+		errs = append(errs, patchConditions(ctx, c, a, &a.Status.Conditions, &a.Status.ObservedGeneration,
+			conditionsFor(a.Generation, by[bgp.KindAdvertisement][a.Name]), "BGPAdvertisement"))
 	}
 	return errors.Join(errs...)
+}
+
+// patchConditions patches obj's status conditions (conds, observed point
+// into obj's status) to want, unless they already say it: one write per
+// object that changed.
+func patchConditions(ctx context.Context, c client.Client, obj client.Object, conds *[]metav1.Condition, observed *int64, want []metav1.Condition, kind string) error {
+	if sameConditions(*conds, want) {
+		return nil
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	for _, cond := range want {
+		meta.SetStatusCondition(conds, cond)
+	}
+	*observed = obj.GetGeneration()
+	if err := c.Status().Patch(ctx, obj, patch); err != nil {
+		return fmt.Errorf("%s %s conditions: %w", kind, obj.GetName(), err)
+	}
+	return nil
 }
