@@ -132,6 +132,23 @@ func TestAgentEvictionBound(t *testing.T) {
 	if err := agentAClient.Status().Update(ctx, other); err == nil || !strings.Contains(err.Error(), "own node") {
 		t.Errorf("node-a's agent writing node-b's status.lost: %v, want denied", err)
 	}
+	// With no L2Announcer left the policy has no params: everyone else's
+	// pod status updates (a kubelet's, here the administrator's) must go
+	// through (parameterNotFoundAction Deny refused them all; CI saw it).
+	for _, a := range []*mooringv1.L2Announcer{own, other} {
+		if err := env.Client.Delete(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Allowed throughout the seconds the API server takes to see the
+	// deletions (with Deny, refusals start within about a second).
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		_, err := cs.CoreV1().Pods("default").Patch(ctx, "web-node-c", types.StrategicMergePatchType, []byte(notReadyBody),
+			metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}, "status")
+		if err != nil {
+			t.Fatalf("a pod status update with no L2Announcer in the cluster: %v, want allowed", err)
+		}
+	}
 }
 
 // agentClients are clients of the agent's ServiceAccount with a token
