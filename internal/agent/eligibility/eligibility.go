@@ -88,7 +88,7 @@ type Eligibility struct {
 	confirmed    []string // what this node publishes in Counted: applied
 	deferringNow bool
 	noMeta       map[string]bool // members without metadata, logged once
-	unservable   string // last reported, to log and record once per change
+	unservable   string          // last reported, to log and record once per change
 	otherRanking string
 	unusable     string
 
