@@ -25,6 +25,9 @@ type held struct {
 	since    time.Time
 	checking bool
 	checked  time.Time // last answer; zero before the first
+	due      bool      // a suspect: a probe failed, check it (suspect.go)
+	where    string    // dropped early: its gossip address and metadata (suspect.go)
+	meta     []byte
 }
 
 // hold keeps a failed member live while its node is checked, when a
@@ -67,6 +70,7 @@ func (m *Membership) unhold(name string) bool {
 
 type checkResult struct {
 	name  string
+	kind  int // checkFailed, checkSuspect, checkEarly (suspect.go)
 	alive bool
 	err   error
 }
@@ -103,7 +107,7 @@ func (m *Membership) holdLoop(ctx context.Context) {
 				alive, err := m.cfg.NodeCheck(cctx, c.addr)
 				cancel()
 				select {
-				case results <- checkResult{name: c.name, alive: alive, err: err}:
+				case results <- checkResult{name: c.name, kind: c.kind, alive: alive, err: err}:
 				case <-done:
 					results <- checkResult{} // counted by the deferred drain
 				}
@@ -116,6 +120,7 @@ func (m *Membership) holdLoop(ctx context.Context) {
 type dueCheck struct {
 	name string
 	addr netip.Addr
+	kind int
 }
 
 // dueChecks marks and returns the held members whose node is due a check.
@@ -133,11 +138,11 @@ func (m *Membership) dueChecks() []dueCheck {
 			out = append(out, dueCheck{name: name, addr: h.addr})
 		}
 	}
-	return out
+	return m.dueSuspects(out, now)
 }
 
 func (m *Membership) checked(r checkResult) {
-	if r.name == "" {
+	if r.name == "" || m.checkedSuspect(r) {
 		return
 	}
 	m.mu.Lock()

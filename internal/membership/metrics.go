@@ -12,6 +12,7 @@ type metrics struct {
 	leaves      prometheus.Counter
 	held        prometheus.Gauge
 	refuted     prometheus.Counter
+	early       prometheus.Counter
 	insecure    prometheus.Gauge
 	metaRetries prometheus.Counter
 }
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		metaRetries: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_meta_retries_total",
 			Help: "Times gossip did not take this member's new metadata (an update overtaken by a refutation of its own death, at a restart) and it was published again.",
+		}),
+		early: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_failures_confirmed_early_total",
+			Help: "Members dropped as soon as this member's probe of them failed, because their node did not answer ARP/NDP either (without waiting for gossip's suspicion timeout); also counted in mooring_members_failures_total.",
 		}),
 		insecure: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mooring_members_insecure",
