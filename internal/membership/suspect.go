@@ -57,7 +57,9 @@ const (
 )
 
 // suspect queues a check of name's node after this member's probe of it
-// failed, at most once per NodeCheckInterval. Called from memberlist's
+// failed: one check at a time, at most one per ProbeTimeout (a node that
+// answered the last check, its agent just killed, may have lost its link
+// since: the next failed probe asks again). Called from memberlist's
 // logger: it must not block.
 func (m *Membership) suspect(name string) {
 	if m.cfg.NodeCheck == nil {
@@ -75,7 +77,7 @@ func (m *Membership) suspect(name string) {
 		s = &held{addr: ap.Addr().Unmap(), since: time.Now()}
 		m.suspects[name] = s
 	}
-	if s.checking || !s.checked.IsZero() && time.Since(s.checked) < m.cfg.NodeCheckInterval {
+	if s.checking || !s.checked.IsZero() && time.Since(s.checked) < m.cfg.ProbeTimeout {
 		m.mu.Unlock()
 		return
 	}
