@@ -26,6 +26,7 @@ type held struct {
 	checking bool
 	checked  time.Time // last answer; zero before the first
 	due      bool      // a suspect: a probe failed, check it (suspect.go)
+	failed   time.Time // a suspect: when its probe was last seen failing
 	where    string    // dropped early: its gossip address and metadata (suspect.go)
 	meta     []byte
 }
@@ -73,6 +74,7 @@ type checkResult struct {
 	kind  int // checkFailed, checkSuspect, checkEarly (suspect.go)
 	alive bool
 	err   error
+	took  time.Duration // the check's own wall time (suspect.go trusts a slow one less)
 }
 
 // holdLoop checks held members' nodes: at once when held, then every
@@ -80,7 +82,7 @@ type checkResult struct {
 // AgentLossTimeout has passed. It owns the check goroutines.
 func (m *Membership) holdLoop(ctx context.Context) {
 	results := make(chan checkResult)
-	tick := time.NewTicker(max(m.cfg.ProbeInterval/2, 10*time.Millisecond))
+	tick := time.NewTicker(m.beatEvery())
 	defer tick.Stop()
 	done := make(chan struct{})
 	running := 0
@@ -98,16 +100,19 @@ func (m *Membership) holdLoop(ctx context.Context) {
 			running--
 			m.checked(r)
 		case <-m.holdKick:
-		case <-tick.C:
+		case t := <-tick.C:
+			m.beat(t)
 		}
 		for _, c := range m.dueChecks() {
 			running++
 			go func() {
 				cctx, cancel := context.WithTimeout(ctx, m.cfg.NodeCheckWait+time.Second)
+				start := time.Now()
 				alive, err := m.cfg.NodeCheck(cctx, c.addr)
+				took := time.Since(start)
 				cancel()
 				select {
-				case results <- checkResult{name: c.name, kind: c.kind, alive: alive, err: err}:
+				case results <- checkResult{name: c.name, kind: c.kind, alive: alive, err: err, took: took}:
 				case <-done:
 					results <- checkResult{} // counted by the deferred drain
 				}

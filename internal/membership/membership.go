@@ -50,7 +50,10 @@ type Membership struct {
 	// suspects: members this member's probe found failing; early: those
 	// dropped because their node did not answer either (suspect.go).
 	suspects, early map[string]*held
-	addr            string // our advertised address once running
+	// lastGap is when holdLoop's beat last came late: this agent did not
+	// run on time (suspect.go: early drops are not trusted around it).
+	lastGap time.Time
+	addr    string // our advertised address once running
 
 	meta atomic.Value // []byte: our own node metadata (SetMeta)
 	// gossiped is our own metadata as gossip's state holds it (under mu):

@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func (m *Membership) suspect(name string) {
 		m.mu.Unlock()
 		return
 	}
-	s.due = true
+	s.due, s.failed = true, time.Now()
 	m.mu.Unlock()
 	select {
 	case m.holdKick <- struct{}{}:
@@ -135,6 +136,12 @@ func (m *Membership) checkedProbeFailure(r checkResult) {
 		m.mu.Unlock() // it answers, or cannot be checked: gossip decides, as before
 		return
 	}
+	if why := m.distrust(s.failed, r.took); why != "" {
+		m.met.earlyDistrusted.Inc()
+		m.mu.Unlock()
+		m.log.Info("a member's probe failed and its node did not answer, but this agent cannot trust that: gossip decides", "node", r.name, "because", why)
+		return
+	}
 	delete(m.suspects, r.name)
 	m.early[r.name] = &held{addr: s.addr, since: s.since, checked: s.checked, where: m.live[r.name], meta: m.metas[r.name]}
 	m.drop(r.name)
@@ -178,4 +185,52 @@ func (m *Membership) forgetSuspect(name string) bool {
 	_, early := m.early[name]
 	delete(m.early, name)
 	return early
+}
+
+// The guard of the early drop. A probe that failed and a kernel check that
+// got no answer prove a peer dead only if this agent itself ran on time:
+// an agent that was stopped or starved (a resumed SIGSTOP, a CPU-starved
+// node) sees its own probes time out and its own check's wait end before
+// it read the answer, and would drop a live peer and answer beside it for
+// that peer's addresses (seen once in CI before this guard). So the early
+// drop is refused, and gossip's suspicion (whose window lets the peer's
+// acks refute) decides as before, when this agent's own beat lagged since
+// shortly before the probe failed, or when the check took much longer than
+// its wait.
+
+// beatEvery is how often holdLoop's ticker beats; a tick delivered more
+// than lagLimit late is a gap in this agent's own running.
+func (m *Membership) beatEvery() time.Duration {
+	return max(m.cfg.ProbeInterval/2, 10*time.Millisecond)
+}
+
+func (m *Membership) lagLimit() time.Duration { return max(m.cfg.ProbeTimeout/2, 20*time.Millisecond) }
+
+// beat notes a tick that fired at t: delivered late, it marks a gap in
+// this agent's running (lastGap), which makes early drops untrusted for a
+// while (distrust).
+func (m *Membership) beat(t time.Time) {
+	now := time.Now()
+	if now.Sub(t) <= m.lagLimit() {
+		return
+	}
+	m.mu.Lock()
+	m.lastGap = now
+	m.mu.Unlock()
+}
+
+// distrust says why an early drop whose probe last failed at failed, after
+// a check that took took, cannot be trusted ("" when it can). Called with
+// m.mu held.
+func (m *Membership) distrust(failed time.Time, took time.Duration) string {
+	// The failed probe started up to a probe interval and timeout before
+	// it was logged; a gap since then may be what made it fail.
+	window := m.cfg.ProbeInterval + m.cfg.ProbeTimeout
+	switch {
+	case !m.lastGap.IsZero() && m.lastGap.After(failed.Add(-window)):
+		return fmt.Sprintf("this agent itself did not run on time %s before the probe failed", failed.Sub(m.lastGap).Round(time.Millisecond))
+	case took > m.cfg.NodeCheckWait+max(m.cfg.NodeCheckWait/2, 50*time.Millisecond):
+		return fmt.Sprintf("the check took %s, more than its %s wait allows", took.Round(time.Millisecond), m.cfg.NodeCheckWait)
+	}
+	return ""
 }

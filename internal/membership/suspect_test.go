@@ -79,3 +79,58 @@ func TestSuspectWhoseNodeAnswersKept(t *testing.T) {
 	kernel2.alive.Store(true) // the link came back
 	waitFor(t, 2*time.Second, "b live again", func() bool { return slices.Equal(a2.Members(), []string{"a", "b"}) })
 }
+
+// The early drop's guard: a gap in this agent's own running shortly before
+// the failed probe, or a check that ran far past its wait, is no proof.
+func TestDistrustEarlyDrop(t *testing.T) {
+	m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", Insecure: true}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := time.Now()
+	window := m.cfg.ProbeInterval + m.cfg.ProbeTimeout
+	for _, tc := range []struct {
+		name    string
+		gap     time.Time
+		took    time.Duration
+		distrun bool
+	}{
+		{"no gap, a check within its wait", time.Time{}, m.cfg.NodeCheckWait, false},
+		{"a gap long before the probe", failed.Add(-window - time.Second), m.cfg.NodeCheckWait, false},
+		{"a gap while the probe ran", failed.Add(-window / 2), m.cfg.NodeCheckWait, true},
+		{"a gap after the probe failed", failed.Add(time.Millisecond), m.cfg.NodeCheckWait, true},
+		{"a check that ran late", time.Time{}, 3 * m.cfg.NodeCheckWait, true},
+	} {
+		m.lastGap = tc.gap
+		if why := m.distrust(failed, tc.took); (why != "") != tc.distrun {
+			t.Errorf("%s: distrust = %q, want distrusted=%v", tc.name, why, tc.distrun)
+		}
+	}
+}
+
+// An agent that keeps running late (a starved node) never drops a peer
+// early, even when the peer's probe fails and its node is silent: gossip's
+// suspicion decides. Without the guard b is dropped within a second.
+func TestSuspectNotDroppedEarlyWhileThisAgentRunsLate(t *testing.T) {
+	kernel := &fakeKernel{}
+	a, b := suspectPair(t, kernel)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // this agent's beat comes late, again and again
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				a.beat(time.Now().Add(-time.Second))
+			}
+		}
+	}()
+	drain(a)
+	crash(b)
+	waitFor(t, 3*time.Second, "b's node checked", func() bool { return kernel.asked.Load() > 0 })
+	time.Sleep(time.Second)
+	if got := a.Members(); !slices.Equal(got, []string{"a", "b"}) || value(a.met.early) != 0 || value(a.met.earlyDistrusted) == 0 {
+		t.Fatalf("Members() = %v, early %v, distrusted %v: a lagging agent dropped a peer early", got, value(a.met.early), value(a.met.earlyDistrusted))
+	}
+}
