@@ -416,6 +416,15 @@ func (c *cluster) waitResponders(addr netip.Addr, want []string, within time.Dur
 // scrape reads one metric's value from a node's agent (summed over labels);
 // the connection is opened inside the node's namespace.
 func (c *cluster) scrape(h *netlab.Host, metric string) (float64, error) {
+	text, err := c.metrics(h)
+	if err != nil {
+		return 0, err
+	}
+	return sumMetric(strings.NewReader(text), metric)
+}
+
+// metrics fetches h's agent's /metrics from inside h.
+func (c *cluster) metrics(h *netlab.Host) (string, error) {
 	tr := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
 		err = h.Do(func() error {
 			conn, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
@@ -426,10 +435,11 @@ func (c *cluster) scrape(h *netlab.Host, metric string) (float64, error) {
 	defer tr.CloseIdleConnections()
 	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(fmt.Sprintf("http://%s/metrics", net.JoinHostPort(h.Addr4.String(), fmt.Sprint(metricsPort))))
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	defer resp.Body.Close()
-	return sumMetric(resp.Body, metric)
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
 // sumMetric adds up every sample of metric in a Prometheus text exposition.

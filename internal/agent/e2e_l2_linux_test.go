@@ -261,15 +261,11 @@ func TestE2EGossipPartitionOneResponder(t *testing.T) {
 		v, err := c.scrape(n1, "mooring_agent_partition_deferring")
 		return err == nil && v == 1, err2s(err, v)
 	})
-	writes := func() float64 {
-		sum := 0.0
-		for _, n := range c.lab.Nodes() {
-			v, _ := c.scrape(n, "mooring_agent_api_writes_total")
-			sum += v
-		}
-		return sum
-	}
-	before := writes()
+	// The takeover's own writes (node-1's L2Announcer saying it defers,
+	// the majority's statuses, the move Events) may trail the responders
+	// by a publish batch or a retried conflict: wait until they stop, then
+	// none may follow. Sides that fought would write on and never settle.
+	before := c.quietWrites(10*time.Second, 1500*time.Millisecond)
 	for range 3 { // samples over ~3 s: never two responders, never node-1
 		for _, a := range vips {
 			if got, want := c.responders(a), []string{owner(a, "node-2", "node-3")}; !slices.Equal(got, want) {
@@ -278,8 +274,8 @@ func TestE2EGossipPartitionOneResponder(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	if after := writes(); after != before {
-		t.Errorf("API writes went from %v to %v while the partition lasted: the sides fight", before, after)
+	if after := c.writes(); after.total != before.total {
+		t.Errorf("API writes went from %v to %v while the partition lasted: the sides fight\nbefore:\n%s\nafter:\n%s", before.total, after.total, before.detail, after.detail)
 	}
 	t.Logf("PARTITION: one responder per address %v after the cut (all addresses probed together every ~200 ms; bound 8 s); 0 API writes in the next ~3 s",
 		settled.Round(100*time.Millisecond))
@@ -304,6 +300,51 @@ func TestE2EGossipPartitionOneResponder(t *testing.T) {
 	if len(res.double) > 0 {
 		t.Fatalf("two responders during the partition without API server: %v", res.double)
 	}
+}
+
+// apiWrites are every agent's mooring_agent_api_writes_total: the sum and
+// every sample by node.
+type apiWrites struct {
+	total  float64
+	detail string
+}
+
+func (c *cluster) writes() apiWrites {
+	var w apiWrites
+	var b strings.Builder
+	for _, n := range c.lab.Nodes() {
+		text, err := c.metrics(n)
+		if err != nil {
+			fmt.Fprintf(&b, "  %s: %v\n", n.Name, err)
+			continue
+		}
+		v, _ := sumMetric(strings.NewReader(text), "mooring_agent_api_writes_total")
+		w.total += v
+		for line := range strings.Lines(text) {
+			if strings.HasPrefix(line, "mooring_agent_api_writes_total{") {
+				fmt.Fprintf(&b, "  %s: %s", n.Name, line)
+			}
+		}
+	}
+	w.detail = b.String()
+	return w
+}
+
+// quietWrites waits (at most within) until no agent has written for quiet
+// and returns the writes then; it fails the test if they never settle.
+func (c *cluster) quietWrites(within, quiet time.Duration) apiWrites {
+	c.t.Helper()
+	last, since := c.writes(), time.Now()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		if w := c.writes(); w.total != last.total {
+			last, since = w, time.Now()
+		} else if time.Since(since) >= quiet {
+			return w
+		}
+	}
+	c.t.Fatalf("the agents' API writes did not stop for %v within %v: the sides fight\n%s", quiet, within, last.detail)
+	return last
 }
 
 // nft runs nft with script inside h's namespace.

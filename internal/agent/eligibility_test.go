@@ -171,8 +171,9 @@ func TestNodeWithoutMatchingInterfaceOwnsNothing(t *testing.T) {
 }
 
 // Who counts as a candidate: a member that is not ready does not, one with
-// the exclude-from-external-load-balancers label does not, and an older
-// agent that publishes nothing does (as all agents assumed before).
+// the exclude-from-external-load-balancers label does not, and neither
+// does a member that publishes no metadata (an agent older than v0.1.0 or
+// a foreign member: issue 19 — it must not be a candidate for everything).
 func TestCandidates(t *testing.T) {
 	excluded := agenttest.Node("node-3")
 	excluded.Labels = map[string]string{corev1.LabelNodeExcludeBalancers: ""}
@@ -186,7 +187,7 @@ func TestCandidates(t *testing.T) {
 		want  []string
 	}{
 		{"not ready", map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": notReady}, []string{"node-1"}},
-		{"older agent", map[string]membership.NodeMeta{"node-1": ready("eth0")}, []string{"node-1", "node-2"}},
+		{"no metadata", map[string]membership.NodeMeta{"node-1": ready("eth0")}, []string{"node-1"}},
 		{"another ranking", map[string]membership.NodeMeta{"node-1": ready("eth0"), "node-2": otherRanking}, []string{"node-1", "node-2"}},
 	} {
 		a, _, _, _, _ := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, tc.metas, agenttest.Node("node-1"), agenttest.Node("node-2"), excluded)

@@ -49,8 +49,11 @@ type Membership struct {
 	unreachable map[string]*held
 	addr        string // our advertised address once running
 
-	meta atomic.Value  // []byte: our own node metadata (SetMeta)
-	gen  atomic.Uint64 // Generation
+	meta atomic.Value // []byte: our own node metadata (SetMeta)
+	// gossiped is our own metadata as gossip's state holds it (under mu):
+	// what peers learn from us, which lags meta until UpdateNode took it.
+	gossiped []byte
+	gen      atomic.Uint64 // Generation
 }
 
 // New validates cfg and prepares a member; nothing listens until Run.
@@ -196,9 +199,7 @@ func (m *Membership) Run(ctx context.Context) error {
 			graceful = false
 			return nil
 		case <-m.metaKick:
-			if err := ml.UpdateNode(0); err != nil {
-				m.log.Warn("publishing node metadata", "err", err)
-			}
+			m.publishMeta(loopCtx, ml)
 			continue
 		case <-m.kick:
 		case <-tick.C:
@@ -343,6 +344,9 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	m.mu.Lock()
 	m.live[n.Name] = n.Address()
 	m.metas[n.Name] = slices.Clone(n.Meta)
+	if n.Name == m.cfg.NodeName {
+		m.gossiped = slices.Clone(n.Meta)
+	}
 	delete(m.leaving, n.Name)
 	delete(m.unreachable, n.Name)
 	wasHeld := m.unhold(n.Name)
@@ -394,6 +398,9 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 	m := (*Membership)(e)
 	meta, _ := DecodeNodeMeta(n.Meta)
 	m.mu.Lock()
+	if n.Name == m.cfg.NodeName {
+		m.gossiped = slices.Clone(n.Meta)
+	}
 	if meta.Leaving {
 		m.leaving[n.Name] = true
 	}
@@ -404,8 +411,52 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 	}
 	m.mu.Unlock()
 	if changed {
+		m.log.Debug("member metadata changed", "node", n.Name, "ready", meta.Ready, "taking", meta.Taking, "counted", meta.Counted, "leaving", meta.Leaving)
 		m.notify()
 	}
+}
+
+// metaUpdater is the part of memberlist publishMeta uses.
+type metaUpdater interface {
+	UpdateNode(timeout time.Duration) error
+}
+
+// metaWait bounds how long publishMeta waits for gossip to spread an
+// update before the loop goes on (the update keeps spreading).
+const metaWait = time.Second
+
+// metaRetry is the pause before publishMeta tries again.
+const metaRetry = 100 * time.Millisecond
+
+// publishMeta hands gossip our metadata (SetMeta). memberlist silently
+// drops an update whose incarnation a concurrent refutation overtook (a
+// restarted agent refuting its own death while publishing), and
+// UpdateNode(0) would then wait forever: every later metadata, readiness
+// and take confirmations included, would never reach a peer. So the wait
+// is bounded and the update is retried until gossip's state carries it.
+func (m *Membership) publishMeta(ctx context.Context, ml metaUpdater) {
+	err := ml.UpdateNode(metaWait)
+	want := m.meta.Load().([]byte)
+	m.mu.Lock()
+	taken := string(m.gossiped) == string(want)
+	m.mu.Unlock()
+	if taken {
+		return // err: it is still spreading, which goes on by itself
+	}
+	m.met.metaRetries.Inc()
+	m.log.Debug("gossip did not take this node's metadata; publishing again", "err", err)
+	retry := time.NewTimer(metaRetry)
+	go func() {
+		defer retry.Stop()
+		select {
+		case <-ctx.Done():
+		case <-retry.C:
+			select {
+			case m.metaKick <- struct{}{}:
+			default:
+			}
+		}
+	}()
 }
 
 func (m *Membership) notify() {

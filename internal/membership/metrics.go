@@ -6,13 +6,14 @@ import (
 )
 
 type metrics struct {
-	live     prometheus.Gauge
-	joins    prometheus.Counter
-	failures prometheus.Counter
-	leaves   prometheus.Counter
-	held     prometheus.Gauge
-	refuted  prometheus.Counter
-	insecure prometheus.Gauge
+	live        prometheus.Gauge
+	joins       prometheus.Counter
+	failures    prometheus.Counter
+	leaves      prometheus.Counter
+	held        prometheus.Gauge
+	refuted     prometheus.Counter
+	insecure    prometheus.Gauge
+	metaRetries prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: not
@@ -43,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refuted: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_false_failures_total",
 			Help: "Members gossip declared failed that came back while their node still answered: a false death that moved nothing.",
+		}),
+		metaRetries: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_meta_retries_total",
+			Help: "Times gossip did not take this member's new metadata (an update overtaken by a refutation of its own death, at a restart) and it was published again.",
 		}),
 		insecure: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mooring_members_insecure",

@@ -87,7 +87,8 @@ type Eligibility struct {
 	counting     []string // the Taking members the last caps count (peer side)
 	confirmed    []string // what this node publishes in Counted: applied
 	deferringNow bool
-	unservable   string // last reported, to log and record once per change
+	noMeta       map[string]bool // members without metadata, logged once
+	unservable   string          // last reported, to log and record once per change
 	otherRanking string
 	unusable     string
 
@@ -117,8 +118,7 @@ func newMetrics(reg prometheus.Registerer) metrics {
 
 // New also publishes "not ready yet" through g (nil: no gossip metadata),
 // so that from its first gossip on this agent is no candidate until it has
-// decided once: an empty metadata would read as an older agent's, which is
-// a candidate. born is the agent's start (wall clock).
+// decided once (a member without metadata is none either). born is the agent's start (wall clock).
 func New(cfg Config, born time.Time, log *slog.Logger, reg prometheus.Registerer, g Gossip) *Eligibility {
 	e := &Eligibility{cfg: cfg, log: log, met: newMetrics(reg), events: mailbox.New[status.Event](),
 		Returning: handoff.NewReturning(cfg.Handoff, born, log, reg)}
@@ -269,7 +269,13 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 		switch {
 		case m.Name == e.cfg.Node:
 		case errors.Is(m.MetaErr, membership.ErrNoMeta):
-			e.last[m.Name] = announce.Capability{Any: true}
+			// Agents publish metadata from their first gossip on
+			// (New): a member without any is no Mooring agent of this
+			// release (an agent older than v0.1.0, a foreign member
+			// holding the gossip key). Counting it a candidate for
+			// everything would let it take any address: fail closed.
+			delete(e.last, m.Name)
+			e.noteNoMeta(m.Name)
 		case m.MetaErr == nil && m.Meta.Reason == reasonStarting && in.Wall.Sub(e.Returning.Born()) < coldStartWindow:
 			// A cold start (this agent started moments ago too): every
 			// agent is starting, and counting only the ready ones would
@@ -285,12 +291,29 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 			other = append(other, m.Name+"="+m.Meta.Ranking)
 		}
 	}
+	for n := range e.noMeta { // log again should it come back
+		if !slices.ContainsFunc(in.Members, func(m membership.Member) bool { return m.Name == n && errors.Is(m.MetaErr, membership.ErrNoMeta) }) {
+			delete(e.noMeta, n)
+		}
+	}
 	for n := range e.last { // forget nodes that are gone
 		if !facts.names[n] {
 			delete(e.last, n)
 		}
 	}
 	return other, taking
+}
+
+// noteNoMeta logs, once while it lasts, a member without metadata.
+func (e *Eligibility) noteNoMeta(name string) {
+	if e.noMeta[name] {
+		return
+	}
+	if e.noMeta == nil {
+		e.noMeta = map[string]bool{}
+	}
+	e.noMeta[name] = true
+	e.log.Warn("a gossip member publishes no metadata: it is no candidate for any address (an agent older than v0.1.0, or not a Mooring agent; upgrade it, or rotate the gossip key if it is foreign)", "member", name)
 }
 
 // candidates are the Nodes with a known capability: this node's own
@@ -331,6 +354,9 @@ func (e *Eligibility) ConfirmApplied(g Gossip) {
 		return
 	}
 	e.confirmed = slices.Clone(e.counting)
+	if len(e.confirmed) > 0 {
+		e.log.Info("confirming to returning nodes that this node let their addresses go", "nodes", e.confirmed)
+	}
 	meta := e.pubMeta
 	meta.Counted = e.confirmed
 	meta = meta.FitCounted()

@@ -1,0 +1,84 @@
+package membership
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// updater stands in for memberlist's UpdateNode: it either takes the
+// metadata into gossip's state (telling the event delegate, as memberlist
+// does for its own node) or drops it, as memberlist does when a
+// concurrent refutation overtook the update's incarnation.
+type updater struct {
+	m     *Membership
+	drops int // the first drops calls are dropped
+	calls int
+}
+
+func (u *updater) UpdateNode(time.Duration) error {
+	u.calls++
+	if u.calls <= u.drops {
+		return nil // memberlist returns nothing either: only its state tells
+	}
+	(*events)(u.m).NotifyUpdate(&memberlist.Node{Name: u.m.cfg.NodeName, Meta: u.m.meta.Load().([]byte)})
+	return nil
+}
+
+// A dropped metadata update is published again until gossip holds it;
+// one gossip took is not.
+func TestPublishMetaRetriesUntilGossipHoldsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		drops      int
+		wantCalls  int
+		wantRetry  float64
+		waitForAll time.Duration
+	}{
+		{"taken at once", 0, 1, 0, 0},
+		{"dropped twice, then taken", 2, 3, 2, 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", Insecure: true}, nil, reg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			(*events)(m).NotifyJoin(&memberlist.Node{Name: "a", Meta: m.meta.Load().([]byte)})
+			if err := m.SetMeta(NodeMeta{Ready: true, Taking: true}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			u := &updater{m: m, drops: tc.drops}
+			<-m.metaKick // what Run's loop reads
+			m.publishMeta(ctx, u)
+			deadline := time.After(tc.waitForAll)
+			for u.calls < tc.wantCalls {
+				select {
+				case <-m.metaKick:
+					m.publishMeta(ctx, u)
+				case <-deadline:
+					t.Fatalf("UpdateNode called %d times, want %d: a dropped update was not published again", u.calls, tc.wantCalls)
+				}
+			}
+			m.mu.Lock()
+			gossiped := string(m.gossiped)
+			m.mu.Unlock()
+			if want := string(m.meta.Load().([]byte)); gossiped != want {
+				t.Fatalf("gossip holds %q, want %q", gossiped, want)
+			}
+			select {
+			case <-m.metaKick:
+				t.Fatal("published again although gossip holds the metadata")
+			case <-time.After(3 * metaRetry):
+			}
+			if got := value(m.met.metaRetries); got != tc.wantRetry {
+				t.Fatalf("mooring_members_meta_retries_total = %v, want %v", got, tc.wantRetry)
+			}
+		})
+	}
+}
