@@ -46,7 +46,8 @@ vet:
 
 # test is the README's test command: it installs and builds what the tests
 # need, then runs vet, verify and every test (privileged ones included when
-# run as root).
+# run as root). `make image labimages` feed the real nodes (the chart runs
+# from the image archive); Go's build cache keeps them incremental.
 test: deps
 	@MOORING_KUBEBIN=$$(hack/kubebin/build.sh | tail -n 1); export MOORING_KUBEBIN; \
 	MOORING_HELM=$$(hack/helm/build.sh | tail -n 1); export MOORING_HELM; \
@@ -54,7 +55,7 @@ test: deps
 	MOORING_CNIPLUGINS=$$(hack/cniplugins/build.sh | tail -n 1); export MOORING_CNIPLUGINS; \
 	MOORING_METALLB=$$(hack/metallb/build.sh | tail -n 1); export MOORING_METALLB; \
 	MOORING_CONTAINERD=$$(hack/containerd/build.sh | tail -n 1); export MOORING_CONTAINERD; \
-	$(MAKE) --no-print-directory labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
+	$(MAKE) --no-print-directory image labimages >/dev/null; MOORING_IMAGES=$(CURDIR)/dist; export MOORING_IMAGES; \
 	$(MAKE) --no-print-directory vet verify && \
 	$(GO) test -count=1 -timeout 30m ./...
 

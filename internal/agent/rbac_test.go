@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,24 +83,31 @@ func installAgentRBAC(ctx context.Context, cs kubernetes.Interface) error {
 	return installPolicy(ctx, cs, filepath.Join(root, "config/agent/admissionpolicy.yaml"))
 }
 
-// installPolicy applies a file holding a ValidatingAdmissionPolicy and its
-// binding.
+// installPolicy applies a file holding ValidatingAdmissionPolicies, each
+// followed by its binding.
 func installPolicy(ctx context.Context, cs kubernetes.Interface, path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	docs := strings.Split(string(b), "\n---\n")
-	var pol admissionv1.ValidatingAdmissionPolicy
-	var pb admissionv1.ValidatingAdmissionPolicyBinding
-	if len(docs) != 2 || yaml.Unmarshal([]byte(docs[0]), &pol) != nil || yaml.Unmarshal([]byte(docs[1]), &pb) != nil {
+	if len(docs) == 0 || len(docs)%2 != 0 {
 		return os.ErrInvalid
 	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &pol, metav1.CreateOptions{}); err != nil {
-		return err
+	for i := 0; i < len(docs); i += 2 {
+		var pol admissionv1.ValidatingAdmissionPolicy
+		var pb admissionv1.ValidatingAdmissionPolicyBinding
+		if yaml.Unmarshal([]byte(docs[i]), &pol) != nil || yaml.Unmarshal([]byte(docs[i+1]), &pb) != nil || pol.Name == "" || pb.Spec.PolicyName != pol.Name {
+			return fmt.Errorf("%s: document %d: want a ValidatingAdmissionPolicy and its binding: %w", path, i, os.ErrInvalid)
+		}
+		if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, &pol, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &pb, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
-	_, err = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, &pb, metav1.CreateOptions{})
-	return err
+	return nil
 }
 
 // agentToken returns a token of the agent's ServiceAccount as the kubelet

@@ -331,16 +331,23 @@ func TestImpersonatedServiceAccounts(t *testing.T) {
 			t.Errorf("without the own-node policy the check still passes:\n%s", strings.Join(bad, "\n"))
 		}
 	})
+	// Each of the two eviction policies: without the first the agent may
+	// mark its own node's pods and use an unbound token; without the
+	// second, a live node's.
 	for _, in := range installs {
-		t.Run("no eviction policy fails/"+strings.TrimSuffix(in.name, "/"), func(t *testing.T) {
-			undo := withoutPolicyBinding(t, ctx, env, in.prefix+"-agent-eviction")
-			defer undo()
-			evictions := []string{"mark a pod on a live node NotReady", "mark a pod of its own node NotReady", "mark a pod NotReady with an unbound token"}
-			bad := in.check(t, env, func(bad []string) bool { return hasAll(bad, evictions...) })
-			if !hasAll(bad, evictions...) {
-				t.Errorf("without the eviction policy the check still passes:\n%s", strings.Join(bad, "\n"))
-			}
-		})
+		for policy, evictions := range map[string][]string{
+			"-agent-eviction":      {"mark a pod of its own node NotReady", "mark a pod NotReady with an unbound token"},
+			"-agent-eviction-lost": {"mark a pod on a live node NotReady"},
+		} {
+			t.Run("no "+strings.TrimPrefix(policy, "-")+" policy fails/"+strings.TrimSuffix(in.name, "/"), func(t *testing.T) {
+				undo := withoutPolicyBinding(t, ctx, env, in.prefix+policy)
+				defer undo()
+				bad := in.check(t, env, func(bad []string) bool { return hasAll(bad, evictions...) })
+				if !hasAll(bad, evictions...) {
+					t.Errorf("without the %s policy the check still passes:\n%s", in.prefix+policy, strings.Join(bad, "\n"))
+				}
+			})
+		}
 	}
 }
 

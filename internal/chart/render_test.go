@@ -184,10 +184,19 @@ func TestCustomValues(t *testing.T) {
 	}
 	find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-pod-readiness")
 	evictVAP := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-eviction")
-	if m := fmt.Sprint(evictVAP.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) || !strings.Contains(m, "params.status.lost") {
-		t.Errorf("the eviction policy does not bound this release's agent by its status.lost: %s", m)
+	if m := fmt.Sprint(evictVAP.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) || !strings.Contains(m, "variables.podNode != variables.node") ||
+		!strings.Contains(m, "failurePolicy:Fail") || strings.Contains(m, "paramKind") {
+		t.Errorf("the eviction policy does not keep this release's agent off its own node (no params, failing closed): %s", m)
 	}
-	if m := fmt.Sprint(find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-eviction").Object["spec"]); !strings.Contains(m, "paramRef") {
+	find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-eviction")
+	lostVAP := find(t, objs, "ValidatingAdmissionPolicy", "lb-agent-eviction-lost")
+	// Ignore: a param binding is configured before matchConditions, so a
+	// Fail policy refused every pods/status update (kubelets' too) until
+	// the API server had synced the L2Announcer kind.
+	if m := fmt.Sprint(lostVAP.Object["spec"]); !strings.Contains(m, `"system:serviceaccount:mooring-system:lb-agent"`) || !strings.Contains(m, "params.status.lost") || !strings.Contains(m, "failurePolicy:Ignore") {
+		t.Errorf("the eviction policy does not bound this release's agent by its status.lost (ignoring an unsynced param kind): %s", m)
+	}
+	if m := fmt.Sprint(find(t, objs, "ValidatingAdmissionPolicyBinding", "lb-agent-eviction-lost").Object["spec"]); !strings.Contains(m, "paramRef") {
 		t.Errorf("the eviction policy's binding has no paramRef (every L2Announcer): %s", m)
 	}
 	if len(ofKind(objs, "PodMonitor")) != 1 || len(ofKind(objs, "ServiceMonitor")) != 1 {
