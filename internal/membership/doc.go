@@ -8,5 +8,10 @@
 // announcement core. Once joined, membership keeps working without the API
 // server, and Run keeps rejoining known peers so it heals after partitions.
 //
+// With a NodeCheck (the kernel's ARP/NDP answer), a member gossip declares
+// failed is kept while its node answers (hold.go), and one whose probe by
+// this member fails is checked at once and dropped when its node does not
+// answer, without waiting for the suspicion timeout (suspect.go).
+//
 // It imports no Kubernetes package and no other Mooring package.
 package membership

@@ -25,6 +25,10 @@ type held struct {
 	since    time.Time
 	checking bool
 	checked  time.Time // last answer; zero before the first
+	due      bool      // a suspect: a probe failed, check it (suspect.go)
+	failed   time.Time // a suspect: when its probe was last seen failing
+	where    string    // dropped early: its gossip address and metadata (suspect.go)
+	meta     []byte
 }
 
 // hold keeps a failed member live while its node is checked, when a
@@ -67,8 +71,10 @@ func (m *Membership) unhold(name string) bool {
 
 type checkResult struct {
 	name  string
+	kind  int // checkFailed, checkSuspect, checkEarly (suspect.go)
 	alive bool
 	err   error
+	took  time.Duration // the check's own wall time (suspect.go trusts a slow one less)
 }
 
 // holdLoop checks held members' nodes: at once when held, then every
@@ -76,7 +82,7 @@ type checkResult struct {
 // AgentLossTimeout has passed. It owns the check goroutines.
 func (m *Membership) holdLoop(ctx context.Context) {
 	results := make(chan checkResult)
-	tick := time.NewTicker(max(m.cfg.ProbeInterval/2, 10*time.Millisecond))
+	tick := time.NewTicker(m.beatEvery())
 	defer tick.Stop()
 	done := make(chan struct{})
 	running := 0
@@ -94,16 +100,19 @@ func (m *Membership) holdLoop(ctx context.Context) {
 			running--
 			m.checked(r)
 		case <-m.holdKick:
-		case <-tick.C:
+		case t := <-tick.C:
+			m.beat(t)
 		}
 		for _, c := range m.dueChecks() {
 			running++
 			go func() {
 				cctx, cancel := context.WithTimeout(ctx, m.cfg.NodeCheckWait+time.Second)
+				start := time.Now()
 				alive, err := m.cfg.NodeCheck(cctx, c.addr)
+				took := time.Since(start)
 				cancel()
 				select {
-				case results <- checkResult{name: c.name, alive: alive, err: err}:
+				case results <- checkResult{name: c.name, kind: c.kind, alive: alive, err: err, took: took}:
 				case <-done:
 					results <- checkResult{} // counted by the deferred drain
 				}
@@ -116,6 +125,7 @@ func (m *Membership) holdLoop(ctx context.Context) {
 type dueCheck struct {
 	name string
 	addr netip.Addr
+	kind int
 }
 
 // dueChecks marks and returns the held members whose node is due a check.
@@ -133,11 +143,11 @@ func (m *Membership) dueChecks() []dueCheck {
 			out = append(out, dueCheck{name: name, addr: h.addr})
 		}
 	}
-	return out
+	return m.dueSuspects(out, now)
 }
 
 func (m *Membership) checked(r checkResult) {
-	if r.name == "" {
+	if r.name == "" || m.checkedSuspect(r) {
 		return
 	}
 	m.mu.Lock()

@@ -8,9 +8,11 @@ import (
 )
 
 // slogWriter turns memberlist's "[LEVEL] memberlist: message" lines into
-// slog records at the matching level.
+// slog records at the matching level, and hands suspect the member of a
+// failed probe (suspect.go; nil: none).
 type slogWriter struct {
-	log *slog.Logger
+	log     *slog.Logger
+	suspect func(name string)
 }
 
 func (w *slogWriter) Write(p []byte) (int, error) {
@@ -25,6 +27,9 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		}
 	}
 	line = strings.TrimPrefix(line, "memberlist: ")
+	if name, ok := suspectOf(line); ok && w.suspect != nil {
+		w.suspect(name)
+	}
 	w.log.Log(context.Background(), level, line, "component", "memberlist")
 	return len(p), nil
 }

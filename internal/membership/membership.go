@@ -47,7 +47,13 @@ type Membership struct {
 	// unreachable: dropped after AgentLossTimeout while their node still
 	// answered (hold.go, Unreachable).
 	unreachable map[string]*held
-	addr        string // our advertised address once running
+	// suspects: members this member's probe found failing; early: those
+	// dropped because their node did not answer either (suspect.go).
+	suspects, early map[string]*held
+	// lastGap is when holdLoop's beat last came late: this agent did not
+	// run on time (suspect.go: early drops are not trusted around it).
+	lastGap time.Time
+	addr    string // our advertised address once running
 
 	meta atomic.Value // []byte: our own node metadata (SetMeta)
 	// gossiped is our own metadata as gossip's state holds it (under mu):
@@ -79,6 +85,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		held:     map[string]*held{},
 
 		unreachable: map[string]*held{},
+		suspects:    map[string]*held{},
+		early:       map[string]*held{},
 	}
 	m.meta.Store([]byte(nil))
 	return m, nil
@@ -292,6 +300,8 @@ func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	clear(m.metas)
 	clear(m.held)
 	clear(m.unreachable)
+	clear(m.suspects)
+	clear(m.early)
 	m.met.held.Set(0)
 	m.addr = ""
 	m.met.live.Set(0)
@@ -329,7 +339,7 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	}
 	c.Events = (*events)(m)
 	c.Delegate = (*delegate)(m)
-	c.Logger = log.New(&slogWriter{log: m.log}, "", 0)
+	c.Logger = log.New(&slogWriter{log: m.log, suspect: m.suspect}, "", 0)
 	return c, nil
 }
 
@@ -349,6 +359,7 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	}
 	delete(m.leaving, n.Name)
 	delete(m.unreachable, n.Name)
+	m.forgetSuspect(n.Name)
 	wasHeld := m.unhold(n.Name)
 	count := len(m.live)
 	if !wasHeld {
@@ -370,6 +381,11 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 	m.mu.Lock()
 	graceful := m.leaving[n.Name] || meta.Leaving
 	delete(m.leaving, n.Name)
+	if m.forgetSuspect(n.Name) { // dropped when its probe failed (suspect.go)
+		m.mu.Unlock()
+		m.log.Info("gossip confirms a failure the kernel check found early", "node", n.Name)
+		return
+	}
 	if !graceful && m.hold(n) {
 		m.mu.Unlock()
 		return
@@ -403,6 +419,9 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 	}
 	if meta.Leaving {
 		m.leaving[n.Name] = true
+	}
+	if e := m.early[n.Name]; e != nil {
+		e.meta = slices.Clone(n.Meta) // dropped early (suspect.go): for its return
 	}
 	_, live := m.live[n.Name]
 	changed := live && string(m.metas[n.Name]) != string(n.Meta)

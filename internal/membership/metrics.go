@@ -6,14 +6,16 @@ import (
 )
 
 type metrics struct {
-	live        prometheus.Gauge
-	joins       prometheus.Counter
-	failures    prometheus.Counter
-	leaves      prometheus.Counter
-	held        prometheus.Gauge
-	refuted     prometheus.Counter
-	insecure    prometheus.Gauge
-	metaRetries prometheus.Counter
+	live            prometheus.Gauge
+	joins           prometheus.Counter
+	failures        prometheus.Counter
+	leaves          prometheus.Counter
+	held            prometheus.Gauge
+	refuted         prometheus.Counter
+	early           prometheus.Counter
+	earlyDistrusted prometheus.Counter
+	insecure        prometheus.Gauge
+	metaRetries     prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: not
@@ -48,6 +50,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		metaRetries: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_meta_retries_total",
 			Help: "Times gossip did not take this member's new metadata (an update overtaken by a refutation of its own death, at a restart) and it was published again.",
+		}),
+		earlyDistrusted: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_early_failures_distrusted_total",
+			Help: "Failed probes whose node check got no answer that were NOT taken as a death, because this agent itself had not run on time (a stall, CPU starvation) or the check ran late: gossip's suspicion decided.",
+		}),
+		early: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_failures_confirmed_early_total",
+			Help: "Members dropped as soon as this member's probe of them failed, because their node did not answer ARP/NDP either (without waiting for gossip's suspicion timeout); also counted in mooring_members_failures_total.",
 		}),
 		insecure: f.NewGauge(prometheus.GaugeOpts{
 			Name: "mooring_members_insecure",

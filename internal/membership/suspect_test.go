@@ -1,0 +1,136 @@
+package membership
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestSuspectOf(t *testing.T) {
+	for line, want := range map[string]string{
+		"Suspect node-2 has failed, no acks received":    "node-2",
+		"Suspect  has failed, no acks received":          "",
+		"Marking node-2 as failed, suspect timeout":      "",
+		"Suspect node-2 has failed, no acks received ok": "",
+	} {
+		if got, ok := suspectOf(line); got != want || ok != (want != "") {
+			t.Errorf("suspectOf(%q) = %q, %v; want %q", line, got, ok, want)
+		}
+	}
+}
+
+// suspectPair is checkedPair with a suspicion timeout of about 6 s
+// (SuspicionMult 30 × 200 ms with two members), far longer than a probe
+// and a kernel check.
+func suspectPair(t *testing.T, kernel *fakeKernel) (a, b *member) {
+	t.Helper()
+	a, _ = runMember(t, Config{NodeName: "a", BindAddr: "127.0.0.1", NodeCheck: kernel.check, SuspicionMult: 30,
+		NodeCheckInterval: 50 * time.Millisecond, AgentLossTimeout: time.Minute, Insecure: true})
+	b, _ = runMember(t, Config{NodeName: "b", BindAddr: "127.0.0.1", SuspicionMult: 30, Insecure: true})
+	waitFor(t, 5*time.Second, "a listening", func() bool { return a.Addr() != "" })
+	b.SetPeers([]string{a.Addr()})
+	waitFor(t, 5*time.Second, "a and b joined", func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 })
+	return a, b
+}
+
+// Suspect → kernel check at once (issue 22): a member whose probe fails
+// and whose node does not answer is dropped without waiting for gossip's
+// suspicion timeout (6 s here); when gossip then declares it dead nothing
+// is counted twice. Without the early check it stays live for the 6 s.
+func TestSuspectWhoseNodeIsSilentDroppedEarly(t *testing.T) {
+	kernel := &fakeKernel{}
+	a, b := suspectPair(t, kernel)
+	drain(a)
+	crash(b)
+	start := time.Now()
+	waitFor(t, 3*time.Second, "b dropped before the suspicion timeout", func() bool { return slices.Equal(a.Members(), []string{"a"}) })
+	t.Logf("dropped %v after the crash", time.Since(start).Round(time.Millisecond))
+	if f, e := value(a.met.failures), value(a.met.early); f != 1 || e != 1 {
+		t.Fatalf("failures=%v early=%v, want 1 and 1", f, e)
+	}
+	waitFor(t, 15*time.Second, "gossip's own verdict", func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return len(a.early) == 0
+	})
+	if f, h := value(a.met.failures), value(a.met.held); f != 1 || h != 0 || !slices.Equal(a.Members(), []string{"a"}) {
+		t.Fatalf("after gossip's verdict: failures=%v held=%v members %v", f, h, a.Members())
+	}
+}
+
+// A suspect whose node answers (a stalled agent) stays live until gossip
+// decides, as before; one dropped early whose node answers again before
+// gossip declared it dead is live again.
+func TestSuspectWhoseNodeAnswersKept(t *testing.T) {
+	kernel := &fakeKernel{}
+	kernel.alive.Store(true)
+	a, b := suspectPair(t, kernel)
+	crash(b)
+	waitFor(t, 3*time.Second, "b's node checked", func() bool { return kernel.asked.Load() > 0 })
+	time.Sleep(500 * time.Millisecond)
+	if got := a.Members(); !slices.Equal(got, []string{"a", "b"}) || value(a.met.early) != 0 {
+		t.Fatalf("Members() = %v, early %v while b's node answers", got, value(a.met.early))
+	}
+
+	kernel2 := &fakeKernel{}
+	a2, b2 := suspectPair(t, kernel2)
+	crash(b2)
+	waitFor(t, 3*time.Second, "b dropped early", func() bool { return slices.Equal(a2.Members(), []string{"a"}) })
+	kernel2.alive.Store(true) // the link came back
+	waitFor(t, 2*time.Second, "b live again", func() bool { return slices.Equal(a2.Members(), []string{"a", "b"}) })
+}
+
+// The early drop's guard: a gap in this agent's own running shortly before
+// the failed probe, or a check that ran far past its wait, is no proof.
+func TestDistrustEarlyDrop(t *testing.T) {
+	m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", Insecure: true}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := time.Now()
+	window := m.cfg.ProbeInterval + m.cfg.ProbeTimeout
+	for _, tc := range []struct {
+		name    string
+		gap     time.Time
+		took    time.Duration
+		distrun bool
+	}{
+		{"no gap, a check within its wait", time.Time{}, m.cfg.NodeCheckWait, false},
+		{"a gap long before the probe", failed.Add(-window - time.Second), m.cfg.NodeCheckWait, false},
+		{"a gap while the probe ran", failed.Add(-window / 2), m.cfg.NodeCheckWait, true},
+		{"a gap after the probe failed", failed.Add(time.Millisecond), m.cfg.NodeCheckWait, true},
+		{"a check that ran late", time.Time{}, 3 * m.cfg.NodeCheckWait, true},
+	} {
+		m.lastGap = tc.gap
+		if why := m.distrust(failed, tc.took); (why != "") != tc.distrun {
+			t.Errorf("%s: distrust = %q, want distrusted=%v", tc.name, why, tc.distrun)
+		}
+	}
+}
+
+// An agent that keeps running late (a starved node) never drops a peer
+// early, even when the peer's probe fails and its node is silent: gossip's
+// suspicion decides. Without the guard b is dropped within a second.
+func TestSuspectNotDroppedEarlyWhileThisAgentRunsLate(t *testing.T) {
+	kernel := &fakeKernel{}
+	a, b := suspectPair(t, kernel)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // this agent's beat comes late, again and again
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+				a.beat(time.Now().Add(-time.Second))
+			}
+		}
+	}()
+	drain(a)
+	crash(b)
+	waitFor(t, 3*time.Second, "b's node checked", func() bool { return kernel.asked.Load() > 0 })
+	time.Sleep(time.Second)
+	if got := a.Members(); !slices.Equal(got, []string{"a", "b"}) || value(a.met.early) != 0 || value(a.met.earlyDistrusted) == 0 {
+		t.Fatalf("Members() = %v, early %v, distrusted %v: a lagging agent dropped a peer early", got, value(a.met.early), value(a.met.earlyDistrusted))
+	}
+}
