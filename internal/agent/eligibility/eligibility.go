@@ -270,9 +270,8 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 		case m.Name == e.cfg.Node:
 		case errors.Is(m.MetaErr, membership.ErrNoMeta):
 			// Agents publish metadata from their first gossip on
-			// (New): a member without any is no Mooring agent of this
-			// release (an agent older than v0.1.0, a foreign member
-			// holding the gossip key). Counting it a candidate for
+			// (New) since v0.0.2: a member without any is an older
+			// agent or a foreign member holding the gossip key. Counting it a candidate for
 			// everything would let it take any address: fail closed.
 			delete(e.last, m.Name)
 			e.noteNoMeta(m.Name)
@@ -313,7 +312,7 @@ func (e *Eligibility) noteNoMeta(name string) {
 		e.noMeta = map[string]bool{}
 	}
 	e.noMeta[name] = true
-	e.log.Warn("a gossip member publishes no metadata: it is no candidate for any address (an agent older than v0.1.0, or not a Mooring agent; upgrade it, or rotate the gossip key if it is foreign)", "member", name)
+	e.log.Warn("a gossip member publishes no metadata: it is no candidate for any address (an agent older than v0.0.2, or not a Mooring agent; upgrade it, or rotate the gossip key if it is foreign)", "member", name)
 }
 
 // candidates are the Nodes with a known capability: this node's own
