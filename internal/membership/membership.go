@@ -207,7 +207,7 @@ func (m *Membership) Run(ctx context.Context) error {
 			graceful = false
 			return nil
 		case <-m.metaKick:
-			m.publishMeta(loopCtx, ml)
+			m.publishMeta(ml)
 			continue
 		case <-m.kick:
 		case <-tick.C:
@@ -420,8 +420,8 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 	if meta.Leaving {
 		m.leaving[n.Name] = true
 	}
-	if e := m.early[n.Name]; e != nil {
-		e.meta = slices.Clone(n.Meta) // dropped early (suspect.go): for its return
+	if dropped := m.early[n.Name]; dropped != nil {
+		dropped.meta = slices.Clone(n.Meta) // dropped early (suspect.go): for its return
 	}
 	_, live := m.live[n.Name]
 	changed := live && string(m.metas[n.Name]) != string(n.Meta)
@@ -453,7 +453,7 @@ const metaRetry = 100 * time.Millisecond
 // UpdateNode(0) would then wait forever: every later metadata, readiness
 // and take confirmations included, would never reach a peer. So the wait
 // is bounded and the update is retried until gossip's state carries it.
-func (m *Membership) publishMeta(ctx context.Context, ml metaUpdater) {
+func (m *Membership) publishMeta(ml metaUpdater) {
 	err := ml.UpdateNode(metaWait)
 	want := m.meta.Load().([]byte)
 	m.mu.Lock()
@@ -464,18 +464,12 @@ func (m *Membership) publishMeta(ctx context.Context, ml metaUpdater) {
 	}
 	m.met.metaRetries.Inc()
 	m.log.Debug("gossip did not take this node's metadata; publishing again", "err", err)
-	retry := time.NewTimer(metaRetry)
-	go func() {
-		defer retry.Stop()
+	time.AfterFunc(metaRetry, func() { // after Run: a kick nobody reads
 		select {
-		case <-ctx.Done():
-		case <-retry.C:
-			select {
-			case m.metaKick <- struct{}{}:
-			default:
-			}
+		case m.metaKick <- struct{}{}:
+		default:
 		}
-	}()
+	})
 }
 
 func (m *Membership) notify() {

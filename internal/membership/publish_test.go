@@ -1,7 +1,6 @@
 package membership
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -51,16 +50,14 @@ func TestPublishMetaRetriesUntilGossipHoldsIt(t *testing.T) {
 			if err := m.SetMeta(NodeMeta{Ready: true, Taking: true}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
 			u := &updater{m: m, drops: tc.drops}
 			<-m.metaKick // what Run's loop reads
-			m.publishMeta(ctx, u)
+			m.publishMeta(u)
 			deadline := time.After(tc.waitForAll)
 			for u.calls < tc.wantCalls {
 				select {
 				case <-m.metaKick:
-					m.publishMeta(ctx, u)
+					m.publishMeta(u)
 				case <-deadline:
 					t.Fatalf("UpdateNode called %d times, want %d: a dropped update was not published again", u.calls, tc.wantCalls)
 				}

@@ -125,12 +125,11 @@ func (m *Membership) checkedSuspect(r checkResult) bool {
 // checkedProbeFailure drops a suspect whose node does not answer.
 func (m *Membership) checkedProbeFailure(r checkResult) {
 	m.mu.Lock()
-	s, ok := m.suspects[r.name]
-	if !ok {
+	s := checkDone(m.suspects, r.name)
+	if s == nil {
 		m.mu.Unlock()
 		return
 	}
-	s.checking, s.checked = false, time.Now()
 	_, live := m.live[r.name]
 	if r.err != nil || r.alive || !live || m.held[r.name] != nil {
 		m.mu.Unlock() // it answers, or cannot be checked: gossip decides, as before
@@ -157,12 +156,11 @@ func (m *Membership) checkedProbeFailure(r checkResult) {
 // answers before gossip declared it dead.
 func (m *Membership) checkedEarly(r checkResult) {
 	m.mu.Lock()
-	e, ok := m.early[r.name]
-	if !ok {
+	e := checkDone(m.early, r.name)
+	if e == nil {
 		m.mu.Unlock()
 		return
 	}
-	e.checking, e.checked = false, time.Now()
 	if r.err != nil || !r.alive {
 		m.mu.Unlock()
 		return
@@ -175,6 +173,16 @@ func (m *Membership) checkedEarly(r checkResult) {
 	m.mu.Unlock()
 	m.log.Warn("member back: its node answers again and gossip never declared it dead (a link that flapped?)", "node", r.name, "live", count)
 	m.notify()
+}
+
+// checkDone marks name's check in set done now and returns its entry (nil:
+// gossip decided meanwhile). Called with m.mu held.
+func checkDone(set map[string]*held, name string) *held {
+	h := set[name]
+	if h != nil {
+		h.checking, h.checked = false, time.Now()
+	}
+	return h
 }
 
 // forgetSuspect ends a suspicion when gossip decides (a join or a leave);
@@ -228,7 +236,7 @@ func (m *Membership) distrust(failed time.Time, took time.Duration) string {
 	window := m.cfg.ProbeInterval + m.cfg.ProbeTimeout
 	switch {
 	case !m.lastGap.IsZero() && m.lastGap.After(failed.Add(-window)):
-		return fmt.Sprintf("this agent itself did not run on time %s before the probe failed", failed.Sub(m.lastGap).Round(time.Millisecond))
+		return fmt.Sprintf("this agent itself ran late (its beat lagged %s from the failed probe)", m.lastGap.Sub(failed).Round(time.Millisecond))
 	case took > m.cfg.NodeCheckWait+max(m.cfg.NodeCheckWait/2, 50*time.Millisecond):
 		return fmt.Sprintf("the check took %s, more than its %s wait allows", took.Round(time.Millisecond), m.cfg.NodeCheckWait)
 	}

@@ -87,7 +87,7 @@ type Eligibility struct {
 	counting     []string // the Taking members the last caps count (peer side)
 	confirmed    []string // what this node publishes in Counted: applied
 	deferringNow bool
-	noMeta       map[string]bool // members without metadata, logged once
+	noMeta       map[string]bool // members without metadata now, logged once
 	unservable   string          // last reported, to log and record once per change
 	otherRanking string
 	unusable     string
@@ -118,7 +118,8 @@ func newMetrics(reg prometheus.Registerer) metrics {
 
 // New also publishes "not ready yet" through g (nil: no gossip metadata),
 // so that from its first gossip on this agent is no candidate until it has
-// decided once (a member without metadata is none either). born is the agent's start (wall clock).
+// decided once (a member without metadata is none either). born is the
+// agent's start (wall clock).
 func New(cfg Config, born time.Time, log *slog.Logger, reg prometheus.Registerer, g Gossip) *Eligibility {
 	e := &Eligibility{cfg: cfg, log: log, met: newMetrics(reg), events: mailbox.New[status.Event](),
 		Returning: handoff.NewReturning(cfg.Handoff, born, log, reg)}
@@ -262,6 +263,7 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 	if e.last == nil {
 		e.last = map[string]announce.Capability{}
 	}
+	var noMeta []string
 	for _, m := range in.Members {
 		if m.Name != e.cfg.Node && m.MetaErr == nil && m.Meta.Ready && m.Meta.Taking {
 			taking = append(taking, m.Name)
@@ -271,10 +273,11 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 		case errors.Is(m.MetaErr, membership.ErrNoMeta):
 			// Agents publish metadata from their first gossip on
 			// (New) since v0.0.2: a member without any is an older
-			// agent or a foreign member holding the gossip key. Counting it a candidate for
-			// everything would let it take any address: fail closed.
+			// agent or a foreign member holding the gossip key.
+			// Counting it a candidate for everything would let it
+			// take any address: fail closed.
 			delete(e.last, m.Name)
-			e.noteNoMeta(m.Name)
+			noMeta = append(noMeta, m.Name)
 		case m.MetaErr == nil && m.Meta.Reason == reasonStarting && in.Wall.Sub(e.Returning.Born()) < coldStartWindow:
 			// A cold start (this agent started moments ago too): every
 			// agent is starting, and counting only the ready ones would
@@ -290,11 +293,7 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 			other = append(other, m.Name+"="+m.Meta.Ranking)
 		}
 	}
-	for n := range e.noMeta { // log again should it come back
-		if !slices.ContainsFunc(in.Members, func(m membership.Member) bool { return m.Name == n && errors.Is(m.MetaErr, membership.ErrNoMeta) }) {
-			delete(e.noMeta, n)
-		}
-	}
+	e.noteNoMeta(noMeta)
 	for n := range e.last { // forget nodes that are gone
 		if !facts.names[n] {
 			delete(e.last, n)
@@ -303,16 +302,21 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 	return other, taking
 }
 
-// noteNoMeta logs, once while it lasts, a member without metadata.
-func (e *Eligibility) noteNoMeta(name string) {
-	if e.noMeta[name] {
+// noteNoMeta logs each member of names (the members without metadata
+// now) once while it stays without: one that gets metadata and loses it
+// again is logged again.
+func (e *Eligibility) noteNoMeta(names []string) {
+	if len(names) == 0 && len(e.noMeta) == 0 {
 		return
 	}
-	if e.noMeta == nil {
-		e.noMeta = map[string]bool{}
+	now := make(map[string]bool, len(names))
+	for _, n := range names {
+		now[n] = true
+		if !e.noMeta[n] {
+			e.log.Warn("a gossip member publishes no metadata: it is no candidate for any address (an agent older than v0.0.2, or not a Mooring agent; upgrade it, or rotate the gossip key if it is foreign)", "member", n)
+		}
 	}
-	e.noMeta[name] = true
-	e.log.Warn("a gossip member publishes no metadata: it is no candidate for any address (an agent older than v0.0.2, or not a Mooring agent; upgrade it, or rotate the gossip key if it is foreign)", "member", name)
+	e.noMeta = now
 }
 
 // candidates are the Nodes with a known capability: this node's own
