@@ -48,8 +48,10 @@ type Cluster struct {
 	// real runs the real nodes (--runtime=containerd); nil otherwise.
 	real *realNodes
 
-	// chart waits for the rendered chart (--install=chart).
-	chart func() ([]*unstructured.Unstructured, error)
+	// chart waits for the rendered chart (--install=chart); gossipKey is
+	// the key it was rendered with (UpgradeChart renders with it again).
+	chart     func() ([]*unstructured.Unstructured, error)
+	gossipKey string
 }
 
 // proc is a process the lab started and watches.
