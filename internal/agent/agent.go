@@ -131,6 +131,11 @@ type loopState struct {
 	// unanswered is what the last published decision said the responder
 	// cannot answer on (responder.Manager.Unanswered).
 	unanswered map[int]string
+	// handing are the addresses this node answers for until the returning
+	// peer the decision gave them to took them (handing.go);
+	// handingStarted says a pass began one (decide schedules its end).
+	handing        map[netip.Addr]handing
+	handingStarted bool
 }
 
 // New builds an agent; nothing runs until Run.

@@ -130,6 +130,7 @@ func (m *Membership) Snapshot() []Member {
 		ap, _ := netip.ParseAddrPort(addr)
 		mb := Member{Name: name, Addr: ap}
 		mb.Meta, mb.MetaErr = DecodeNodeMeta(m.metas[name])
+		m.tookOverride(&mb)
 		out = append(out, mb)
 	}
 	slices.SortFunc(out, func(a, b Member) int {

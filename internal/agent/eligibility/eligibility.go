@@ -349,6 +349,11 @@ func (e *Eligibility) countTaking(taking []string, caps announce.Capabilities) {
 	}
 }
 
+// Counts reports whether the last decision counts name as a returning
+// (Taking) member: this node keeps answering for the addresses that
+// decision gave it until it took them (make before break).
+func (e *Eligibility) Counts(name string) bool { return slices.Contains(e.counting, name) }
+
 // ConfirmApplied publishes, once the responder has been handed the
 // decision, which returning members that decision counts: they may take
 // their addresses, this node has let them go. g nil: no gossip metadata.
