@@ -25,9 +25,9 @@ func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 		name string
 		// end ends the hand-over: what node-2 publishes next, or a clock
 		// step past TakeMaxWait (Taking stays).
-		end      func(metas map[string]membership.NodeMeta, clk *clocktesting.FakeClock)
-		keep     bool // node-1 still answers node-2's share afterwards
-		expired  bool // the hand-over expired (counted)
+		end     func(metas map[string]membership.NodeMeta, clk *clocktesting.FakeClock)
+		keep    bool // node-1 still answers node-2's share afterwards
+		expired bool // the hand-over expired (counted)
 	}{
 		{name: "took", end: func(metas map[string]membership.NodeMeta, _ *clocktesting.FakeClock) {
 			metas["node-2"] = ready("eth0")
