@@ -136,6 +136,14 @@ type loopState struct {
 	// handingStarted says a pass began one (decide schedules its end).
 	handing        map[netip.Addr]handing
 	handingStarted bool
+	// handedTo, handedN and claimedN describe the hand-overs begun in
+	// this pass (logged once): to whom (the last), how many, and how many
+	// answered with that node's MAC.
+	handedTo          string
+	handedN, claimedN int
+	// reannounce are the addresses whose hand-over ended back here after
+	// answering with the peer's MAC: announced after the update.
+	reannounce []responder.Change
 }
 
 // New builds an agent; nothing runs until Run.

@@ -15,10 +15,11 @@ import (
 // SIGKILLed, cable pulled), its peer takes over, then the node comes back
 // (link up, agent restarted) and takes its addresses back after its
 // hold-down. From the restore on, for 10 s, the ARP/NDP audit samples the
-// responders every 50 ms and a client per family that forgets its
-// neighbour entry before every connection (so each one resolves afresh)
-// connects every 50 ms. The peer keeps answering until the returning node
-// took the addresses (make before break): no sample without a responder,
+// responders every 50 ms from the spare node and a client per family that
+// forgets its neighbour entry before every connection (so each one
+// resolves afresh) connects every 50 ms. The peer keeps answering, with
+// the returning node's MAC, until the returning node took the addresses
+// (make before break): no sample without a responder,
 // never two responders in two samples in a row, no failed connection.
 func TestE2EHandBackAfterRestore(t *testing.T) {
 	h := newHandBackCluster(t)
@@ -71,7 +72,7 @@ func (h handOffCluster) restoreAndHandBack() handOffResult {
 	if err := victim.SetLinkUp("eth0"); err != nil {
 		h.t.Fatal(err)
 	}
-	stop := h.startAuditEvery(50*time.Millisecond, h.v4, h.v6)
+	stop := h.startAuditFrom(h.lab.Host(h.rank[2]), 50*time.Millisecond, h.v4, h.v6)
 	restore := time.Now()
 	h.startAgent(victim)
 	h.owns(victim.Name, 20*time.Second)

@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -13,13 +16,17 @@ import (
 	"github.com/mooringlb/mooring/internal/agent/host"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/membership"
+	"github.com/mooringlb/mooring/internal/responder"
 )
 
 // Make before break (handing.go): node-1 serves node-2's share while
 // node-2 is away; when node-2 returns (Ready, Taking) node-1 counts and
 // confirms it but keeps answering node-2's share until node-2 took it
 // (Taking cleared: its took message or its metadata), so that some node
-// answers at every instant. Without the hand-over node-1 let go at once.
+// answers at every instant, with node-2's MAC when node-2 publishes it and
+// node-1's kernel has it as a neighbour, so that both answers name the
+// same MAC once node-2 answers too. Without the hand-over node-1 let go
+// at once.
 func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -28,7 +35,18 @@ func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 		end     func(metas map[string]membership.NodeMeta, clk *clocktesting.FakeClock)
 		keep    bool // node-1 still answers node-2's share afterwards
 		expired bool // the hand-over expired (counted)
+		// neighbour: node-1's kernel has node-2's MAC as a neighbour on
+		// eth0, so it answers node-2's share with node-2's MAC meanwhile.
+		neighbour bool
 	}{
+		{name: "took, answering with node-2's MAC", neighbour: true, end: func(metas map[string]membership.NodeMeta, _ *clocktesting.FakeClock) {
+			metas["node-2"] = withHW(ready("eth0"))
+		}},
+		{name: "gone before taking, after answering with its MAC", keep: true, neighbour: true, end: func(metas map[string]membership.NodeMeta, _ *clocktesting.FakeClock) {
+			away := withHW(ready("eth0"))
+			away.Ready = false
+			metas["node-2"] = away
+		}},
 		{name: "took", end: func(metas map[string]membership.NodeMeta, _ *clocktesting.FakeClock) {
 			metas["node-2"] = ready("eth0")
 		}},
@@ -46,6 +64,9 @@ func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 			away.Ready = false
 			metas := map[string]membership.NodeMeta{"node-2": away, "node-3": ready("eth0")}
 			a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
+			rec := &claimRecorder{Responder: resp}
+			a.deps.Responder = rec
+			a.deps.Links = neighbourLinks{inspectLinks: inspectLinks{links: []host.LinkInfo{eth0}}, known: tc.neighbour}
 			clk := clocktesting.NewFakeClock(time.Now())
 			a.deps.Clock = clk
 			a.cfg.TakeMaxWait = 5 * time.Second
@@ -87,7 +108,7 @@ func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 			}
 
 			// node-2 returns and takes: node-1 confirms it and answers on.
-			taking := ready("eth0")
+			taking := withHW(ready("eth0"))
 			taking.Taking = true
 			mem.mu.Lock()
 			metas["node-2"] = taking
@@ -102,6 +123,9 @@ func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 			if got := answers(); !slices.Equal(got, served) {
 				t.Fatalf("node-1 answers %v while node-2 takes, want %v (every address it served: make before break)", got, served)
 			}
+			if got, want := rec.claimedNow(), theirs; !tc.neighbour && len(got) > 0 || tc.neighbour && !slices.Equal(got, want) {
+				t.Fatalf("node-1 answers %v with node-2's MAC, want %v (neighbour known: %v)", got, want, tc.neighbour)
+			}
 
 			mem.mu.Lock()
 			tc.end(metas, clk)
@@ -113,6 +137,12 @@ func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 			}
 			if got := answers(); !slices.Equal(got, want) {
 				t.Fatalf("node-1 answers %v after the hand-over, want %v", got, want)
+			}
+			if got := rec.claimedNow(); len(got) > 0 {
+				t.Fatalf("node-1 still answers %v with node-2's MAC after the hand-over", got)
+			}
+			if tc.keep && tc.neighbour && !slices.Equal(rec.reannounced, theirs) {
+				t.Fatalf("re-announced %v, want %v: clients may have learned node-2's MAC", rec.reannounced, theirs)
 			}
 			wantExpired := 0.0
 			if tc.expired {
@@ -126,4 +156,60 @@ func TestHandOverKeepsAnsweringUntilTaken(t *testing.T) {
 			}
 		})
 	}
+}
+
+var node2MAC = net.HardwareAddr{0x02, 0, 0, 0, 0, 0x02}
+
+// withHW adds node-2's eth0 MAC to m.
+func withHW(m membership.NodeMeta) membership.NodeMeta {
+	m.HW = map[string]string{"eth0": hex.EncodeToString(node2MAC)}
+	return m
+}
+
+// neighbourLinks knows node-2's MAC as a neighbour on every interface
+// when known.
+type neighbourLinks struct {
+	inspectLinks
+	known bool
+}
+
+func (l neighbourLinks) NeighbourMACs(int) ([]net.HardwareAddr, error) {
+	if l.known {
+		return []net.HardwareAddr{node2MAC}, nil
+	}
+	return nil, nil
+}
+
+// claimRecorder records which addresses are answered with another MAC,
+// and the re-announcements.
+type claimRecorder struct {
+	*agenttest.Responder
+	claimed     map[netip.Addr]bool
+	reannounced []netip.Addr
+}
+
+func (r *claimRecorder) Update(cs []responder.Change) {
+	if r.claimed == nil {
+		r.claimed = map[netip.Addr]bool{}
+	}
+	for _, c := range cs {
+		r.claimed[c.Addr] = c.On && bytes.Equal(c.Claim, node2MAC)
+	}
+	r.Responder.Update(cs)
+}
+
+func (r *claimRecorder) Reannounce(_ int, a netip.Addr) {
+	r.reannounced = append(r.reannounced, a)
+	slices.SortFunc(r.reannounced, netip.Addr.Compare)
+}
+
+func (r *claimRecorder) claimedNow() []netip.Addr {
+	var out []netip.Addr
+	for a, on := range r.claimed {
+		if on {
+			out = append(out, a)
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out
 }

@@ -39,8 +39,8 @@ type auditResult struct {
 }
 
 func (r auditResult) String() string {
-	return fmt.Sprintf("%d address samples, %d with two responders (%d of them in a row), %d with none %v, %d late (not counted)",
-		r.samples, len(r.double), len(r.doubleRun), r.none, r.noneAt, r.late)
+	return fmt.Sprintf("%d address samples, %d with two responders %v (%d of them in a row), %d with none %v, %d late (not counted)",
+		r.samples, len(r.double), r.double, len(r.doubleRun), r.none, r.noneAt, r.late)
 }
 
 // startAudit samples addrs every 100 ms until the returned function is
@@ -53,6 +53,15 @@ func (c *cluster) startAudit(addrs ...netip.Addr) func() auditResult {
 // startAuditEvery samples addrs every interval until the returned
 // function is called, which returns the result.
 func (c *cluster) startAuditEvery(every time.Duration, addrs ...netip.Addr) func() auditResult {
+	c.t.Helper()
+	return c.startAuditFrom(c.lab.Client(), every, addrs...)
+}
+
+// startAuditFrom is startAuditEvery from the host from. A spare node sees
+// the answers to its own requests and the gratuitous ones only; the client
+// also sees the answers to its own connections' resolutions, so a sample
+// there also counts a node whose answer changed within the window.
+func (c *cluster) startAuditFrom(from *netlab.Host, every time.Duration, addrs ...netip.Addr) func() auditResult {
 	c.t.Helper()
 	var (
 		mu       sync.Mutex
@@ -77,7 +86,7 @@ func (c *cluster) startAuditEvery(every time.Duration, addrs ...netip.Addr) func
 			for _, a := range addrs {
 				wg.Go(func() {
 					began := time.Now()
-					macs, err := netlab.Probe(c.ctx, c.lab.Client(), a, every*4/5)
+					macs, err := netlab.Probe(c.ctx, from, a, every*4/5)
 					if err != nil {
 						return
 					}

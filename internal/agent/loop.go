@@ -173,7 +173,9 @@ func (a *Agent) decide(ctx context.Context) error {
 // pass made is told to the peers that kept answering until now.
 func (a *Agent) afterApply(ctx context.Context) {
 	if a.loop.handingStarted {
-		a.loop.handingStarted = false
+		a.log.Info("answering for addresses handed to a returning node until it took them", "node", a.loop.handedTo,
+			"addresses", a.loop.handedN, "with its MAC", a.loop.claimedN)
+		a.loop.handingStarted, a.loop.handedN, a.loop.claimedN = false, 0, 0
 		a.triggerAfter(ctx, a.cfg.TakeMaxWait+10*time.Millisecond)
 	}
 	if since, ok := a.elig.Returning.Took(); ok {

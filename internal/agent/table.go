@@ -20,6 +20,14 @@ func (a *Agent) applyToResponder(changes []announce.Change) {
 	if len(up) > 0 {
 		a.deps.Responder.Update(up)
 	}
+	if re, ok := a.deps.Responder.(interface {
+		Reannounce(ifindex int, addr netip.Addr)
+	}); ok {
+		for _, c := range a.loop.reannounce {
+			re.Reannounce(c.IfIndex, c.Addr)
+		}
+	}
+	a.loop.reannounce = nil
 }
 
 // applyAll gives the responder the whole local table.
@@ -47,10 +55,16 @@ func (a *Agent) responderUpdates(changes []announce.Change) []responder.Change {
 		for _, e := range a.loop.state.Local(c.Addr) {
 			now = append(now, e.IfIndex)
 		}
-		if len(now) > 0 {
-			delete(a.loop.handing, c.Addr) // this node's again: no hand-over
+		if h, ok := a.loop.handing[c.Addr]; ok && len(now) > 0 {
+			delete(a.loop.handing, c.Addr) // this node's again: the hand-over ends
+			out = append(out, a.unclaim(c.Addr, h.claimed)...)
+			continue
 		}
-		if slices.Equal(prev, now) || a.handOver(c, prev, now) {
+		if slices.Equal(prev, now) {
+			continue
+		}
+		if handed, claims := a.handOver(c, prev, now); handed {
+			out = append(out, claims...)
 			continue
 		}
 		out = append(out, a.converge(c.Addr)...)

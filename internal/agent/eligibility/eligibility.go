@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -84,8 +85,9 @@ type Eligibility struct {
 	meta         membership.NodeMeta
 	pubMeta      membership.NodeMeta // the last metadata computed, Counted aside
 	published    []byte
-	counting     []string // the Taking members the last caps count (peer side)
-	confirmed    []string // what this node publishes in Counted: applied
+	counting     []string                       // the Taking members the last caps count (peer side)
+	peerMeta     map[string]membership.NodeMeta // what each live peer publishes (PeerMAC)
+	confirmed    []string                       // what this node publishes in Counted: applied
 	deferringNow bool
 	noMeta       map[string]bool // members without metadata now, logged once
 	unservable   string          // last reported, to log and record once per change
@@ -264,9 +266,13 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 		e.last = map[string]announce.Capability{}
 	}
 	var noMeta []string
+	e.peerMeta = make(map[string]membership.NodeMeta, len(in.Members))
 	for _, m := range in.Members {
 		if m.Name != e.cfg.Node && m.MetaErr == nil && m.Meta.Ready && m.Meta.Taking {
 			taking = append(taking, m.Name)
+		}
+		if m.Name != e.cfg.Node && m.MetaErr == nil {
+			e.peerMeta[m.Name] = m.Meta
 		}
 		switch {
 		case m.Name == e.cfg.Node:
@@ -349,6 +355,25 @@ func (e *Eligibility) countTaking(taking []string, caps announce.Capabilities) {
 	}
 }
 
+// PeerMAC returns the MAC peer publishes for the interface that answers
+// where this node's interface ifname does: the one of the same name, else,
+// when ifname is one of this node's defaults (the interface carrying its
+// node address), the peer's first default. nil when the peer publishes
+// none: the hand-over then answers with this node's own MAC.
+func (e *Eligibility) PeerMAC(peer, ifname string) net.HardwareAddr {
+	m, ok := e.peerMeta[peer]
+	if !ok {
+		return nil
+	}
+	if mac := m.MAC(ifname); mac != nil {
+		return mac
+	}
+	if slices.Contains(e.meta.Defaults, ifname) && len(m.Defaults) > 0 {
+		return m.MAC(m.Defaults[0])
+	}
+	return nil
+}
+
 // Counts reports whether the last decision counts name as a returning
 // (Taking) member: this node keeps answering for the addresses that
 // decision gave it until it took them (make before break).
@@ -395,6 +420,7 @@ func (e *Eligibility) localCapability(insp Inspector, self *corev1.Node) (announ
 	}
 	usable, defaults, unusable := usableLinks(links, e.nodeIPs(self))
 	meta.Interfaces, meta.Defaults = usable, defaults
+	meta.HW = macsOf(links, usable)
 	switch {
 	case len(usable) == 0:
 		meta.Reason = "no usable interface"
