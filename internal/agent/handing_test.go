@@ -213,3 +213,52 @@ func (r *claimRecorder) claimedNow() []netip.Addr {
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out
 }
+
+// A peer this agent saw serving that starts again (publishes "starting")
+// is a restart into a running cluster, not a cold start: it is no
+// candidate until it is ready, so this node keeps serving its addresses.
+// A peer starting that was never seen serving is (a cold start: every
+// agent starting at once).
+func TestRestartedPeerIsNoColdStartCandidate(t *testing.T) {
+	starting := membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: "starting"}
+	for _, tc := range []struct {
+		name   string
+		before membership.NodeMeta // what node-2 publishes first
+		serves bool                // node-1 serves node-2's share while node-2 starts
+	}{
+		{name: "restart of a peer seen serving", before: ready("eth0"), serves: true},
+		{name: "cold start", before: starting, serves: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			metas := map[string]membership.NodeMeta{"node-2": tc.before, "node-3": ready("eth0")}
+			a, _, mem, resp, vips := eligibilityFixture(t, "node-1", []host.LinkInfo{eth0}, metas, agenttest.Node("node-1"), agenttest.Node("node-2"), agenttest.Node("node-3"))
+			var theirs []netip.Addr // node-2's, which node-1 serves when node-2 is no candidate
+			for _, v := range vips {
+				if r := announce.Rank([]string{"node-1", "node-2", "node-3"}, v); r[0] == "node-2" && r[1] == "node-1" {
+					theirs = append(theirs, v)
+				}
+			}
+			if len(theirs) == 0 {
+				t.Fatal("fixture: node-1 is second for none of node-2's addresses")
+			}
+			decide := func() {
+				t.Helper()
+				a.Trigger()
+				if err := a.decide(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			decide()
+			mem.mu.Lock()
+			metas["node-2"] = starting
+			mem.mu.Unlock()
+			decide()
+			got := resp.Table()[eth0.Index]
+			for _, v := range theirs {
+				if slices.Contains(got, v) != tc.serves {
+					t.Fatalf("node-1 answers %v while node-2 starts; node-2's %s served by node-1: %v, want %v", got, v, !tc.serves, tc.serves)
+				}
+			}
+		})
+	}
+}
