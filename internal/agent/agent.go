@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"time"
 
@@ -141,6 +142,8 @@ type loopState struct {
 	// answered with that node's MAC.
 	handedTo          string
 	handedN, claimedN int
+	// claims caches claim's answers within one pass.
+	claims map[claimKey]net.HardwareAddr
 	// reannounce are the addresses whose hand-over ended back here after
 	// answering with the peer's MAC: announced after the update.
 	reannounce []responder.Change

@@ -75,6 +75,26 @@ func (a *Agent) handOver(c announce.Change, prev, now []int) (bool, []responder.
 // kernel has that MAC as a neighbour on ifindex (so it is reachable
 // there); nil otherwise (answer with the own MAC).
 func (a *Agent) claim(ifindex int, peer string) net.HardwareAddr {
+	k := claimKey{ifindex, peer}
+	if mac, ok := a.loop.claims[k]; ok {
+		return mac // a hand-over of many addresses asks once per pass
+	}
+	if a.loop.claims == nil {
+		a.loop.claims = map[claimKey]net.HardwareAddr{}
+	}
+	mac := a.lookupClaim(ifindex, peer)
+	a.loop.claims[k] = mac
+	return mac
+}
+
+// claimKey names a claim's interface and peer.
+type claimKey struct {
+	ifindex int
+	peer    string
+}
+
+// lookupClaim is claim without the pass's cache.
+func (a *Agent) lookupClaim(ifindex int, peer string) net.HardwareAddr {
 	nb, ok := a.deps.Links.(interface {
 		NeighbourMACs(ifindex int) ([]net.HardwareAddr, error)
 	})

@@ -172,6 +172,7 @@ func (a *Agent) decide(ctx context.Context) error {
 // pass ends at the latest after TakeMaxWait (handing.go), and a take this
 // pass made is told to the peers that kept answering until now.
 func (a *Agent) afterApply(ctx context.Context) {
+	clear(a.loop.claims)
 	if a.loop.handingStarted {
 		a.log.Info("answering for addresses handed to a returning node until it took them", "node", a.loop.handedTo,
 			"addresses", a.loop.handedN, "with its MAC", a.loop.claimedN)
