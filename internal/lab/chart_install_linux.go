@@ -50,8 +50,13 @@ func (c *Cluster) renderChart(ctx context.Context) func() ([]*unstructured.Unstr
 		err  error
 	}
 	ch := make(chan result, 1)
+	key, err := newGossipKey()
+	if err != nil {
+		return func() ([]*unstructured.Unstructured, error) { return nil, err }
+	}
+	c.gossipKey = key
 	go func() {
-		objs, err := c.helmTemplate(ctx)
+		objs, err := c.helmTemplate(ctx, key)
 		ch <- result{objs, err}
 	}()
 	var r *result
@@ -64,16 +69,37 @@ func (c *Cluster) renderChart(ctx context.Context) func() ([]*unstructured.Unstr
 	}
 }
 
-func (c *Cluster) helmTemplate(ctx context.Context) ([]*unstructured.Unstructured, error) {
-	key, err := newGossipKey()
-	if err != nil {
-		return nil, err
-	}
+// chartArgs are the `helm template` arguments of the lab's install, with
+// key as the gossip key.
+func (c *Cluster) chartArgs(key string) []string {
 	args := helmTemplateArgs(c.cfg.ChartDir, key)
 	if c.real != nil {
 		args = realNodeChartArgs(args, c.real.images)
 	}
-	cmd := exec.CommandContext(ctx, c.cfg.Helm, args...)
+	return args
+}
+
+// ChartValues are the values the lab installed the chart with, each as
+// `--set` takes it (image.repository, image.tag, the gossip key): with
+// them `helm upgrade --install` renders what the lab applied and adopts
+// its objects (they carry Helm's ownership annotations), and a later
+// `helm upgrade --reuse-values` keeps them. Empty without --install=chart.
+func (c *Cluster) ChartValues() []string {
+	if c.gossipKey == "" {
+		return nil
+	}
+	var out []string
+	args := c.chartArgs(c.gossipKey)
+	for i, a := range args {
+		if a == "--set" && i+1 < len(args) {
+			out = append(out, args[i+1])
+		}
+	}
+	return out
+}
+
+func (c *Cluster) helmTemplate(ctx context.Context, key string) ([]*unstructured.Unstructured, error) {
+	cmd := exec.CommandContext(ctx, c.cfg.Helm, c.chartArgs(key)...)
 	// helm's own folders go to the state dir: nothing in the user's home.
 	home := filepath.Join(c.paths.Dir, "helm")
 	cmd.Env = append(cmd.Environ(), "HELM_CACHE_HOME="+home+"/cache", "HELM_CONFIG_HOME="+home+"/config", "HELM_DATA_HOME="+home+"/data")
@@ -118,8 +144,25 @@ func (c *Cluster) installChart(ctx context.Context) error {
 }
 
 // applyObject applies o server-side, retrying briefly: a fresh apiserver
-// may still be building the handlers of a new API.
+// may still be building the handlers of a new API. o gets Helm's
+// ownership annotations for ChartRelease, as `helm install` would set
+// them, and the label Helm wants beside them (the chart's templates set it
+// on most objects): `helm upgrade --install` adopts the lab's objects
+// (ChartValues).
 func (c *Cluster) applyObject(ctx context.Context, mapper meta.RESTMapper, o *unstructured.Unstructured) error {
+	o = o.DeepCopy()
+	ann := o.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann["meta.helm.sh/release-name"], ann["meta.helm.sh/release-namespace"] = ChartRelease, ChartNamespace
+	o.SetAnnotations(ann)
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels["app.kubernetes.io/managed-by"] = "Helm"
+	o.SetLabels(labels)
 	gvk := o.GroupVersionKind()
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {

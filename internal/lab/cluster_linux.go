@@ -48,8 +48,10 @@ type Cluster struct {
 	// real runs the real nodes (--runtime=containerd); nil otherwise.
 	real *realNodes
 
-	// chart waits for the rendered chart (--install=chart).
-	chart func() ([]*unstructured.Unstructured, error)
+	// chart waits for the rendered chart (--install=chart); gossipKey is
+	// the key it was rendered with (UpgradeChart renders with it again).
+	chart     func() ([]*unstructured.Unstructured, error)
+	gossipKey string
 }
 
 // proc is a process the lab started and watches.
@@ -424,7 +426,7 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	if c.bgp != nil {
 		router = c.bgp.router.Addr4
 	}
-	if err := errors.Join(createMooringObjects(ctx, c.dyn, router, c.cfg.BGP.HoldTime), <-chartErr); err != nil {
+	if err := errors.Join(createMooringObjects(ctx, c.dyn, router, c.cfg.BGP.HoldTime, c.cfg.bgpBFD()), <-chartErr); err != nil {
 		return err
 	}
 	if c.bgp != nil {

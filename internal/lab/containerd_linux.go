@@ -306,6 +306,37 @@ func (c *Cluster) registered(ctx context.Context, name string) {
 	})
 }
 
+// ImportImage side-loads a further Mooring image archive (`make image` of
+// another commit) into the containerd of every running real node, as
+// importImages did at boot, and returns its tag: the image.tag an upgrade
+// (UpgradeChart) points the chart at. A node killed meanwhile misses it.
+func (c *Cluster) ImportImage(ctx context.Context, archive string) (string, error) {
+	if c.real == nil {
+		return "", errors.New("lab: ImportImage needs real nodes (--runtime=containerd)")
+	}
+	tag, err := imageRef(archive)
+	if err != nil {
+		return "", fmt.Errorf("lab: %w: build it with `make image` and pass its dist/%s", err, mooringArchive)
+	}
+	for _, n := range c.nodes {
+		c.mu.Lock()
+		killed := c.killed[n.Name]
+		c.mu.Unlock()
+		if killed {
+			continue
+		}
+		pid, err := c.latestPID("node-mounts/" + n.Name)
+		if err != nil {
+			return "", err
+		}
+		enter := []string{"--mount=/proc/" + strconv.Itoa(pid) + "/ns/mnt", "--"}
+		if _, err := c.ctr(ctx, c.real.nodes[n.Name], enter, "images", "import", "--base-name", MooringRepository, archive); err != nil {
+			return "", err
+		}
+	}
+	return tag, nil
+}
+
 // killRealNode SIGKILLs every container of the node (its cgroup
 // subtree), after the lab killed containerd, the kubelet and the mount
 // namespace's holder.

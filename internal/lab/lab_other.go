@@ -33,3 +33,9 @@ func (*Cluster) Kill(string) error { return errLinux }
 
 // Restore reports that the lab needs Linux.
 func (*Cluster) Restore(string) error { return errLinux }
+
+// ImportImage reports that the lab needs Linux.
+func (*Cluster) ImportImage(context.Context, string) (string, error) { return "", errLinux }
+
+// ChartValues is empty: the lab needs Linux.
+func (*Cluster) ChartValues() []string { return nil }

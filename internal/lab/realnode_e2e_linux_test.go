@@ -79,8 +79,9 @@ func TestRealNodes(t *testing.T) {
 // TestRealNodesChart is the same with `--install=chart`: the chart's
 // DaemonSet and Deployment run from `make image`'s archive under their
 // real securityContext (checked on the processes: user, capabilities),
-// their logs hold no "forbidden"; a killed node's agent and controller
-// come back. On CI: `make test` builds the image archive (`make image`
+// their logs hold no "forbidden"; an agent stopped with SIGSTOP is
+// restarted by the kubelet on its liveness probe with never two ARP
+// responders; a killed node's agent and controller come back. On CI: `make test` builds the image archive (`make image`
 // for this machine's platform) with the lab's images.
 func TestRealNodesChart(t *testing.T) {
 	cfg := requireRealNodes(t, lab.InstallChart)
@@ -92,6 +93,7 @@ func TestRealNodesChart(t *testing.T) {
 	t.Run("kubectl logs, no forbidden", func(t *testing.T) { checkRealLogs(t, cs) })
 	t.Run("kubectl exec", func(t *testing.T) { checkRealExec(t, cs, r) })
 	t.Run("LoadBalancer", func(t *testing.T) { checkLoadBalancer(t, r) })
+	t.Run("wedged agent restarted by its liveness probe", func(t *testing.T) { checkWedgedAgent(t, cs, r) })
 	t.Run("kill and restore", func(t *testing.T) { checkRealKillRestore(t, cs, r, lab.ChartNamespace, "node-3") })
 	stop()
 	checkNothingLeft(t, cfg.StateDir)

@@ -2,10 +2,13 @@ package labtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -140,22 +143,53 @@ func URLs(addrs []netip.Addr) []string {
 	return out
 }
 
-// Responders counts ARP/NDP answers per address from host's eth0.
+// Responders counts ARP/NDP answers per address from host's eth0. The
+// sockets are opened on the host's thread (in its namespace) and the
+// families probed in parallel outside it: the probe's wait does not hold
+// the thread that a Load running from the same host dials on.
 func Responders(ctx context.Context, host *netlab.Host, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error) {
 	ifi, err := host.Interface()
 	if err != nil {
 		return nil, err
 	}
-	var res arpprobe.Result
+	var conns []net.PacketConn
+	var want [][]netip.Addr
 	err = host.Do(func() error {
-		var err error
-		// From the host's own addresses: MetalLB's NDP responder ignores a
-		// solicitation without a source link-layer address, which a
-		// DAD-style one (from ::) may not carry.
-		res, err = arpprobe.ProbeInterface(ctx, ifi, addrs, arpprobe.Options{Wait: 300 * time.Millisecond, Src4: host.Addr4, Src6: host.Addr6})
-		return err
+		for _, fam := range []arpprobe.Family{arpprobe.IPv4, arpprobe.IPv6} {
+			as := slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return arpprobe.FamilyOf(a) != fam })
+			if len(as) == 0 {
+				continue
+			}
+			c, err := arpprobe.Listen(ifi, fam)
+			if err != nil {
+				return err
+			}
+			conns, want = append(conns, c), append(want, as)
+		}
+		return nil
 	})
-	return res, err
+	if err != nil {
+		for _, c := range conns {
+			c.Close()
+		}
+		return nil, err
+	}
+	// From the host's own addresses: MetalLB's NDP responder ignores a
+	// solicitation without a source link-layer address, which a
+	// DAD-style one (from ::) may not carry.
+	opts := arpprobe.Options{Wait: 300 * time.Millisecond, Src4: host.Addr4, Src6: host.Addr6}
+	res := make([]arpprobe.Result, len(conns))
+	errs := make([]error, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() { res[i], errs[i] = arpprobe.ProbeConn(ctx, c, ifi.HardwareAddr, want[i], opts) })
+	}
+	wg.Wait()
+	out := arpprobe.Result{}
+	for _, r := range res {
+		maps.Copy(out, r)
+	}
+	return out, errors.Join(errs...)
 }
 
 // OneResponderEach fails unless every address has exactly one responder;
