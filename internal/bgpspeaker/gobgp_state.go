@@ -71,12 +71,15 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer) Sessi
 	g.mu.Lock()
 	down := gp.down
 	g.mu.Unlock()
-	if n, ok := g.hook.errs.lastNotification(gp.cfg.Address); ok && n.at.After(down.at) {
+	n, noted := g.hook.errs.lastNotification(gp.cfg.Address)
+	if noted && n.at.After(down.at) {
 		down = n.event()
 	}
 	o := observation{
 		peer: gp.cfg.Peer, address: gp.cfg.Address, hasPassword: gp.cfg.Password != "",
-		bfdFailed: failures > gp.bfdFailures, asMismatch: gp.asMismatch,
+		// GoBGP 4.8 never counts BFD failures (FailureTransitions stays
+		// 0): the last NOTIFICATION since the session was up tells.
+		bfdFailed: failures > gp.bfdFailures || noted && n.bfd(), asMismatch: gp.asMismatch,
 	}
 	// The latest of the two says why the session is not up now.
 	if down.kind != downNone && !down.at.Before(connAt) {
@@ -250,6 +253,24 @@ func downKindOf(r api.PeerState_DisconnectReason) downKind {
 		return downBadPeerAS
 	}
 	return downOther
+}
+
+// gobgpBFDReset is the shutdown communication of the Cease GoBGP sends
+// when its BFD session goes down (pkg/server/bfd_peer.go, resetPeer).
+const gobgpBFDReset = "BFD is down"
+
+// ceaseBFDDown is the Cease subcode "BFD Down" (RFC 9384), which FRR
+// sends when its BFD session takes the BGP session down.
+const ceaseBFDDown = 10
+
+// bfd reports whether n reset the session for BFD: GoBGP's own Cease
+// (administrative reset, "BFD is down") or the router's Cease/BFD Down.
+func (n notification) bfd() bool {
+	if n.code != bgp.BGP_ERROR_CEASE {
+		return false
+	}
+	return n.subcode == ceaseBFDDown ||
+		n.sent && n.subcode == bgp.BGP_ERROR_SUB_ADMINISTRATIVE_RESET && n.communication == gobgpBFDReset
 }
 
 // event turns a logged NOTIFICATION into a down event.

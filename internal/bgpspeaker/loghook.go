@@ -35,6 +35,9 @@ type connErrors struct {
 type notification struct {
 	sent          bool
 	code, subcode int64
+	// communication is the Cease's shutdown communication (RFC 8203),
+	// e.g. GoBGP's "BFD is down".
+	communication string
 	at            time.Time
 }
 
@@ -104,6 +107,8 @@ func (h *connHook) recordNotification(r slog.Record, sent bool) {
 			n.code = at.Value.Int64()
 		case "Subcode":
 			n.subcode = at.Value.Int64()
+		case "Communicated-Reason":
+			n.communication = at.Value.String()
 		}
 		return true
 	})

@@ -49,3 +49,27 @@ func TestClassify(t *testing.T) {
 		})
 	}
 }
+
+// TestNotificationBFD: GoBGP 4.8 never counts BFD failures, so a BFD reset
+// is known by its NOTIFICATION: GoBGP's own Cease (administrative reset,
+// "BFD is down") or the router's Cease/BFD Down (RFC 9384); an operator's
+// reset or shutdown is not one.
+func TestNotificationBFD(t *testing.T) {
+	cases := []struct {
+		n    notification
+		want bool
+	}{
+		{notification{sent: true, code: 6, subcode: 4, communication: "BFD is down"}, true},
+		{notification{sent: false, code: 6, subcode: 10}, true},
+		{notification{sent: true, code: 6, subcode: 10}, true},
+		{notification{sent: true, code: 6, subcode: 4}, false},
+		{notification{sent: false, code: 6, subcode: 4, communication: "BFD is down"}, false},
+		{notification{sent: true, code: 6, subcode: 2, communication: "BFD is down"}, false},
+		{notification{sent: true, code: 4, subcode: 0}, false},
+	}
+	for _, c := range cases {
+		if got := c.n.bfd(); got != c.want {
+			t.Errorf("%+v: bfd() = %v, want %v", c.n, got, c.want)
+		}
+	}
+}

@@ -290,6 +290,27 @@ func (i *Instance) Kill() error {
 	return errors.Join(errs...)
 }
 
+// Pause stops daemon d (SIGSTOP) until Resume, as a daemon that hangs:
+// its sockets stay open, it sends and answers nothing. Resume it before
+// Stop, which waits for a SIGTERM a stopped daemon cannot act on.
+func (i *Instance) Pause(d string) error { return i.signal(d, unix.SIGSTOP) }
+
+// Resume continues a paused daemon (SIGCONT).
+func (i *Instance) Resume(d string) error { return i.signal(d, unix.SIGCONT) }
+
+func (i *Instance) signal(d string, sig unix.Signal) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	p := i.procs[d]
+	if p == nil {
+		return fmt.Errorf("frr: no %s running", d)
+	}
+	if err := unix.Kill(p.PID, sig); err != nil {
+		return fmt.Errorf("frr: signalling %s: %w", d, err)
+	}
+	return nil
+}
+
 // removeTmp removes the folder FRR made for one of its processes (with
 // its crash-log buffers, which a killed daemon leaves).
 func removeTmp(daemon string, pid int) {

@@ -29,3 +29,9 @@ func (*Instance) Stop() error { return nil }
 
 // Kill reports ErrUnsupported.
 func (*Instance) Kill() error { return ErrUnsupported }
+
+// Pause reports ErrUnsupported.
+func (*Instance) Pause(string) error { return ErrUnsupported }
+
+// Resume reports ErrUnsupported.
+func (*Instance) Resume(string) error { return ErrUnsupported }

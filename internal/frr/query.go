@@ -245,6 +245,10 @@ type Session struct {
 	Messages               MessageStats
 	HoldTime, Keepalive    time.Duration // negotiated
 	LastResetReason        string
+	// LastNotification is the last NOTIFICATION's reason when the last
+	// reset sent or received one ("Cease/BFD Down": FRR sends a Cease
+	// with RFC 9384's subcode when BFD takes a session down).
+	LastNotification string
 	// AcceptedPrefixes and SentPrefixes count prefixes per family.
 	AcceptedPrefixes map[Family]int
 	SentPrefixes     map[Family]int
@@ -280,6 +284,7 @@ type rawNeighbor struct {
 	ConnsEstablished  int    `json:"connectionsEstablished"`
 	ConnsDropped      int    `json:"connectionsDropped"`
 	LastResetDueTo    string `json:"lastResetDueTo"`
+	LastNotification  string `json:"lastNotificationReason"`
 	GracefulRestartOf struct {
 		RemoteGrMode string `json:"remoteGrMode"`
 		EndOfRibRecv struct {
@@ -340,7 +345,7 @@ func (r *rawNeighbor) session(addr netip.Addr) Session {
 		ConnectionsEstablished: r.ConnsEstablished, ConnectionsDropped: r.ConnsDropped,
 		HoldTime:        time.Duration(r.HoldMsec) * time.Millisecond,
 		Keepalive:       time.Duration(r.KeepaliveMsec) * time.Millisecond,
-		LastResetReason: r.LastResetDueTo,
+		LastResetReason: r.LastResetDueTo, LastNotification: r.LastNotification,
 		Messages: MessageStats{
 			OpensSent: m.OpensSent, OpensRecv: m.OpensRecv,
 			NotificationsSent: m.NotificationsSent, NotificationsRecv: m.NotificationsRecv,

@@ -55,7 +55,23 @@ type BGPConfig struct {
 	// HoldTime is the hold time the nodes' speakers propose (0: the
 	// speaker's own default, 90 s for MetalLB).
 	HoldTime time.Duration
+	// BFD runs BFD (BFDInterval × BFDMultiplier) between Mooring's
+	// speakers and the router: the BGPPeer gets a BFDProfile, the
+	// router's neighbours a BFD profile of the same timers. Ignored with
+	// MetalLB, whose native speaker has no BFD.
+	BFD bool
 }
+
+// The lab's BFD timers (docs/bgp.md): a dead node is detected after
+// three missed packets, 0.9 s.
+const (
+	BFDInterval    = 300 * time.Millisecond
+	BFDMultiplier  = 3
+	bfdProfileName = "fast"
+)
+
+// bgpBFD reports whether the lab's speakers and router run BFD.
+func (c *Config) bgpBFD() bool { return c.BGP.Enabled && c.BGP.BFD && c.MetalLB == "" }
 
 // validateBGP checks the BGP settings against the rest of the lab.
 func (c *Config) validateBGP() error {
@@ -87,18 +103,34 @@ var routerSysctls = map[string]string{
 	"net.ipv6.fib_multipath_hash_policy": "1",
 }
 
-// routerConfig is the lab router's FRR configuration: any node of the
-// segment may peer (eBGP), BFD answers the speakers that ask for it
-// (passive; its short intervals leave the detection time to the
-// speaker's profile), the speakers' hold time wins (FRR proposes 180 s,
-// the lower one is used), and up to 64 equal paths make one ECMP route.
-func routerConfig(net netlab.Config, router netip.Addr) frr.Config {
-	return frr.Config{
+// routerConfig is the lab router's FRR configuration: every node is a
+// configured neighbour (eBGP), with BFD when bfd is set; a listen range
+// over the segment takes any other speaker (without BFD). The speakers'
+// hold time wins (FRR proposes 180 s, the lower one is used), and up to
+// 64 equal paths make one ECMP route.
+//
+// Configured neighbours, not the listen range, carry BFD: FRR 8.4 creates
+// a dynamic neighbour's BFD session when its BGP session comes up and
+// re-creates it (a new discriminator) about a second later, once it
+// knows the interface; GoBGP 4.8 ignores the new session's packets (it
+// keeps the first discriminator it learned), lets its own session expire
+// and resets BGP, and the next session starts over — BFD never stays up.
+// A configured neighbour's BFD session is re-keyed once, at its first
+// establishment, and is stable after that (docs/bgp.md, "BFD").
+func routerConfig(net netlab.Config, router netip.Addr, nodes []netip.Addr, bfd bool) frr.Config {
+	c := frr.Config{
 		Hostname: RouterHost, ASN: RouterASN, RouterID: router,
 		ListenRanges: []netip.Prefix{net.Subnet4, net.Subnet6},
-		Dynamic: frr.Peer{RemoteAS: "external",
-			BFD: &frr.BFD{Interval: 50 * time.Millisecond, Multiplier: 3, Passive: true}},
+		Dynamic:      frr.Peer{RemoteAS: "external"},
 	}
+	for _, a := range nodes {
+		n := frr.Neighbor{Addr: a, Peer: frr.Peer{RemoteAS: "external"}}
+		if bfd {
+			n.BFD = &frr.BFD{Interval: BFDInterval, Multiplier: BFDMultiplier}
+		}
+		c.Neighbors = append(c.Neighbors, n)
+	}
+	return c
 }
 
 // bgpNodeRoutes are the routes every node gets back to the client's
@@ -112,19 +144,19 @@ func bgpNodeRoutes(net netlab.Config) map[netip.Prefix]netip.Addr {
 
 // Mooring's BGP objects in the BGP lab: every node peers with the router
 // (eBGP, IPv4 and IPv6 over the IPv4 session, the hold time of
-// --bgp-hold-time, else Mooring's default), and the demo pool is
-// advertised to it. No BFD yet: against the lab's FRR 8.4 router a
-// session with a BFD profile never stays up (the router's dynamic
-// neighbours get no BFD session, and GoBGP resets a session whose BFD is
-// down; docs/bgp.md), so the hold time detects a dead node.
+// --bgp-hold-time, else Mooring's default, and with --bgp-bfd the
+// BFDProfile `fast`, BFDInterval × BFDMultiplier), and the demo pool is
+// advertised to it.
 var (
-	bgpPeerGVR = mooringv1.GroupVersion.WithResource("bgppeers")
-	bgpAdvGVR  = mooringv1.GroupVersion.WithResource("bgpadvertisements")
+	bgpPeerGVR    = mooringv1.GroupVersion.WithResource("bgppeers")
+	bgpAdvGVR     = mooringv1.GroupVersion.WithResource("bgpadvertisements")
+	bfdProfileGVR = mooringv1.GroupVersion.WithResource("bfdprofiles")
 )
 
-// mooringBGPObjects are the BGPPeer (the router) and the BGPAdvertisement
-// (the demo pool) of the BGP lab without MetalLB.
-func mooringBGPObjects(router netip.Addr, hold time.Duration) []labObject {
+// mooringBGPObjects are the BGPPeer (the router), the BGPAdvertisement
+// (the demo pool) and, with bfd, the BFDProfile of the BGP lab without
+// MetalLB.
+func mooringBGPObjects(router netip.Addr, hold time.Duration, bfd bool) []labObject {
 	meta := func(kind, name string) (metav1.TypeMeta, metav1.ObjectMeta) {
 		return metav1.TypeMeta{APIVersion: mooringv1.GroupVersion.String(), Kind: kind}, metav1.ObjectMeta{Name: name}
 	}
@@ -137,7 +169,16 @@ func mooringBGPObjects(router netip.Addr, hold time.Duration) []labObject {
 	}
 	adv := &mooringv1.BGPAdvertisement{Spec: mooringv1.BGPAdvertisementSpec{Pools: []string{demoName}}}
 	adv.TypeMeta, adv.ObjectMeta = meta("BGPAdvertisement", demoName)
-	return []labObject{{bgpPeerGVR, peer}, {bgpAdvGVR, adv}}
+	objs := []labObject{{bgpPeerGVR, peer}, {bgpAdvGVR, adv}}
+	if bfd {
+		ms := int32(BFDInterval / time.Millisecond)
+		prof := &mooringv1.BFDProfile{Spec: mooringv1.BFDProfileSpec{
+			ReceiveInterval: ptr.To(ms), TransmitInterval: ptr.To(ms), DetectMultiplier: ptr.To[int32](BFDMultiplier)}}
+		prof.TypeMeta, prof.ObjectMeta = meta("BFDProfile", bfdProfileName)
+		peer.Spec.BFDProfile = bfdProfileName
+		objs = append([]labObject{{bfdProfileGVR, prof}}, objs...)
+	}
+	return objs
 }
 
 // MetalLB's BGP kinds (native mode: IPv4 only, no BFD).

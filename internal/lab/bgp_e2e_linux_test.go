@@ -85,13 +85,20 @@ func checkFailoverCLI(t *testing.T, r *lab.Ready, runs int, lo, hi time.Duration
 	}
 	self, _ := os.Executable()
 	svgDir := t.TempDir()
-	out, err := labCLI(t, stateDir, "failover", "echo", "--kubeconfig", r.Kubeconfig,
+	out, logs, err := labCLILogs(t, stateDir, "--log-level", "debug", "failover", "echo", "--kubeconfig", r.Kubeconfig,
 		"--client-netns", string(bytes.TrimSpace(netns)), "--rate", "20", "--max-run", "60s", "--settle", "1s",
 		"--runs", fmt.Sprint(runs),
 		"--kill-command", self+" lab kill {node}", "--restore-command", self+" lab restore {node}",
 		"-o", "json", "--svg-dir", svgDir)
 	if err != nil {
 		t.Fatalf("mooring failover: %v\n%s", err, out)
+	}
+	// How long `lab kill` took (kill → the node's link down and its
+	// processes killed): part of every figure measured from the kill.
+	for _, l := range bytes.Split(logs, []byte("\n")) {
+		if bytes.Contains(l, []byte(`msg="kill done"`)) {
+			t.Logf("failover: %s", l)
+		}
 	}
 	var rep failover.Report
 	if err := json.Unmarshal(out, &rep); err != nil || len(rep.Runs) != runs {
@@ -205,6 +212,13 @@ func checkRoutedClient(t *testing.T, client *netlab.Host, addr netip.Addr) {
 // standard error with the error.
 func labCLI(t *testing.T, stateDir string, args ...string) ([]byte, error) {
 	t.Helper()
+	out, _, err := labCLILogs(t, stateDir, args...)
+	return out, err
+}
+
+// labCLILogs is labCLI that also returns the standard error.
+func labCLILogs(t *testing.T, stateDir string, args ...string) ([]byte, []byte, error) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -216,7 +230,7 @@ func labCLI(t *testing.T, stateDir string, args ...string) ([]byte, error) {
 	var out, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &stderr
 	if err := cmd.Run(); err != nil {
-		return stderr.Bytes(), fmt.Errorf("%w: %s", err, stderr.String())
+		return stderr.Bytes(), stderr.Bytes(), fmt.Errorf("%w: %s", err, stderr.String())
 	}
-	return out.Bytes(), nil
+	return out.Bytes(), stderr.Bytes(), nil
 }

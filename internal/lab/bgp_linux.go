@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 
@@ -35,7 +36,11 @@ func (c *Cluster) buildBGP(ctx context.Context) error {
 	if b.client, err = c.net.AttachBehind(ctx, netlab.ClientName, b.router, ClientSubnet4, ClientSubnet6, nil); err != nil {
 		return err
 	}
-	if b.frr, err = frr.Start(ctx, b.router, "", routerConfig(c.net.Config(), b.router.Addr4)); err != nil {
+	var nodes []netip.Addr
+	for _, h := range c.net.Nodes() {
+		nodes = append(nodes, h.Addr4)
+	}
+	if b.frr, err = frr.Start(ctx, b.router, "", routerConfig(c.net.Config(), b.router.Addr4, nodes, c.cfg.bgpBFD())); err != nil {
 		return fmt.Errorf("lab: starting the router: %w", err)
 	}
 	c.progress("router up (FRR in namespace " + RouterHost + "), client behind it")

@@ -426,7 +426,7 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 	if c.bgp != nil {
 		router = c.bgp.router.Addr4
 	}
-	if err := errors.Join(createMooringObjects(ctx, c.dyn, router, c.cfg.BGP.HoldTime), <-chartErr); err != nil {
+	if err := errors.Join(createMooringObjects(ctx, c.dyn, router, c.cfg.BGP.HoldTime, c.cfg.bgpBFD()), <-chartErr); err != nil {
 		return err
 	}
 	if c.bgp != nil {

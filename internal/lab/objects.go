@@ -195,7 +195,7 @@ type labObject struct {
 // objects instead of the policy (bgp.go): the client sits behind the
 // router, and an address announced both ways on one segment is a mistake
 // docs/bgp.md warns about.
-func createMooringObjects(ctx context.Context, dyn dynamic.Interface, router netip.Addr, hold time.Duration) error {
+func createMooringObjects(ctx context.Context, dyn dynamic.Interface, router netip.Addr, hold time.Duration, bfd bool) error {
 	pool := &mooringv1.LoadBalancerIPPool{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mooringv1.GroupVersion.String(), Kind: "LoadBalancerIPPool"},
 		ObjectMeta: metav1.ObjectMeta{Name: demoName},
@@ -216,7 +216,7 @@ func createMooringObjects(ctx context.Context, dyn dynamic.Interface, router net
 	}
 	objs := []labObject{{poolGVR, pool}, {policyGVR, policy}}
 	if router.IsValid() {
-		objs = append(objs[:1], mooringBGPObjects(router, hold)...)
+		objs = append(objs[:1], mooringBGPObjects(router, hold, bfd)...)
 	}
 	for _, o := range objs {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.obj)

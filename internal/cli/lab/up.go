@@ -113,6 +113,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	addRuntimeFlags(f, &cfg)
 	f.BoolVar(&cfg.BGP.Enabled, "bgp", false, "the BGP lab: a router namespace on the nodes' segment running FRR (bgpd, bfdd, zebra; make deps) that every node may peer with, and the client behind it, reaching Service addresses only through the router's ECMP routes. Mooring's agents peer with it (a BGPPeer with BFD 300 ms x 3 and a BGPAdvertisement of the demo pool, no L2 policy); with --metallb MetalLB's native BGP speakers do")
 	f.DurationVar(&cfg.BGP.HoldTime, "bgp-hold-time", 0, "with --bgp: the hold time the nodes' speakers propose (default: the speaker's own, 9s for Mooring, 90s for MetalLB)")
+	f.BoolVar(&cfg.BGP.BFD, "bgp-bfd", true, "with --bgp and Mooring's agents: BFD 300 ms x 3 between the nodes and the router (a BFDProfile on the BGPPeer, BFD on the router's neighbours); --bgp-bfd=false leaves failure detection to the hold time")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }
