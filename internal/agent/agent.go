@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"time"
 
@@ -131,6 +132,21 @@ type loopState struct {
 	// unanswered is what the last published decision said the responder
 	// cannot answer on (responder.Manager.Unanswered).
 	unanswered map[int]string
+	// handing are the addresses this node answers for until the returning
+	// peer the decision gave them to took them (handing.go);
+	// handingStarted says a pass began one (decide schedules its end).
+	handing        map[netip.Addr]handing
+	handingStarted bool
+	// handedTo, handedN and claimedN describe the hand-overs begun in
+	// this pass (logged once): to whom (the last), how many, and how many
+	// answered with that node's MAC.
+	handedTo          string
+	handedN, claimedN int
+	// claims caches claim's answers within one pass.
+	claims map[claimKey]net.HardwareAddr
+	// reannounce are the addresses whose hand-over ended back here after
+	// answering with the peer's MAC: announced after the update.
+	reannounce []responder.Change
 }
 
 // New builds an agent; nothing runs until Run.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/vishvananda/netlink"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/mooringlb/mooring/internal/netlab"
@@ -34,7 +35,7 @@ const helperEnv = "MOORING_E2E_HELPER"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "tcp-client" {
-		os.Exit(tcpClientMain(os.Getenv("TARGET"), os.Getenv("INTERVAL")))
+		os.Exit(tcpClientMain(os.Getenv("TARGET"), os.Getenv("INTERVAL"), os.Getenv("FLUSH") != ""))
 	}
 	// envtest logs through controller-runtime; the agents' own logs are in
 	// their files.
@@ -42,8 +43,13 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func tcpClientMain(target, interval string) int {
+func tcpClientMain(target, interval string, flush bool) int {
 	every, err := time.ParseDuration(interval)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ap, err := netip.ParseAddrPort(target)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -55,6 +61,9 @@ func tcpClientMain(target, interval string) int {
 		start := time.Now()
 		go func() {
 			line := "ok "
+			if flush {
+				forgetNeighbour(ap.Addr())
+			}
 			conn, err := net.DialTimeout("tcp", target, 200*time.Millisecond)
 			if err == nil {
 				_ = conn.SetDeadline(time.Now().Add(200 * time.Millisecond))
@@ -73,6 +82,28 @@ func tcpClientMain(target, interval string) int {
 		}()
 	}
 	return 0
+}
+
+// forgetNeighbour deletes the client's neighbour entry for addr, so that
+// the next connection resolves it afresh: a client arriving in a hand-off
+// gap, when nobody answers ARP/NDP, fails (the kernel retries after 1 s).
+// A resolution in progress (INCOMPLETE) is left alone: deleting it would
+// fail the attempt waiting on it with "no route to host", which says
+// nothing about who answers.
+func forgetNeighbour(addr netip.Addr) {
+	fam := netlink.FAMILY_V4
+	if addr.Is6() {
+		fam = netlink.FAMILY_V6
+	}
+	ns, err := netlink.NeighList(0, fam)
+	if err != nil {
+		return
+	}
+	for _, n := range ns {
+		if a, ok := netip.AddrFromSlice(n.IP); ok && a.Unmap() == addr && n.State&netlink.NUD_INCOMPLETE == 0 {
+			_ = netlink.NeighDel(&n)
+		}
+	}
 }
 
 type attempt struct {
@@ -97,9 +128,19 @@ func (tl *timeline) snapshot() []attempt {
 // namespace.
 func (c *cluster) startClient(addr netip.Addr, every time.Duration) *timeline {
 	c.t.Helper()
+	return c.startClientFlushing(addr, every, false)
+}
+
+// startClientFlushing is startClient whose client, with flush, forgets its
+// neighbour entry for addr before every connection.
+func (c *cluster) startClientFlushing(addr netip.Addr, every time.Duration, flush bool) *timeline {
+	c.t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helperEnv+"=tcp-client",
 		"TARGET="+netip.AddrPortFrom(addr, 8080).String(), "INTERVAL="+every.String())
+	if flush {
+		cmd.Env = append(cmd.Env, "FLUSH=1")
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		c.t.Fatal(err)

@@ -147,6 +147,7 @@ func (a *Agent) decide(ctx context.Context) error {
 		}
 	}
 	a.applyToResponder(changes)
+	a.afterApply(ctx)
 	a.elig.ConfirmApplied(a.gossip()) // only now may peers' returning nodes take
 	a.ready.Decided.Store(true)       // the agent serves from now on (health)
 	a.passToBackends(pass, changes)
@@ -165,6 +166,24 @@ func (a *Agent) decide(ctx context.Context) error {
 	}
 	a.publish()
 	return err
+}
+
+// afterApply follows the responder's update: a hand-over begun in this
+// pass ends at the latest after TakeMaxWait (handing.go), and a take this
+// pass made is told to the peers that kept answering until now.
+func (a *Agent) afterApply(ctx context.Context) {
+	clear(a.loop.claims)
+	if a.loop.handingStarted {
+		a.log.Info("answering for addresses handed to a returning node until it took them", "node", a.loop.handedTo,
+			"addresses", a.loop.handedN, "with its MAC", a.loop.claimedN)
+		a.loop.handingStarted, a.loop.handedN, a.loop.claimedN = false, 0, 0
+		a.triggerAfter(ctx, a.cfg.TakeMaxWait+10*time.Millisecond)
+	}
+	if since, ok := a.elig.Returning.Took(); ok {
+		if t, ok := a.deps.Members.(interface{ Took(since int64) }); ok {
+			t.Took(since)
+		}
+	}
 }
 
 // passToBackends completes the pass and hands it to every backend.

@@ -17,11 +17,21 @@ type metrics struct {
 	decisions        prometheus.Histogram
 	policyProblems   prometheus.Gauge
 	writes           *status.Writes
+	handOvers        prometheus.Counter
+	handOverExpired  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	f := promauto.With(reg)
 	return &metrics{
+		handOvers: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_agent_hand_overs_total",
+			Help: "Addresses this node kept answering after its decision gave them to a returning peer, until that peer took them (make before break).",
+		}),
+		handOverExpired: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_agent_hand_overs_expired_total",
+			Help: "Hand-overs this node ended because the returning peer had not taken the address within the maximum take wait (it lets the address go).",
+		}),
 		ownershipChanges: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mooring_agent_ownership_changes_total",
 			Help: "Addresses this node started (gained) or stopped (lost) announcing.",

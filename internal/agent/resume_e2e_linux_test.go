@@ -24,7 +24,7 @@ func TestE2EAgentResumeAfterLossTimeout(t *testing.T) {
 	h := newHandOffCluster(t)
 	r := h.stallPastLoss()
 	if !r.clean() {
-		t.Fatalf("%s; two responders in %v", r, r.audit.double)
+		t.Fatalf("%s; two responders in a row in %v", r, r.audit.doubleRun)
 	}
 }
 

@@ -9,13 +9,25 @@ import (
 )
 
 // applyToResponder gives the responder the whole table once, then only the
-// addresses that changed.
+// addresses that changed and the hand-overs that ended (handing.go).
 func (a *Agent) applyToResponder(changes []announce.Change) {
 	if !a.loop.applied {
 		a.applyAll()
-	} else if up := a.responderUpdates(changes); len(up) > 0 {
+		return
+	}
+	up := a.responderUpdates(changes)
+	up = append(up, a.handedOver()...)
+	if len(up) > 0 {
 		a.deps.Responder.Update(up)
 	}
+	if re, ok := a.deps.Responder.(interface {
+		Reannounce(ifindex int, addr netip.Addr)
+	}); ok {
+		for _, c := range a.loop.reannounce {
+			re.Reannounce(c.IfIndex, c.Addr)
+		}
+	}
+	a.loop.reannounce = nil
 }
 
 // applyAll gives the responder the whole local table.
@@ -29,6 +41,7 @@ func (a *Agent) applyAll() {
 	}
 	a.deps.Responder.Apply(desired)
 	a.loop.applied = true
+	a.loop.handing = nil
 }
 
 // responderUpdates turns changes into what the responder must start and
@@ -42,24 +55,19 @@ func (a *Agent) responderUpdates(changes []announce.Change) []responder.Change {
 		for _, e := range a.loop.state.Local(c.Addr) {
 			now = append(now, e.IfIndex)
 		}
+		if h, ok := a.loop.handing[c.Addr]; ok && len(now) > 0 {
+			delete(a.loop.handing, c.Addr) // this node's again: the hand-over ends
+			out = append(out, a.unclaim(c.Addr, h.claimed)...)
+			continue
+		}
 		if slices.Equal(prev, now) {
 			continue
 		}
-		for _, i := range prev {
-			if !slices.Contains(now, i) {
-				out = append(out, responder.Change{IfIndex: i, Addr: c.Addr})
-			}
+		if handed, claims := a.handOver(c, prev, now); handed {
+			out = append(out, claims...)
+			continue
 		}
-		for _, i := range now {
-			if !slices.Contains(prev, i) {
-				out = append(out, responder.Change{IfIndex: i, Addr: c.Addr, On: true})
-			}
-		}
-		if now == nil {
-			delete(a.loop.answered, c.Addr)
-		} else {
-			a.loop.answered[c.Addr] = now
-		}
+		out = append(out, a.converge(c.Addr)...)
 	}
 	return out
 }

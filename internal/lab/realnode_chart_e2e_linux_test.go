@@ -3,6 +3,7 @@ package lab_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -183,6 +184,7 @@ func checkWedgedAgent(t *testing.T, cs kubernetes.Interface, r *lab.Ready) {
 	load := &labtest.Load{Host: client, URLs: labtest.URLs(addrs[:1]), Interval: 50 * time.Millisecond, Timeout: 3 * time.Second}
 	lctx, lstop := context.WithCancel(ctx)
 	load.Start(lctx)
+	evictions := watchNotReady(lctx, cs, node)
 	time.Sleep(2 * time.Second)
 	stopped := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -202,6 +204,7 @@ func checkWedgedAgent(t *testing.T, cs kubernetes.Interface, r *lab.Ready) {
 	load.Wait()
 	audit := arp.end(t)
 	ok, fail, failures := load.Totals()
+	t.Logf("demo pods on %s seen not Ready while its agent was stopped: %v", node, evictions())
 	st := after.Status.ContainerStatuses[0]
 	if st.LastTerminationState.Terminated == nil || st.State.Running == nil {
 		t.Fatalf("agent on %s restarted without a terminated and a running state: %+v", node, st)
@@ -219,6 +222,49 @@ func checkWedgedAgent(t *testing.T, cs kubernetes.Interface, r *lab.Ready) {
 	if ended > 30*time.Second {
 		t.Errorf("the wedged agent's container ended %v after the stop, want within 30 s (the chart's probe: 19 s)", ended.Round(time.Second))
 	}
+}
+
+// watchNotReady polls the demo pods on node until ctx ends and returns a
+// function that lists the first time each was seen not Ready, with the
+// condition's reason, and the pods watched (MooringNodeUnreachable: the peers declared the node
+// lost and evicted its endpoints).
+func watchNotReady(ctx context.Context, cs kubernetes.Interface, node string) func() []string {
+	var mu sync.Mutex
+	seen := map[string]string{}
+	watched := map[string]bool{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			pods, err := cs.CoreV1().Pods(lab.DemoNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+			for _, p := range podItems(pods, err) {
+				mu.Lock()
+				watched[p.Name] = true
+				mu.Unlock()
+				for _, c := range p.Status.Conditions {
+					mu.Lock()
+					if _, ok := seen[p.Name]; !ok && c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+						seen[p.Name] = fmt.Sprintf("%s %s (%s)", time.Now().Format("15:04:05.000"), p.Name, c.Reason)
+					}
+					mu.Unlock()
+				}
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}()
+	return func() []string {
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return append(slices.Sorted(maps.Values(seen)), fmt.Sprintf("(%d pods watched: %v)", len(watched), slices.Sorted(maps.Keys(watched))))
+	}
+}
+
+func podItems(pods *corev1.PodList, err error) []corev1.Pod {
+	if err != nil || pods == nil {
+		return nil
+	}
+	return pods.Items
 }
 
 // waitAgentRestarted waits until node's agent pod (the same pod: a

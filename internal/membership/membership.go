@@ -55,6 +55,11 @@ type Membership struct {
 	lastGap time.Time
 	addr    string // our advertised address once running
 
+	// took: peers whose took message (took.go) arrived before their
+	// metadata cleared Taking, with the Since it named.
+	took   map[string]int64
+	sender atomic.Pointer[senderBox] // the running memberlist (Took), nil outside Run
+
 	meta atomic.Value // []byte: our own node metadata (SetMeta)
 	// gossiped is our own metadata as gossip's state holds it (under mu):
 	// what peers learn from us, which lags meta until UpdateNode took it.
@@ -87,6 +92,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		unreachable: map[string]*held{},
 		suspects:    map[string]*held{},
 		early:       map[string]*held{},
+		took:        map[string]int64{},
 	}
 	m.meta.Store([]byte(nil))
 	return m, nil
@@ -174,6 +180,8 @@ func (m *Membership) Run(ctx context.Context) error {
 		return fmt.Errorf("membership: starting memberlist on %s:%d: %w", m.cfg.BindAddr, m.cfg.BindPort, err)
 	}
 	local := ml.LocalNode()
+	m.sender.Store(&senderBox{ml})
+	defer m.sender.Store(nil)
 	m.mu.Lock()
 	m.addr = local.Address()
 	m.mu.Unlock()
@@ -302,6 +310,7 @@ func (m *Membership) stop(ml *memberlist.Memberlist, graceful bool) {
 	clear(m.unreachable)
 	clear(m.suspects)
 	clear(m.early)
+	clear(m.took)
 	m.met.held.Set(0)
 	m.addr = ""
 	m.met.live.Set(0)
@@ -392,6 +401,7 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 	}
 	delete(m.live, n.Name)
 	delete(m.metas, n.Name)
+	delete(m.took, n.Name)
 	delete(m.held, n.Name)
 	m.met.held.Set(float64(len(m.held)))
 	count := len(m.live)
@@ -412,7 +422,7 @@ func (e *events) NotifyLeave(n *memberlist.Node) {
 
 func (e *events) NotifyUpdate(n *memberlist.Node) {
 	m := (*Membership)(e)
-	meta, _ := DecodeNodeMeta(n.Meta)
+	meta, err := DecodeNodeMeta(n.Meta)
 	m.mu.Lock()
 	if n.Name == m.cfg.NodeName {
 		m.gossiped = slices.Clone(n.Meta)
@@ -428,6 +438,7 @@ func (e *events) NotifyUpdate(n *memberlist.Node) {
 	if live {
 		m.metas[n.Name] = slices.Clone(n.Meta)
 	}
+	m.forgetTook(n.Name, meta, err)
 	m.mu.Unlock()
 	if changed {
 		m.log.Debug("member metadata changed", "node", n.Name, "ready", meta.Ready, "taking", meta.Taking, "counted", meta.Counted, "leaving", meta.Leaving)
@@ -480,8 +491,8 @@ func (m *Membership) notify() {
 	}
 }
 
-// delegate only publishes our metadata (SetMeta, and the leaving mark);
-// Mooring sends no user messages over gossip.
+// delegate publishes our metadata (SetMeta, and the leaving mark) and
+// receives the one user message Mooring sends (took.go).
 type delegate Membership
 
 func (d *delegate) NodeMeta(limit int) []byte {
@@ -491,7 +502,11 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	}
 	return b
 }
-func (d *delegate) NotifyMsg([]byte)                    {}
+func (d *delegate) NotifyMsg(b []byte) {
+	if len(b) > 1 && b[0] == msgTook {
+		(*Membership)(d).receiveTook(b[1:])
+	}
+}
 func (d *delegate) GetBroadcasts(int, int) [][]byte     { return nil }
 func (d *delegate) LocalState(bool) []byte              { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, _ bool) {}

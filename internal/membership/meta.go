@@ -1,9 +1,11 @@
 package membership
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 
@@ -44,6 +46,11 @@ type NodeMeta struct {
 	// responder has applied counts as candidates: it has let their
 	// addresses go. Usually empty or one name, at most MaxCounted.
 	Counted []string `json:"cn,omitempty"`
+	// HW are the MACs of its usable interfaces by name (12 hex digits): a
+	// peer that hands an address over to this agent answers with the MAC
+	// this agent will (make before break). Dropped when the metadata would
+	// not fit gossip's limit.
+	HW map[string]string `json:"hw,omitempty"`
 }
 
 // MaxCounted bounds NodeMeta.Counted, so that the metadata stays within
@@ -52,8 +59,12 @@ const MaxCounted = 8
 
 // FitCounted returns m with Counted shortened until m encodes within
 // gossip's limit (long node names); a name left out is not confirmed, and
-// its node waits its bounded maximum.
+// its node waits its bounded maximum. HW goes first: without it peers hand
+// addresses over answering with their own MACs.
 func (m NodeMeta) FitCounted() NodeMeta {
+	if _, err := m.Encode(); err != nil {
+		m.HW = nil
+	}
 	m.Counted = m.Counted[:min(len(m.Counted), MaxCounted):min(len(m.Counted), MaxCounted)]
 	for len(m.Counted) > 0 {
 		if _, err := m.Encode(); err == nil {
@@ -62,6 +73,15 @@ func (m NodeMeta) FitCounted() NodeMeta {
 		m.Counted = m.Counted[:len(m.Counted)-1]
 	}
 	return m
+}
+
+// MAC returns the MAC m publishes for its interface ifname, nil if none.
+func (m NodeMeta) MAC(ifname string) net.HardwareAddr {
+	b, err := hex.DecodeString(m.HW[ifname])
+	if err != nil || len(b) != 6 {
+		return nil
+	}
+	return net.HardwareAddr(b)
 }
 
 // Counts reports whether m confirms that its agent counts name (see
@@ -130,6 +150,7 @@ func (m *Membership) Snapshot() []Member {
 		ap, _ := netip.ParseAddrPort(addr)
 		mb := Member{Name: name, Addr: ap}
 		mb.Meta, mb.MetaErr = DecodeNodeMeta(m.metas[name])
+		m.tookOverride(&mb)
 		out = append(out, mb)
 	}
 	slices.SortFunc(out, func(a, b Member) int {

@@ -16,6 +16,8 @@ type metrics struct {
 	earlyDistrusted prometheus.Counter
 	insecure        prometheus.Gauge
 	metaRetries     prometheus.Counter
+	tookSent        prometheus.Counter
+	tookReceived    prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: not
@@ -50,6 +52,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		metaRetries: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_meta_retries_total",
 			Help: "Times gossip did not take this member's new metadata (an update overtaken by a refutation of its own death, at a restart) and it was published again.",
+		}),
+		tookSent: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_took_sent_total",
+			Help: "Took messages this returning member sent its peers (one per peer per take): they let go of the addresses they kept answering until it answered.",
+		}),
+		tookReceived: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_took_received_total",
+			Help: "Took messages received from returning peers, before gossip carried the same in their metadata.",
 		}),
 		earlyDistrusted: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_early_failures_distrusted_total",

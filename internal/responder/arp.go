@@ -39,6 +39,16 @@ func (v Verdict) String() string {
 // Owns reports whether an address is in the table of one interface.
 type Owns func(netip.Addr) bool
 
+// Claims reports whether an address is in the table of one interface and
+// the MAC its answers name: nil for the interface's own, another node's
+// while this one hands the address over to that node (Change.Claim).
+type Claims func(netip.Addr) (net.HardwareAddr, bool)
+
+// claimsOwn is owns answering with the interface's own MAC.
+func claimsOwn(owns Owns) Claims {
+	return func(a netip.Addr) (net.HardwareAddr, bool) { return nil, owns(a) }
+}
+
 // HandleARP decides whether the Ethernet frame is an ARP request that ifMAC's
 // interface must answer and, if so, returns the reply frame (unicast to the
 // requester). It is pure: no sockets, no clock.
@@ -48,6 +58,14 @@ type Owns func(netip.Addr) bool
 // others (sender IP == target IP) are not answered: replying would start a
 // war with a second announcer instead of leaving the decision to the agent.
 func HandleARP(frame []byte, ifMAC net.HardwareAddr, owns Owns) ([]byte, Verdict) {
+	return HandleARPClaims(frame, ifMAC, claimsOwn(owns))
+}
+
+// HandleARPClaims is HandleARP whose reply names the MAC claims gives
+// (the interface's own when nil) as the sender hardware address; the
+// Ethernet source is always the interface's own, so switches keep
+// learning each MAC where it is.
+func HandleARPClaims(frame []byte, ifMAC net.HardwareAddr, claims Claims) ([]byte, Verdict) {
 	var f ethernet.Frame
 	if err := f.UnmarshalBinary(frame); err != nil || f.EtherType != ethernet.EtherTypeARP {
 		return nil, Ignored
@@ -67,10 +85,14 @@ func HandleARP(frame []byte, ifMAC net.HardwareAddr, owns Owns) ([]byte, Verdict
 	if bytes.Equal(p.SenderHardwareAddr, ifMAC) || p.SenderIP == p.TargetIP {
 		return nil, Ignored
 	}
-	if !owns(p.TargetIP) {
+	mac, ok := claims(p.TargetIP)
+	if !ok {
 		return nil, NotOwned
 	}
-	reply, err := arpFrame(arp.OperationReply, ifMAC, p.TargetIP,
+	if mac == nil {
+		mac = ifMAC
+	}
+	reply, err := arpFrameFrom(ifMAC, arp.OperationReply, mac, p.TargetIP,
 		p.SenderHardwareAddr, p.SenderIP, p.SenderHardwareAddr)
 	if err != nil {
 		return nil, Ignored
@@ -101,6 +123,12 @@ func GratuitousARP(mac net.HardwareAddr, ip netip.Addr) ([][]byte, error) {
 // package accepts it there.
 func arpFrame(op arp.Operation, sha net.HardwareAddr, spa netip.Addr,
 	tha net.HardwareAddr, tpa netip.Addr, ethDst net.HardwareAddr) ([]byte, error) {
+	return arpFrameFrom(sha, op, sha, spa, tha, tpa, ethDst)
+}
+
+// arpFrameFrom is arpFrame sent from the Ethernet address ethSrc.
+func arpFrameFrom(ethSrc net.HardwareAddr, op arp.Operation, sha net.HardwareAddr, spa netip.Addr,
+	tha net.HardwareAddr, tpa netip.Addr, ethDst net.HardwareAddr) ([]byte, error) {
 	if op == arp.OperationRequest && bytes.Equal(tha, ethernet.Broadcast) {
 		// RFC 5227 announcements put zeros in THA; the arp package wants a
 		// 6-byte address, so use the zero MAC.
@@ -116,7 +144,7 @@ func arpFrame(op arp.Operation, sha net.HardwareAddr, spa netip.Addr,
 	}
 	f := ethernet.Frame{
 		Destination: ethDst,
-		Source:      sha,
+		Source:      ethSrc,
 		EtherType:   ethernet.EtherTypeARP,
 		Payload:     pb,
 	}

@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"net"
@@ -23,6 +24,9 @@ type link struct {
 	log   *slog.Logger
 	mu    sync.RWMutex
 	owned map[netip.Addr]struct{}
+	// claims are the owned addresses answered with another MAC than the
+	// interface's own (Change.Claim), under mu.
+	claims map[netip.Addr]net.HardwareAddr
 	// groups counts the owned IPv6 addresses of each solicited-node group;
 	// joined are the groups whose membership succeeded.
 	groups map[[6]byte]int
@@ -43,6 +47,36 @@ func (l *link) owns(a netip.Addr) bool {
 	return ok
 }
 
+// claimed reports whether a is owned and the MAC its answers name (nil:
+// the interface's own): Claims for the readers.
+func (l *link) claimed(a netip.Addr) (net.HardwareAddr, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if _, ok := l.owned[a]; !ok {
+		return nil, false
+	}
+	return l.claims[a], true
+}
+
+// claim sets the MAC an owned a is answered with (nil: the interface's
+// own) and reports whether it changed.
+func (l *link) claim(a netip.Addr, mac net.HardwareAddr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.owned[a]; !ok || bytes.Equal(l.claims[a], mac) {
+		return false
+	}
+	if mac == nil {
+		delete(l.claims, a)
+	} else {
+		if l.claims == nil {
+			l.claims = map[netip.Addr]net.HardwareAddr{}
+		}
+		l.claims[a] = mac
+	}
+	return true
+}
+
 // size is how many addresses the link answers for.
 func (l *link) size() int {
 	l.mu.RLock()
@@ -50,9 +84,10 @@ func (l *link) size() int {
 	return len(l.owned)
 }
 
-// setOwned makes next the table of this interface and returns the
-// addresses that are newly owned, sorted.
-func (l *link) setOwned(next map[netip.Addr]struct{}) []netip.Addr {
+// setOwned makes next the table of this interface, answered with claims
+// where given, and returns the addresses that are newly owned and
+// answered with the interface's own MAC (to announce), sorted.
+func (l *link) setOwned(next map[netip.Addr]struct{}, claims map[netip.Addr]net.HardwareAddr) []netip.Addr {
 	l.mu.RLock()
 	var gone []netip.Addr
 	for a := range l.owned {
@@ -66,7 +101,7 @@ func (l *link) setOwned(next map[netip.Addr]struct{}) []netip.Addr {
 	}
 	var added []netip.Addr
 	for a := range next {
-		if l.add(a) {
+		if l.addClaimed(a, claims[a]) && claims[a] == nil {
 			added = append(added, a)
 		}
 	}
@@ -80,8 +115,13 @@ func (l *link) setOwned(next map[netip.Addr]struct{}) []netip.Addr {
 // add answers for a from now on and reports whether it is new. Its
 // solicited-node group is joined first, so no solicitation is missed for
 // lack of a membership after we start answering.
-func (l *link) add(a netip.Addr) bool {
+func (l *link) add(a netip.Addr) bool { return l.addClaimed(a, nil) }
+
+// addClaimed is add answering with claim (nil: the interface's own MAC),
+// set together with the address; an address already owned gets claim.
+func (l *link) addClaimed(a netip.Addr, claim net.HardwareAddr) bool {
 	if l.owns(a) {
+		l.claim(a, claim)
 		return false
 	}
 	if g, ok := solicitedGroup(a); ok {
@@ -90,6 +130,12 @@ func (l *link) add(a netip.Addr) bool {
 	}
 	l.mu.Lock()
 	l.owned[a] = struct{}{}
+	if claim != nil {
+		if l.claims == nil {
+			l.claims = map[netip.Addr]net.HardwareAddr{}
+		}
+		l.claims[a] = claim
+	}
 	l.mu.Unlock()
 	return true
 }
@@ -117,6 +163,7 @@ func (l *link) remove(a netip.Addr) {
 	}
 	l.mu.Lock()
 	delete(l.owned, a)
+	delete(l.claims, a)
 	l.mu.Unlock()
 	g, ok := solicitedGroup(a)
 	if !ok {
@@ -146,7 +193,12 @@ func solicitedGroup(a netip.Addr) ([6]byte, bool) {
 
 // announce sends one round of gratuitous frames for a: both ARP forms for
 // IPv4, one unsolicited NA for IPv6.
+// An address answered with another node's MAC (a hand-over) is not
+// announced: the node taking it announces it.
 func (l *link) announce(a netip.Addr) {
+	if mac, ok := l.claimed(a); !ok || mac != nil {
+		return
+	}
 	var frames [][]byte
 	var err error
 	conn, fam := l.ARP, familyIPv4
@@ -175,8 +227,8 @@ func (l *link) announce(a netip.Addr) {
 	}
 }
 
-// handler is HandleARP or HandleNDP.
-type handler func(frame []byte, ifMAC net.HardwareAddr, owns Owns) ([]byte, Verdict)
+// handler is HandleARPClaims or HandleNDPClaims.
+type handler func(frame []byte, ifMAC net.HardwareAddr, claims Claims) ([]byte, Verdict)
 
 // serve reads frames from conn until the link is closed, answering requests
 // for owned addresses.
@@ -202,7 +254,7 @@ func (l *link) serve(conn GroupConn, fam string, handle handler) {
 			continue
 		}
 		failures = 0
-		reply, v := handle(buf[:n], l.MAC, l.owns)
+		reply, v := handle(buf[:n], l.MAC, l.claimed)
 		if v == Ignored {
 			continue
 		}

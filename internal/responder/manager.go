@@ -106,6 +106,9 @@ type Manager struct {
 
 	mu      sync.Mutex
 	desired map[int]map[netip.Addr]struct{} // normalised (toSet)
+	// claims are the desired addresses answered with another MAC
+	// (Change.Claim); Apply clears them.
+	claims map[int]map[netip.Addr]net.HardwareAddr
 	// full is set by Apply until Run takes the table; otherwise delta holds
 	// the addresses Update changed since Run last looked, by interface
 	// (true: answer), so Run touches only those.
@@ -179,17 +182,22 @@ func (m *Manager) Apply(desired map[int][]netip.Addr) {
 		}
 	}
 	m.mu.Lock()
-	m.desired, m.full, m.delta = table, true, map[int]map[netip.Addr]bool{}
+	m.desired, m.full, m.delta, m.claims = table, true, map[int]map[netip.Addr]bool{}, nil
 	m.mu.Unlock()
 	m.poke()
 }
 
 // Change is one address to answer for (On) or no longer answer for on one
-// interface.
+// interface. Claim, with On, is the MAC to answer with instead of the
+// interface's own: another node's, while this node hands the address over
+// to it (make before break: both answers then name the same MAC). An
+// address answered with a Claim is not announced; a Change without one
+// returns to the interface's own MAC (call Reannounce to tell clients).
 type Change struct {
 	IfIndex int
 	Addr    netip.Addr
 	On      bool
+	Claim   net.HardwareAddr
 }
 
 // Update changes the desired table by the given entries and leaves the
@@ -219,6 +227,7 @@ func (m *Manager) Update(changes []Change) {
 				delete(m.desired, c.IfIndex)
 			}
 		}
+		m.setClaim(c.IfIndex, a, c.On, c.Claim)
 		if !m.full {
 			d := m.delta[c.IfIndex]
 			if d == nil {
@@ -230,6 +239,38 @@ func (m *Manager) Update(changes []Change) {
 	}
 	m.mu.Unlock()
 	m.poke()
+}
+
+// setClaim records the desired claim of a (under m.mu).
+func (m *Manager) setClaim(ifindex int, a netip.Addr, on bool, mac net.HardwareAddr) {
+	if on && len(mac) == 6 {
+		if m.claims == nil {
+			m.claims = map[int]map[netip.Addr]net.HardwareAddr{}
+		}
+		if m.claims[ifindex] == nil {
+			m.claims[ifindex] = map[netip.Addr]net.HardwareAddr{}
+		}
+		m.claims[ifindex][a] = slices.Clone(mac)
+		return
+	}
+	delete(m.claims[ifindex], a)
+	if len(m.claims[ifindex]) == 0 {
+		delete(m.claims, ifindex)
+	}
+}
+
+// claimsOf copies the desired claims on ifindex.
+func (m *Manager) claimsOf(ifindex int) map[netip.Addr]net.HardwareAddr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.claims[ifindex])
+}
+
+// claimOf returns the desired claim of a on ifindex (nil: none).
+func (m *Manager) claimOf(ifindex int, a netip.Addr) net.HardwareAddr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claims[ifindex][a]
 }
 
 func (m *Manager) poke() {
@@ -368,7 +409,11 @@ func (s *runState) update(delta map[int]map[netip.Addr]bool) {
 		// solicited-node group arriving keeps the group joined throughout.
 		var added []netip.Addr
 		for a, on := range delta[ifindex] {
-			if on && l.add(a) {
+			if !on {
+				continue
+			}
+			claim := m.claimOf(ifindex, a)
+			if l.addClaimed(a, claim) && claim == nil {
 				added = append(added, a)
 			}
 		}
@@ -416,7 +461,7 @@ func (s *runState) openWith(ifindex int, set map[netip.Addr]struct{}) error {
 	}
 	delete(s.openErrs, ifindex)
 	s.links[ifindex] = l
-	s.schedule(ifindex, l.setOwned(set))
+	s.schedule(ifindex, l.setOwned(set, s.m.claimsOf(ifindex)))
 	return nil
 }
 
@@ -473,7 +518,7 @@ func (s *runState) reconcile(table map[int]map[netip.Addr]struct{}) {
 			continue
 		}
 		if l, ok := s.links[ifindex]; ok {
-			s.schedule(ifindex, l.setOwned(set))
+			s.schedule(ifindex, l.setOwned(set, m.claimsOf(ifindex)))
 		} else if err := s.openWith(ifindex, set); err != nil {
 			openErr = err
 		}
@@ -516,8 +561,8 @@ func (s *runState) openLink(ifindex int) (*link, error) {
 	l := newLink(pl, s.m.met, s.m.cfg.Clock, s.m.log)
 	l.silent = s.m.cfg.Silent
 	s.wg.Add(2)
-	go func() { defer s.wg.Done(); l.serve(l.ARP, familyIPv4, HandleARP) }()
-	go func() { defer s.wg.Done(); l.serve(l.NDP, familyIPv6, HandleNDP) }()
+	go func() { defer s.wg.Done(); l.serve(l.ARP, familyIPv4, HandleARPClaims) }()
+	go func() { defer s.wg.Done(); l.serve(l.NDP, familyIPv6, HandleNDPClaims) }()
 	s.m.log.Info("interface opened", "ifindex", ifindex, "interface", pl.Name, "mac", pl.MAC.String())
 	return l, nil
 }

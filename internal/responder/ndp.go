@@ -33,6 +33,13 @@ var allNodes = netip.MustParseAddr("ff02::1")
 // probe (source ::) is answered to all-nodes without the Solicited flag, as
 // RFC 4861 §7.2.4 requires, which tells the prober the address is taken.
 func HandleNDP(frame []byte, ifMAC net.HardwareAddr, owns Owns) ([]byte, Verdict) {
+	return HandleNDPClaims(frame, ifMAC, claimsOwn(owns))
+}
+
+// HandleNDPClaims is HandleNDP whose advertisement names the MAC claims
+// gives (the interface's own when nil) as the target link-layer address;
+// the Ethernet source is always the interface's own.
+func HandleNDPClaims(frame []byte, ifMAC net.HardwareAddr, claims Claims) ([]byte, Verdict) {
 	var f ethernet.Frame
 	if err := f.UnmarshalBinary(frame); err != nil || f.EtherType != ethernet.EtherTypeIPv6 {
 		return nil, Ignored
@@ -60,15 +67,18 @@ func HandleNDP(frame []byte, ifMAC net.HardwareAddr, owns Owns) ([]byte, Verdict
 	if err != nil || (dst != target && dst != snm) {
 		return nil, Ignored
 	}
-	if !owns(target) {
+	mac, ok := claims(target)
+	if !ok {
 		return nil, NotOwned
 	}
-
+	if mac == nil {
+		mac = ifMAC
+	}
 	na := &ndp.NeighborAdvertisement{
 		Solicited:     true,
 		Override:      true,
 		TargetAddress: target,
-		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: ifMAC}},
+		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: mac}},
 	}
 	replyDst, ethDst := src, sourceLLA(ns, f.Source)
 	if src.IsUnspecified() {

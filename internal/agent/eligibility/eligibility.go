@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -84,8 +85,10 @@ type Eligibility struct {
 	meta         membership.NodeMeta
 	pubMeta      membership.NodeMeta // the last metadata computed, Counted aside
 	published    []byte
-	counting     []string // the Taking members the last caps count (peer side)
-	confirmed    []string // what this node publishes in Counted: applied
+	counting     []string                       // the Taking members the last caps count (peer side)
+	peerMeta     map[string]membership.NodeMeta // what each live peer publishes (PeerMAC)
+	served       map[string]bool                // peers seen ready since this agent started (coldStartPeer)
+	confirmed    []string                       // what this node publishes in Counted: applied
 	deferringNow bool
 	noMeta       map[string]bool // members without metadata now, logged once
 	unservable   string          // last reported, to log and record once per change
@@ -261,12 +264,16 @@ func (e *Eligibility) Publish(g Gossip, meta membership.NodeMeta) {
 // and the returning (Taking) ones.
 func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []string) {
 	if e.last == nil {
-		e.last = map[string]announce.Capability{}
+		e.last, e.served = map[string]announce.Capability{}, map[string]bool{}
 	}
 	var noMeta []string
+	e.peerMeta = make(map[string]membership.NodeMeta, len(in.Members))
 	for _, m := range in.Members {
 		if m.Name != e.cfg.Node && m.MetaErr == nil && m.Meta.Ready && m.Meta.Taking {
 			taking = append(taking, m.Name)
+		}
+		if m.Name != e.cfg.Node && m.MetaErr == nil {
+			e.peerMeta[m.Name] = m.Meta
 		}
 		switch {
 		case m.Name == e.cfg.Node:
@@ -278,16 +285,13 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 			// take any address: fail closed.
 			delete(e.last, m.Name)
 			noMeta = append(noMeta, m.Name)
-		case m.MetaErr == nil && m.Meta.Reason == reasonStarting && in.Wall.Sub(e.Returning.Born()) < coldStartWindow:
-			// A cold start (this agent started moments ago too): every
-			// agent is starting, and counting only the ready ones would
-			// move addresses as each becomes ready. Optimistic, as before
-			// capabilities; a restart into a running cluster is not this.
+		case m.MetaErr == nil && e.coldStartPeer(m, in.Wall):
 			e.last[m.Name] = announce.Capability{Any: true}
 		case m.MetaErr != nil || !m.Meta.Ready:
 			delete(e.last, m.Name) // not ready (restarting, holding down): no candidate
 		default:
 			e.last[m.Name] = announce.Capability{Interfaces: m.Meta.Interfaces, Defaults: m.Meta.Defaults}
+			e.served[m.Name] = true
 		}
 		if m.MetaErr == nil && !announce.RankingAgrees(m.Meta.Ranking, in.Policies) {
 			other = append(other, m.Name+"="+m.Meta.Ranking)
@@ -300,6 +304,19 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 		}
 	}
 	return other, taking
+}
+
+// coldStartPeer reports whether m, a peer still starting, counts as a
+// candidate for everything: at a cold start (this agent started moments
+// ago too) every agent is starting, and counting only the ready ones would
+// move addresses as each becomes ready (optimistic, as before
+// capabilities). Not a peer this agent saw serving: that one restarted
+// into a running cluster and holds down first, so counting it would hand
+// its addresses to a node that answers nothing (seen: a survivor 8 s old
+// gave a restarted peer its addresses back at once, and nobody answered
+// for 100 ms).
+func (e *Eligibility) coldStartPeer(m membership.Member, wall time.Time) bool {
+	return m.Meta.Reason == reasonStarting && wall.Sub(e.Returning.Born()) < coldStartWindow && !e.served[m.Name]
 }
 
 // noteNoMeta logs each member of names (the members without metadata
@@ -349,6 +366,30 @@ func (e *Eligibility) countTaking(taking []string, caps announce.Capabilities) {
 	}
 }
 
+// PeerMAC returns the MAC peer publishes for the interface that answers
+// where this node's interface ifname does: the one of the same name, else,
+// when ifname is one of this node's defaults (the interface carrying its
+// node address), the peer's first default. nil when the peer publishes
+// none: the hand-over then answers with this node's own MAC.
+func (e *Eligibility) PeerMAC(peer, ifname string) net.HardwareAddr {
+	m, ok := e.peerMeta[peer]
+	if !ok {
+		return nil
+	}
+	if mac := m.MAC(ifname); mac != nil {
+		return mac
+	}
+	if slices.Contains(e.meta.Defaults, ifname) && len(m.Defaults) > 0 {
+		return m.MAC(m.Defaults[0])
+	}
+	return nil
+}
+
+// Counts reports whether the last decision counts name as a returning
+// (Taking) member: this node keeps answering for the addresses that
+// decision gave it until it took them (make before break).
+func (e *Eligibility) Counts(name string) bool { return slices.Contains(e.counting, name) }
+
 // ConfirmApplied publishes, once the responder has been handed the
 // decision, which returning members that decision counts: they may take
 // their addresses, this node has let them go. g nil: no gossip metadata.
@@ -390,6 +431,7 @@ func (e *Eligibility) localCapability(insp Inspector, self *corev1.Node) (announ
 	}
 	usable, defaults, unusable := usableLinks(links, e.nodeIPs(self))
 	meta.Interfaces, meta.Defaults = usable, defaults
+	meta.HW = macsOf(links, usable)
 	switch {
 	case len(usable) == 0:
 		meta.Reason = "no usable interface"

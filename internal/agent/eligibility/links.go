@@ -1,6 +1,7 @@
 package eligibility
 
 import (
+	"encoding/hex"
 	"net/netip"
 	"slices"
 
@@ -89,6 +90,21 @@ func NetworkPrefixes(addrs []netip.Prefix) []string {
 	var out []string
 	for _, p := range slices.Compact(nets) {
 		out = append(out, p.String())
+	}
+	return out
+}
+
+// macsOf returns the MACs of the named links (12 hex digits), for
+// NodeMeta.HW.
+func macsOf(links []host.LinkInfo, names []string) map[string]string {
+	var out map[string]string
+	for _, l := range links {
+		if len(l.MAC) == 6 && slices.Contains(names, l.Name) {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[l.Name] = hex.EncodeToString(l.MAC)
+		}
 	}
 	return out
 }

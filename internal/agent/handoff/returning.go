@@ -47,6 +47,7 @@ type Returning struct {
 	takeBy    time.Time // TakeMaxWait: older peers no longer awaited, a lagging one logged
 	taking    bool      // returning, ready, waiting for its peers to confirm
 	overdue   bool      // the maximum wait passed with a peer unconfirmed (logged, counted)
+	took      bool      // a take ended since Took was last called
 
 	unconfirmed, unconfirmable prometheus.Counter
 }
@@ -205,8 +206,20 @@ func (r *Returning) take(now time.Time, members []membership.Member) int {
 		r.log.Warn("taking addresses after the maximum wait: some peers publish no confirmations (older agents)",
 			"waited", max(r.cfg.TakeMaxWait, r.cfg.TakeDelay), "older", older)
 	}
-	r.taking = false
+	r.taking, r.took = false, true
 	return d
+}
+
+// Took reports, once, that a take ended since the last call, and the
+// readiness (Since) it was for: the caller tells the peers that kept
+// answering for the addresses (membership.Took) after the responder took
+// them.
+func (r *Returning) Took() (int64, bool) {
+	if !r.took {
+		return 0, false
+	}
+	r.took = false
+	return r.since, true
 }
 
 // What a returning node does about its addresses (takeDecision).

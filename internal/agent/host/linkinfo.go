@@ -1,12 +1,17 @@
 package host
 
-import "net/netip"
+import (
+	"net"
+	"net/netip"
+)
 
 // LinkInfo is one of the node's links, as far as choosing where to answer
 // ARP/NDP goes (Links.Inspect reads it from netlink).
 type LinkInfo struct {
 	Name  string
 	Index int
+	// MAC is its hardware address (what its answers name).
+	MAC net.HardwareAddr
 	// Up: administratively up and not reporting a down carrier.
 	Up bool
 	// NoARP: the link does no neighbour resolution (IFF_NOARP): answering

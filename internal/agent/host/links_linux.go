@@ -40,7 +40,7 @@ func (Links) Inspect() ([]LinkInfo, error) {
 	for _, l := range links {
 		a := l.Attrs()
 		li := LinkInfo{
-			Name: a.Name, Index: a.Index,
+			Name: a.Name, Index: a.Index, MAC: a.HardwareAddr,
 			Up:           a.Flags&net.FlagUp != 0 && a.OperState != netlink.OperDown && a.OperState != netlink.OperLowerLayerDown,
 			NoARP:        a.RawFlags&unix.IFF_NOARP != 0,
 			Loopback:     a.Flags&net.FlagLoopback != 0,
@@ -59,6 +59,23 @@ func (Links) Inspect() ([]LinkInfo, error) {
 			}
 		}
 		out = append(out, li)
+	}
+	return out, nil
+}
+
+// NeighbourMACs returns the link-layer addresses of the kernel's
+// neighbours on the interface ifindex (any state but failed): the MACs
+// known to be reachable there.
+func (Links) NeighbourMACs(ifindex int) ([]net.HardwareAddr, error) {
+	ns, err := netlink.NeighList(ifindex, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, fmt.Errorf("listing the neighbours of interface %d: %w", ifindex, err)
+	}
+	var out []net.HardwareAddr
+	for _, n := range ns {
+		if len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_FAILED|netlink.NUD_INCOMPLETE) == 0 {
+			out = append(out, n.HardwareAddr)
+		}
 	}
 	return out, nil
 }
