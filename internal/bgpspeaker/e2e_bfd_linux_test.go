@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/bgp"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
 	"github.com/mooringlb/mooring/internal/frr"
@@ -23,7 +24,10 @@ const (
 // both ends with each end's 300 ms × 3, and the session then stays up; a
 // router whose bfdd hangs makes the speaker's BFD expire in under a
 // second, which resets the session, and the status says BFDDown; when
-// bfdd is back, so are BFD and the session.
+// bfdd is back, so are BFD and the session. An agent restart (SIGTERM)
+// still keeps the node's route at the router as stale although its BFD
+// goes quiet too: the session closed first, and FRR does not flush a
+// restarting peer's routes when BFD then goes down.
 func TestBFD(t *testing.T) {
 	node := netip.MustParseAddr("10.213.0.11") // node-1 (internal/netlab)
 	f := newFabric(t, 1, func(c *frr.Config) {
@@ -35,6 +39,7 @@ func TestBFD(t *testing.T) {
 	p := v4peer()
 	p.BFDProfile = "fast"
 	f.in.Peers = []bgp.Peer{p}
+	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
 	f.apply(nil)
 	sp := f.speakers["node-1"]
 	ctx := context.Background()
@@ -80,5 +85,11 @@ func TestBFD(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
+	bfdUp(30 * time.Second)
+
+	f.wantNextHops("10.213.0.100/32", node.String())
+	eor := f.restartCheck("node-1", (*speakerProc).terminate)
+	t.Logf("SIGTERM with BFD: End-of-RIB %v after the new speaker started", eor)
+	sp = f.speakers["node-1"]
 	bfdUp(30 * time.Second)
 }

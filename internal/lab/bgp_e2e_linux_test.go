@@ -143,6 +143,13 @@ func deref(f *float64) any {
 // exactly want (sorted).
 func waitNexthops(t *testing.T, ctx context.Context, router *frr.Client, p netip.Prefix, want []netip.Addr, d time.Duration) {
 	t.Helper()
+	if err := nexthopsWithin(ctx, router, p, want, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nexthopsWithin is waitNexthops returning the failure.
+func nexthopsWithin(ctx context.Context, router *frr.Client, p netip.Prefix, want []netip.Addr, d time.Duration) error {
 	var got []netip.Addr
 	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
 		fam := frr.IPv4
@@ -151,13 +158,13 @@ func waitNexthops(t *testing.T, ctx context.Context, router *frr.Client, p netip
 		}
 		rib, err := router.RIB(ctx, fam)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if got = rib.Installed(p, "bgp"); slices.Equal(got, want) {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("router: %s via %v after %s, want %v", p, got, d, want)
+			return fmt.Errorf("router: %s via %v after %s, want %v", p, got, d, want)
 		}
 	}
 }
