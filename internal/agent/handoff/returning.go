@@ -138,7 +138,7 @@ func (r *Returning) Hold(now, wall time.Time, members []membership.Member, meta 
 	}
 	if meta.Ready && r.since == 0 {
 		r.since = wall.Unix()
-		wake = append(wake, r.startTake(now, members)...)
+		wake = append(wake, r.startTake(now)...)
 	}
 	meta.Since = r.since
 	if r.taking && r.take(now, members) == takeWait {
@@ -174,25 +174,16 @@ func (r *Returning) servedWithout(members []membership.Member) (string, bool) {
 // so the node waits on, never beside it, until it confirms, stops serving
 // or leaves the members (gossip and the kernel check found it dead); the
 // maximum wait passing then logs a warning and counts
-// mooring_agent_take_unconfirmed_total. A node that is not returning (it
-// found no peer ready before it started: a cold start) takes at once when
-// no peer serves yet; when one does (it became ready first, or gossip had
-// not yet told this node of the peer that had served without it, so its
-// first decision took a restart for a cold start) it takes the same way,
-// without the least wait: a peer that already serves may be answering for
-// these addresses, and answering beside it is never right.
-func (r *Returning) startTake(now time.Time, members []membership.Member) []time.Duration {
-	least := r.cfg.TakeDelay
+// mooring_agent_take_unconfirmed_total. At a cold start peers count it
+// already, so it takes them at once.
+func (r *Returning) startTake(now time.Time) []time.Duration {
 	if !r.returning {
-		if awaited, _ := Unconfirmed(r.cfg.Node, members); len(awaited) == 0 {
-			return nil
-		}
-		least = 0
+		return nil
 	}
 	r.taking, r.overdue = true, false
-	r.takeAt = now.Add(least)
-	r.takeBy = now.Add(max(r.cfg.TakeMaxWait, least))
-	return []time.Duration{least, r.takeBy.Sub(now)}
+	r.takeAt = now.Add(r.cfg.TakeDelay)
+	r.takeBy = now.Add(max(r.cfg.TakeMaxWait, r.cfg.TakeDelay))
+	return []time.Duration{r.cfg.TakeDelay, r.takeBy.Sub(now)}
 }
 
 // take decides the take at now and ends it unless it must wait.

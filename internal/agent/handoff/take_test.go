@@ -2,7 +2,6 @@ package handoff
 
 import (
 	"errors"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
@@ -78,50 +77,6 @@ func TestTakeDecision(t *testing.T) {
 			}
 			if got := takeDecision(tc.now, takeAt, takeBy, awaited, older); got != tc.want {
 				t.Fatalf("decision %d, want %d", got, tc.want)
-			}
-		})
-	}
-}
-
-// A node that found no peer ready before it started (a cold start) takes
-// at once when no peer serves yet. When one does (it became ready first,
-// or gossip had not yet told this node of a peer that served without it,
-// so its first decision took a restart for a cold start: seen on CI as two
-// nodes answering for 200 ms in a rolling restart) it publishes Taking and
-// waits for that peer's confirmation like a returning node, without the
-// least wait.
-func TestColdStartWaitsForAServingPeer(t *testing.T) {
-	born := time.Unix(1e9, 0)
-	serving := ready("eth0")
-	serving.Confirms, serving.Since = true, born.Unix() // ready moments before: no restart
-	for _, tc := range []struct {
-		name    string
-		members []membership.Member
-		holding bool
-	}{
-		{"no peer serves yet", []membership.Member{{Name: "node-1", Meta: membership.NodeMeta{Reason: "starting"}}}, false},
-		{"a peer serves", []membership.Member{{Name: "node-1", Meta: serving}}, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := NewReturning(Config{Node: "node-2", HoldDown: 3 * time.Second, TakeDelay: 500 * time.Millisecond, TakeMaxWait: 5 * time.Second},
-				born, slog.New(slog.DiscardHandler), nil)
-			meta := ready("eth0")
-			holding, _ := r.Hold(born, born, tc.members, &meta)
-			if holding != tc.holding || meta.Taking != tc.holding {
-				t.Fatalf("held %v, Taking %v; want %v", holding, meta.Taking, tc.holding)
-			}
-			if !tc.holding {
-				return
-			}
-			confirmed := serving
-			confirmed.Counted = []string{"node-2"}
-			meta = ready("eth0")
-			holding, _ = r.Hold(born.Add(time.Millisecond), born, []membership.Member{{Name: "node-1", Meta: confirmed}}, &meta)
-			if holding || meta.Taking {
-				t.Fatalf("still held (%v) or Taking (%v) once the serving peer confirmed: no least wait at a cold start", holding, meta.Taking)
-			}
-			if since, ok := r.Took(); !ok || since != born.Unix() {
-				t.Fatalf("Took() = %d, %v; want the readiness %d", since, ok, born.Unix())
 			}
 		})
 	}
