@@ -135,18 +135,32 @@ func pickNodes(ctx context.Context, cs kubernetes.Interface) ([]string, error) {
 }
 
 // cleanup deletes every pod of the run, with its own deadline: the
-// caller's context may already be cancelled.
+// caller's context may already be cancelled. A create the cancelled run
+// had in flight can still land after the first delete (the API server
+// finishes a request whose client gave up), so it deletes again until a
+// list 200 ms later finds none (CI saw one pod left otherwise).
 func cleanup(cfg Config) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := cfg.Client.CoreV1().Pods(cfg.Namespace).DeleteCollection(ctx,
-		metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)},
-		metav1.ListOptions{LabelSelector: LabelRun + "=" + cfg.RunID})
-	if err != nil && !apierrors.IsNotFound(err) {
-		cfg.Log.Warn("deleting the probe's pods failed: delete them by hand", "namespace", cfg.Namespace, "selector", LabelRun+"="+cfg.RunID, "err", err)
-		return
+	pods := cfg.Client.CoreV1().Pods(cfg.Namespace)
+	sel := metav1.ListOptions{LabelSelector: LabelRun + "=" + cfg.RunID}
+	for {
+		err := pods.DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, sel)
+		if err != nil && !apierrors.IsNotFound(err) {
+			cfg.Log.Warn("deleting the probe's pods failed: delete them by hand", "namespace", cfg.Namespace, "selector", sel.LabelSelector, "err", err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			cfg.Log.Warn("the probe's pods kept appearing: delete them by hand", "namespace", cfg.Namespace, "selector", sel.LabelSelector)
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if l, err := pods.List(ctx, sel); err == nil && len(l.Items) == 0 {
+			break
+		}
 	}
-	cfg.Log.Info("probe pods deleted", "namespace", cfg.Namespace, "selector", LabelRun+"="+cfg.RunID)
+	cfg.Log.Info("probe pods deleted", "namespace", cfg.Namespace, "selector", sel.LabelSelector)
 }
 
 func (cfg *Config) pod(name, node string) *corev1.Pod {

@@ -87,7 +87,6 @@ type Eligibility struct {
 	published    []byte
 	counting     []string                       // the Taking members the last caps count (peer side)
 	peerMeta     map[string]membership.NodeMeta // what each live peer publishes (PeerMAC)
-	served       map[string]bool                // peers seen ready since this agent started (coldStartPeer)
 	confirmed    []string                       // what this node publishes in Counted: applied
 	deferringNow bool
 	noMeta       map[string]bool // members without metadata now, logged once
@@ -264,7 +263,7 @@ func (e *Eligibility) Publish(g Gossip, meta membership.NodeMeta) {
 // and the returning (Taking) ones.
 func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []string) {
 	if e.last == nil {
-		e.last, e.served = map[string]announce.Capability{}, map[string]bool{}
+		e.last = map[string]announce.Capability{}
 	}
 	var noMeta []string
 	e.peerMeta = make(map[string]membership.NodeMeta, len(in.Members))
@@ -285,13 +284,16 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 			// take any address: fail closed.
 			delete(e.last, m.Name)
 			noMeta = append(noMeta, m.Name)
-		case m.MetaErr == nil && e.coldStartPeer(m, in.Wall):
+		case m.MetaErr == nil && m.Meta.Reason == reasonStarting && in.Wall.Sub(e.Returning.Born()) < coldStartWindow:
+			// A cold start (this agent started moments ago too): every
+			// agent is starting, and counting only the ready ones would
+			// move addresses as each becomes ready. Optimistic, as before
+			// capabilities; a restart into a running cluster is not this.
 			e.last[m.Name] = announce.Capability{Any: true}
 		case m.MetaErr != nil || !m.Meta.Ready:
 			delete(e.last, m.Name) // not ready (restarting, holding down): no candidate
 		default:
 			e.last[m.Name] = announce.Capability{Interfaces: m.Meta.Interfaces, Defaults: m.Meta.Defaults}
-			e.served[m.Name] = true
 		}
 		if m.MetaErr == nil && !announce.RankingAgrees(m.Meta.Ranking, in.Policies) {
 			other = append(other, m.Name+"="+m.Meta.Ranking)
@@ -304,19 +306,6 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 		}
 	}
 	return other, taking
-}
-
-// coldStartPeer reports whether m, a peer still starting, counts as a
-// candidate for everything: at a cold start (this agent started moments
-// ago too) every agent is starting, and counting only the ready ones would
-// move addresses as each becomes ready (optimistic, as before
-// capabilities). Not a peer this agent saw serving: that one restarted
-// into a running cluster and holds down first, so counting it would hand
-// its addresses to a node that answers nothing (seen: a survivor 8 s old
-// gave a restarted peer its addresses back at once, and nobody answered
-// for 100 ms).
-func (e *Eligibility) coldStartPeer(m membership.Member, wall time.Time) bool {
-	return m.Meta.Reason == reasonStarting && wall.Sub(e.Returning.Born()) < coldStartWindow && !e.served[m.Name]
 }
 
 // noteNoMeta logs each member of names (the members without metadata
