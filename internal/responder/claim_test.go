@@ -38,25 +38,8 @@ func TestClaimedReplies(t *testing.T) {
 	if v != Answer {
 		t.Fatalf("NDP verdict %v", v)
 	}
-	var ef ethernet.Frame
-	if err := ef.UnmarshalBinary(nr); err != nil {
-		t.Fatal(err)
-	}
-	_, _, body, ok := parseICMPv6(ef.Payload)
-	if !ok {
-		t.Fatal("advertisement has a bad IPv6 header or checksum")
-	}
-	m, err := ndp.ParseMessage(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	na, ok := m.(*ndp.NeighborAdvertisement)
-	if !ok || len(na.Options) != 1 {
-		t.Fatalf("got %+v, want an advertisement with one option", m)
-	}
-	lla, ok := na.Options[0].(*ndp.LinkLayerAddress)
-	if !ok || lla.Direction != ndp.Target || !bytes.Equal(lla.Addr, peerMAC) || !bytes.Equal(ef.Source, ourMAC) {
-		t.Fatalf("NA from %s with options %v, want from %s naming %s", ef.Source, na.Options, ourMAC, peerMAC)
+	if ef, _, _, _ := parseNANaming(t, nr, peerMAC); !bytes.Equal(ef.Source, ourMAC) {
+		t.Fatalf("NA from %s, want from %s (naming %s)", ef.Source, ourMAC, peerMAC)
 	}
 }
 

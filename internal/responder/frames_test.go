@@ -182,6 +182,12 @@ func TestGratuitousARP(t *testing.T) {
 // message) and returns its pieces.
 func parseNA(t *testing.T, b []byte) (ethernet.Frame, netip.Addr, netip.Addr, *ndp.NeighborAdvertisement) {
 	t.Helper()
+	return parseNANaming(t, b, ourMAC)
+}
+
+// parseNANaming is parseNA for an advertisement whose TLLA must be mac.
+func parseNANaming(t *testing.T, b []byte, mac net.HardwareAddr) (ethernet.Frame, netip.Addr, netip.Addr, *ndp.NeighborAdvertisement) {
+	t.Helper()
 	var f ethernet.Frame
 	if err := f.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
@@ -201,8 +207,8 @@ func parseNA(t *testing.T, b []byte) (ethernet.Frame, netip.Addr, netip.Addr, *n
 	if len(na.Options) != 1 {
 		t.Fatalf("options %v, want one TLLA", na.Options)
 	}
-	if lla, ok := na.Options[0].(*ndp.LinkLayerAddress); !ok || lla.Direction != ndp.Target || !bytes.Equal(lla.Addr, ourMAC) {
-		t.Fatalf("option %+v, want TLLA %s", na.Options[0], ourMAC)
+	if lla, ok := na.Options[0].(*ndp.LinkLayerAddress); !ok || lla.Direction != ndp.Target || !bytes.Equal(lla.Addr, mac) {
+		t.Fatalf("option %+v, want TLLA %s", na.Options[0], mac)
 	}
 	return f, src, dst, na
 }
