@@ -15,7 +15,8 @@
 // may import):
 //
 //	agent (this)   wiring (Run, New, Config, Deps), the decision loop
-//	               (loop.go), the responder table (table.go), the
+//	               (loop.go), the responder table (table.go) and its
+//	               hand-overs to returning peers (handing.go), the
 //	               capabilities and stall glue (capabilities.go), start-up
 //	               from caches or snapshot (start.go)
 //	convert        API objects -> announce input (the one conversion layer)

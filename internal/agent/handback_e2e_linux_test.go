@@ -50,20 +50,12 @@ func newHandBackCluster(t *testing.T) handOffCluster {
 	f := newFailoverCluster(t, time.Second) // its own clients idle along
 	f.clients = []*timeline{f.startClientFlushing(f.v4, 50*time.Millisecond, true),
 		f.startClientFlushing(f.v6, 50*time.Millisecond, true)}
-	t.Cleanup(func() {
-		if t.Failed() {
-			f.dumpLogs()
-		}
-	})
-	h := handOffCluster{failoverCluster: f, t: t}
-	h.servedBy(f.rank[0], 10*time.Second)
 	// Past the cold-start window (eligibility's coldStartWindow, 10 s of
 	// an agent's age): a survivor younger than that counts a restarting
 	// peer that publishes "starting" as a candidate and lets its addresses
 	// go at once, before that peer holds down (a gap, not this test's
 	// subject: docs/l2.md "Ready").
-	time.Sleep(10 * time.Second)
-	return h
+	return handOffClusterOf(t, f, 10*time.Second)
 }
 
 // restoreAndHandBack kills the owner, waits for the takeover, restores the

@@ -11,17 +11,17 @@ import (
 	"github.com/mooringlb/mooring/internal/responder"
 )
 
-// Make before break (docs/l2.md "Hand-back"): when the decision gives one
-// of this node's addresses to a returning peer that is still taking (it
-// answers nothing until every serving peer confirmed, handoff.Returning),
-// this node keeps answering for it until that peer took it: its took
-// message (membership.Took) or its metadata clearing Taking. Letting go
-// first left instants where nobody answered (~one gossip round); now the
-// two may both answer for the moment between the peer's first answer and
-// this node hearing of it (one datagram, milliseconds), both forwarding to
-// the same Service. A peer that never takes (dies, is no longer counted)
-// ends the hand-over at once, the decision deciding afresh; one that stays
-// taking longer than TakeMaxWait ends it too (logged, counted), so a lost
+// Make before break (docs/l2.md "Planned hand-offs"): when the decision
+// gives one of this node's addresses to a returning peer that is still
+// taking (it answers nothing until every serving peer confirmed,
+// handoff.Returning), this node keeps answering for it until that peer
+// took it: its took message (membership.Took) or its metadata clearing
+// Taking. Meanwhile it answers with that peer's MAC where it can (claim),
+// so that once the peer answers too both answers name the same MAC;
+// letting go first left instants where nobody answered (~one gossip
+// round). A peer that never takes (dies, is no longer counted) ends the
+// hand-over at once, the decision deciding afresh; one that stays taking
+// longer than TakeMaxWait ends it too (logged, counted), so a lost
 // message and lost gossip cannot leave two responders.
 
 // handing is an address this node still answers for while its new owner,
@@ -101,11 +101,12 @@ func (a *Agent) lookupClaim(ifindex int, peer string) net.HardwareAddr {
 	if !ok {
 		return nil
 	}
-	i := slices.IndexFunc(a.loop.state.Listen(), func(f announce.Interface) bool { return f.Index == ifindex })
+	listen := a.loop.state.Listen()
+	i := slices.IndexFunc(listen, func(f announce.Interface) bool { return f.Index == ifindex })
 	if i < 0 {
 		return nil
 	}
-	mac := a.elig.PeerMAC(peer, a.loop.state.Listen()[i].Name)
+	mac := a.elig.PeerMAC(peer, listen[i].Name)
 	if mac == nil {
 		return nil
 	}
@@ -141,31 +142,32 @@ func (a *Agent) handedOver() []responder.Change {
 // the new owner's MAC and still answers return to the own MAC and are
 // announced again (clients may have learned the other MAC).
 func (a *Agent) unclaim(addr netip.Addr, claimed []int) []responder.Change {
-	out := a.converge(addr)
-	re, _ := a.deps.Responder.(interface {
-		Reannounce(ifindex int, addr netip.Addr)
-	})
+	out := a.converge(addr, a.localIfIndexes(addr))
 	for _, i := range claimed {
 		if slices.Contains(a.loop.answered[addr], i) {
 			out = append(out, responder.Change{IfIndex: i, Addr: addr, On: true})
-			if re != nil {
-				a.loop.reannounce = append(a.loop.reannounce, responder.Change{IfIndex: i, Addr: addr})
-			}
+			a.loop.reannounce = append(a.loop.reannounce, responder.Change{IfIndex: i, Addr: addr})
 		}
 	}
 	return out
 }
 
+// localIfIndexes are the interfaces of addr's local entries in the
+// decision.
+func (a *Agent) localIfIndexes(addr netip.Addr) []int {
+	var out []int
+	for _, e := range a.loop.state.Local(addr) {
+		out = append(out, e.IfIndex)
+	}
+	return out
+}
+
 // converge returns what the responder must change so that it answers for
-// addr on exactly the interfaces of the decision's local entries, and
+// addr on exactly the interfaces now (the decision's local entries), and
 // records it.
-func (a *Agent) converge(addr netip.Addr) []responder.Change {
+func (a *Agent) converge(addr netip.Addr, now []int) []responder.Change {
 	var out []responder.Change
 	prev := a.loop.answered[addr]
-	var now []int
-	for _, e := range a.loop.state.Local(addr) {
-		now = append(now, e.IfIndex)
-	}
 	for _, i := range prev {
 		if !slices.Contains(now, i) {
 			out = append(out, responder.Change{IfIndex: i, Addr: addr})

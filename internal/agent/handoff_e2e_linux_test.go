@@ -83,7 +83,18 @@ func (r handOffResult) String() string {
 }
 
 func newHandOffCluster(t *testing.T) handOffCluster {
-	f := newFailoverCluster(t, 100*time.Millisecond)
+	// A DaemonSet's rolling update comes long after the agents started.
+	// An agent restarted within ~2 s of its peers' first readiness
+	// (published in whole seconds) counts as part of a cold start and
+	// serves without a hold-down (eligibility.go holdDown), which is not
+	// what this test is about: let the cluster be ready for longer first.
+	return handOffClusterOf(t, newFailoverCluster(t, 100*time.Millisecond), 4*time.Second)
+}
+
+// handOffClusterOf dumps f's logs should the test fail, waits until f's
+// clients are served by the first-ranked node, then lets the cluster run
+// for settle.
+func handOffClusterOf(t *testing.T, f failoverCluster, settle time.Duration) handOffCluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			f.dumpLogs()
@@ -91,12 +102,7 @@ func newHandOffCluster(t *testing.T) handOffCluster {
 	})
 	h := handOffCluster{failoverCluster: f, t: t}
 	h.servedBy(f.rank[0], 10*time.Second)
-	// A DaemonSet's rolling update comes long after the agents started.
-	// An agent restarted within ~2 s of its peers' first readiness
-	// (published in whole seconds) counts as part of a cold start and
-	// serves without a hold-down (eligibility.go holdDown), which is not
-	// what this test is about: let the cluster be ready for longer first.
-	time.Sleep(4 * time.Second)
+	time.Sleep(settle)
 	return h
 }
 

@@ -22,12 +22,12 @@ func (a *Agent) applyToResponder(changes []announce.Change) {
 	}
 	if re, ok := a.deps.Responder.(interface {
 		Reannounce(ifindex int, addr netip.Addr)
-	}); ok {
+	}); ok { // after the update: the address answers with the own MAC again
 		for _, c := range a.loop.reannounce {
 			re.Reannounce(c.IfIndex, c.Addr)
 		}
 	}
-	a.loop.reannounce = nil
+	a.loop.reannounce = a.loop.reannounce[:0]
 }
 
 // applyAll gives the responder the whole local table.
@@ -50,11 +50,7 @@ func (a *Agent) applyAll() {
 func (a *Agent) responderUpdates(changes []announce.Change) []responder.Change {
 	var out []responder.Change
 	for _, c := range changes {
-		prev := a.loop.answered[c.Addr]
-		var now []int
-		for _, e := range a.loop.state.Local(c.Addr) {
-			now = append(now, e.IfIndex)
-		}
+		prev, now := a.loop.answered[c.Addr], a.localIfIndexes(c.Addr)
 		if h, ok := a.loop.handing[c.Addr]; ok && len(now) > 0 {
 			delete(a.loop.handing, c.Addr) // this node's again: the hand-over ends
 			out = append(out, a.unclaim(c.Addr, h.claimed)...)
@@ -67,7 +63,7 @@ func (a *Agent) responderUpdates(changes []announce.Change) []responder.Change {
 			out = append(out, claims...)
 			continue
 		}
-		out = append(out, a.converge(c.Addr)...)
+		out = append(out, a.converge(c.Addr, now)...)
 	}
 	return out
 }

@@ -1,7 +1,6 @@
 package responder
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net"
@@ -59,22 +58,25 @@ func (l *link) claimed(a netip.Addr) (net.HardwareAddr, bool) {
 }
 
 // claim sets the MAC an owned a is answered with (nil: the interface's
-// own) and reports whether it changed.
-func (l *link) claim(a netip.Addr, mac net.HardwareAddr) bool {
+// own).
+func (l *link) claim(a netip.Addr, mac net.HardwareAddr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, ok := l.owned[a]; !ok || bytes.Equal(l.claims[a], mac) {
-		return false
+	if _, ok := l.owned[a]; ok {
+		l.setClaim(a, mac)
 	}
+}
+
+// setClaim records a's claim (under mu held for writing).
+func (l *link) setClaim(a netip.Addr, mac net.HardwareAddr) {
 	if mac == nil {
 		delete(l.claims, a)
-	} else {
-		if l.claims == nil {
-			l.claims = map[netip.Addr]net.HardwareAddr{}
-		}
-		l.claims[a] = mac
+		return
 	}
-	return true
+	if l.claims == nil {
+		l.claims = map[netip.Addr]net.HardwareAddr{}
+	}
+	l.claims[a] = mac
 }
 
 // size is how many addresses the link answers for.
@@ -130,12 +132,7 @@ func (l *link) addClaimed(a netip.Addr, claim net.HardwareAddr) bool {
 	}
 	l.mu.Lock()
 	l.owned[a] = struct{}{}
-	if claim != nil {
-		if l.claims == nil {
-			l.claims = map[netip.Addr]net.HardwareAddr{}
-		}
-		l.claims[a] = claim
-	}
+	l.setClaim(a, claim)
 	l.mu.Unlock()
 	return true
 }
@@ -192,9 +189,8 @@ func solicitedGroup(a netip.Addr) ([6]byte, bool) {
 }
 
 // announce sends one round of gratuitous frames for a: both ARP forms for
-// IPv4, one unsolicited NA for IPv6.
-// An address answered with another node's MAC (a hand-over) is not
-// announced: the node taking it announces it.
+// IPv4, one unsolicited NA for IPv6. An address answered with another
+// node's MAC (a hand-over) is not announced: the node taking it does.
 func (l *link) announce(a netip.Addr) {
 	if mac, ok := l.claimed(a); !ok || mac != nil {
 		return
