@@ -76,6 +76,15 @@ func (c *Cluster) Router() *frr.Client {
 	return &c.bgp.frr.Client
 }
 
+// RouterLog is the router's daemon d's log ("bgpd", "bfdd", "zebra"), the
+// last n lines on one line; "" in the L2 lab.
+func (c *Cluster) RouterLog(d string, n int) string {
+	if c.bgp == nil || c.bgp.frr == nil {
+		return ""
+	}
+	return c.bgp.frr.LogTail(d, n)
+}
+
 // publishBGPHosts adds the router to the state (the client is published
 // as in the L2 lab).
 func (c *Cluster) publishBGPHosts(add func(*netlab.Host, string) error) error {
@@ -98,6 +107,15 @@ func (c *Cluster) bgpRoutes(routes []*netlink.Route) []*netlink.Route {
 		routes = append(routes, &netlink.Route{Dst: ipNet(p), Gw: gw.AsSlice()})
 	}
 	return routes
+}
+
+// bgpNodeRoutes are the routes every node gets back to the client's
+// subnets, through the router.
+func bgpNodeRoutes(net netlab.Config) map[netip.Prefix]netip.Addr {
+	return map[netip.Prefix]netip.Addr{
+		ClientSubnet4: nthHost(net.Subnet4, RouterOffset),
+		ClientSubnet6: nthHost(net.Subnet6, RouterOffset),
+	}
 }
 
 // stopBGP stops the router's daemons (before the lab kills strays in its
