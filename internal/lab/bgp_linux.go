@@ -76,15 +76,6 @@ func (c *Cluster) Router() *frr.Client {
 	return &c.bgp.frr.Client
 }
 
-// RouterLog is the router's daemon d's log ("bgpd", "bfdd", "zebra"), the
-// last n lines on one line; "" in the L2 lab.
-func (c *Cluster) RouterLog(d string, n int) string {
-	if c.bgp == nil || c.bgp.frr == nil {
-		return ""
-	}
-	return c.bgp.frr.LogTail(d, n)
-}
-
 // publishBGPHosts adds the router to the state (the client is published
 // as in the L2 lab).
 func (c *Cluster) publishBGPHosts(add func(*netlab.Host, string) error) error {
