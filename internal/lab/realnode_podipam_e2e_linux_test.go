@@ -40,8 +40,8 @@ import (
 // empties the pod's entry in the store. A node rebooted by kill/restore
 // runs its pods in new sandboxes: the old sandboxes' addresses are given
 // back (containerd calls DEL for them once its agent serves again), the
-// store again holds exactly the live pods, and the test logs whether each
-// pod kept its address (Kubernetes promises none: docs/lab.md).
+// store again holds exactly the live pods, and each pod has its old
+// addresses again (docs/lab.md says why that is the agent's doing).
 func TestRealNodesPodIPAM(t *testing.T) {
 	cfg := requireRealNodes(t, lab.InstallChart)
 	cfg.PodIPAM, cfg.PodNetwork = lab.PodIPAMClusterPool, lab.PodNetworkPTP
@@ -380,9 +380,11 @@ func (e *ipamEnv) count(glob, s string) int {
 // checkReboot kills node and restores it: the kubelet runs the node's
 // pods in new sandboxes; once they are Ready again the stores hold exactly
 // the live pods (the old sandboxes' addresses were given back, none is
-// held twice), and pods reach each other again. Whether a pod kept its
-// address is logged: a new sandbox is a new CNI ADD, and Kubernetes
-// promises a pod's address for one sandbox only.
+// held twice), every pod has the addresses it had before, and pods reach
+// each other again. A new sandbox is a new CNI ADD, and Kubernetes ties a
+// pod's address to one sandbox; the agent gives the pod what its old
+// sandbox's DEL freed (ipamd's per-pod hint), which the kubelet's order
+// (stop the old sandbox, then run the new one) makes possible.
 func (e *ipamEnv) checkReboot(t *testing.T, node string) {
 	e = e.in(t)
 	old := e.livePods(node)
@@ -408,7 +410,10 @@ func (e *ipamEnv) checkReboot(t *testing.T, node string) {
 	e.checkStores()
 	now := e.livePods(node)
 	for pod, ips := range old {
-		t.Logf("%s: addresses %v before the reboot, %v after (kept: %v)", pod, ips, now[pod], slices.Equal(ips, now[pod]))
+		t.Logf("%s: addresses %v before the reboot, %v after", pod, ips, now[pod])
+		if !slices.Equal(ips, now[pod]) {
+			t.Errorf("%s: addresses %v before the reboot, %v after: the agent gives a pod's new sandbox the addresses its old one freed", pod, ips, now[pod])
+		}
 	}
 	pods, err := e.cs.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{LabelSelector: "test=ipam"})
 	if err != nil {
