@@ -115,8 +115,8 @@ func (a *Agent) runAll(ctx context.Context, p runParts) error {
 	// that. Then the responder closes, and only then does gossip leave:
 	// nothing answered after the leave (internal/agent/handoff).
 	stay := a.lingering(ctx)
-	g.Go(func() error { return p.informers.Start(stay) })
-	g.Go(func() error { return p.compact.Run(stay) })
+	g.Go(func() error { return untilDone(stay, informerGrace, p.informers.Start) })
+	g.Go(func() error { return untilDone(stay, informerGrace, p.compact.Run) })
 	g.Go(func() error { memory.ReleaseAfterStart(ctx, a.ready.Decided.Load, clock.RealClock{}, log); return nil })
 	answering := make(chan struct{})
 	g.Go(func() error { defer close(answering); return p.resp.Run(stay) })
@@ -128,6 +128,30 @@ func (a *Agent) runAll(ctx context.Context, p runParts) error {
 	// would withdraw addresses for a moment), or a whole snapshot.
 	g.Go(func() error { return a.startFrom(stay, store.AllSynced{p.informers, p.compact}, p.src) })
 	return g.Wait()
+}
+
+// informerGrace is how long a stopping agent waits for its informers.
+const informerGrace = time.Second
+
+// untilDone runs run on ctx and returns its error, or nil once ctx has
+// ended and run has not returned within grace: with the API server away,
+// client-go's reflectors sleep out their retry backoff (up to ~30 s) before
+// they notice the end, and nothing they hold matters to an agent that
+// stops (a kubelet would kill it after its grace period).
+func untilDone(ctx context.Context, grace time.Duration, run func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+		return nil
+	}
 }
 
 // watch registers the informers the decision reads: Node and policy
