@@ -2,6 +2,7 @@ package chart
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -102,6 +103,37 @@ func TestCNIPluginInstalledWhenPodIPAMOn(t *testing.T) {
 		}
 		if hostPaths(spec)["ipam-socket"] == "" {
 			t.Errorf("%v: the agent's socket folder is gone: %v", tc.args, hostPaths(spec))
+		}
+	}
+}
+
+// Pod IPAM on, the controller runs on its node's network and on not-ready
+// nodes: the agents serve pod addresses only once it has recorded the mode,
+// so a controller waiting for a pod address, or for a node whose network is
+// ready (containerd asks mooring-ipam's CNI STATUS, which needs the agent),
+// would wait for itself (the lab's real nodes stayed NotReady for 3 min:
+// "NetworkPluginNotReady ... mooring-ipam: ... the Mooring agent is
+// unreachable on /run/mooring/ipamd.sock"). Off, it is an ordinary pod.
+func TestControllerHostNetworkWithPodIPAM(t *testing.T) {
+	for _, tc := range []struct {
+		mode string
+		host bool
+	}{{"off", false}, {"kubernetes", true}, {"cluster-pool", true}, {"multi-pool", true}} {
+		objs := render(t, "--set", "agent.gossipKey.value="+testKey, "--set", "controller.flags.podIpamMode="+tc.mode)
+		spec, _, _ := unstructured.NestedMap(find(t, objs, "Deployment", "mooring-controller").Object, "spec", "template", "spec")
+		if got := spec["hostNetwork"] == true; got != tc.host {
+			t.Errorf("mode %s: controller hostNetwork %v, want %v", tc.mode, got, tc.host)
+		}
+		if tc.host && spec["dnsPolicy"] != "ClusterFirstWithHostNet" {
+			t.Errorf("mode %s: dnsPolicy %v, want ClusterFirstWithHostNet", tc.mode, spec["dnsPolicy"])
+		}
+		tols, _, _ := unstructured.NestedSlice(spec, "tolerations")
+		notReady := slices.ContainsFunc(tols, func(v any) bool {
+			m := v.(map[string]any)
+			return m["key"] == "node.kubernetes.io/not-ready" && m["operator"] == "Exists" && m["effect"] == nil
+		})
+		if notReady != tc.host {
+			t.Errorf("mode %s: tolerations %v: tolerates not-ready nodes %v, want %v", tc.mode, tols, notReady, tc.host)
 		}
 	}
 }

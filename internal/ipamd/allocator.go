@@ -36,6 +36,7 @@ type Allocator struct {
 	allocs    map[Key]Allocation
 	used      map[netip.Addr]Key
 	pending   map[string]int // pool -> ADDs refused for lack of room since the last Usage
+	last      lastAddrs      // what each pod's last freed allocation held
 }
 
 // NewAllocator loads every stored allocation before it returns, so nothing
@@ -46,7 +47,7 @@ func NewAllocator(store Store, poolOf PoolOf) (*Allocator, error) {
 		return nil, fmt.Errorf("ipamd: load allocations: %w", err)
 	}
 	a := &Allocator{store: store, poolOf: poolOf, pools: map[string]Pool{}, releasing: map[netip.Prefix]bool{},
-		allocs: map[Key]Allocation{}, used: map[netip.Addr]Key{}, pending: map[string]int{}}
+		allocs: map[Key]Allocation{}, used: map[netip.Addr]Key{}, pending: map[string]int{}, last: newLastAddrs(maxLastAddrs)}
 	for _, al := range saved {
 		a.record(al)
 	}
@@ -107,8 +108,12 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 		return Allocation{}, fmt.Errorf("pool %q: %w: this node holds no block of it yet; the agent asked the controller for one, retry shortly", pool, ErrNoBlock)
 	}
 	al := Allocation{Key: req.Key, Pool: pool, Namespace: req.Namespace, Pod: req.Pod}
+	hint := a.last.get(podOf(al))
 	for _, f := range pl.Families {
-		ip, ok := a.free(pl, f)
+		ip, ok := a.again(pl, f, hint)
+		if !ok {
+			ip, ok = a.free(pl, f)
+		}
 		if !ok {
 			// The families already reserved go back: nothing holds them
 			// (no allocation, nothing stored), and a block with such an
@@ -128,7 +133,34 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 		a.forget(al)
 		return Allocation{}, fmt.Errorf("ipamd: save allocation: %w", err)
 	}
+	a.last.drop(podOf(al))
 	return al, nil
+}
+
+// again returns the address of family f among hint (what the pod's last
+// freed allocation held) when it is still free in one of the pool's
+// blocks that is not being released: a pod whose sandbox is replaced (a
+// node reboot, a sandbox restart: DEL, then ADD with a new container ID)
+// gets its address back instead of the lowest free one, which another pod
+// on the node may have freed first. Never the gateway, the network or the
+// broadcast address.
+func (a *Allocator) again(pl Pool, f podipam.Family, hint []netip.Addr) (IP, bool) {
+	for _, x := range hint {
+		if _, taken := a.used[x]; taken {
+			continue
+		}
+		for _, b := range pl.Blocks {
+			if podipam.FamilyOf(b) != f || a.releasing[b] || b.Bits() >= f.Bits()-1 || !b.Contains(x) {
+				continue
+			}
+			gw := b.Addr().Next()
+			if x == b.Masked().Addr() || x == gw || (f == podipam.IPv4 && x == ipalloc.LastAddr(b)) {
+				continue
+			}
+			return IP{Address: netip.PrefixFrom(x, b.Bits()), Gateway: gw}, true
+		}
+	}
+	return IP{}, false
 }
 
 // free finds the lowest free pod address of family f in the pool's blocks
@@ -199,6 +231,7 @@ func (a *Allocator) Del(k Key) error {
 		a.record(al)
 		return fmt.Errorf("ipamd: save release: %w", err)
 	}
+	a.last.put(al)
 	return nil
 }
 
@@ -267,6 +300,9 @@ func (a *Allocator) GC(network string, valid []Key) ([]Allocation, error) {
 			a.record(al)
 		}
 		return nil, fmt.Errorf("ipamd: save release: %w", err)
+	}
+	for _, al := range gone {
+		a.last.put(al)
 	}
 	return gone, nil
 }

@@ -5,6 +5,11 @@
 // duplicates nothing, and serves the mooring-ipam CNI plugin over
 // a unix socket (no API call per pod).
 //
+// A pod whose sandbox is replaced (a node reboot: DEL of the old sandbox,
+// then ADD of a new one) gets back the addresses its old sandbox freed when
+// they are still free (lastaddrs.go: an in-memory hint per pod, a
+// preference, never a reservation); otherwise the lowest free address.
+//
 // The allocator reads every stored allocation before it serves (restart
 // safety); blocks come from the caller (internal/podipamctl's node side) via
 // SetPools, and Usage/MarkReleasing feed podipam.Demand. It imports nothing

@@ -29,8 +29,10 @@ import (
 // A change cut short by the crash (never answered) may leave a torn last
 // line, which the next Load drops. The journal is not fsynced: after a
 // power loss the node reboots, every pod sandbox is gone, and the
-// runtime's CNI GC frees whatever the journal still lists; an address a
-// lost line had handed out belongs to a sandbox that no longer exists.
+// runtime's DEL of each old sandbox (containerd keeps its sandboxes'
+// records on disk and stops each after a reboot) or its CNI GC frees what
+// the journal still lists; an address a lost line had handed out belongs
+// to a sandbox that no longer exists. containerd v2.4.2 never calls GC.
 type FileStore struct {
 	dir    string
 	unlock func() error

@@ -49,8 +49,8 @@ func (c *Config) validateInstallFlags() error {
 		return errors.New("lab: --install=chart installs Mooring: it cannot go with --no-mooring")
 	case c.MetalLB != "":
 		return errors.New("lab: --install=chart with --metallb is not supported (the chart's controller does not run --adopt-only): use --metallb with the lab's processes")
-	case c.usesPodIPAM():
-		return fmt.Errorf("lab: --install=chart with --pod-ipam=%s is not supported yet (the chart's agents would have to run before the pod network is ready): use one or the other", c.PodIPAM)
+	case c.usesPodIPAM() && !c.realNodes():
+		return fmt.Errorf("lab: --install=chart with --pod-ipam=%s needs --runtime=containerd: the kubelet stand-in sets pods up itself, the chart's install-cni is for a real container runtime", c.PodIPAM)
 	}
 	return nil
 }

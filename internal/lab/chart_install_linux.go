@@ -76,6 +76,7 @@ func (c *Cluster) chartArgs(key string) []string {
 	if c.real != nil {
 		args = realNodeChartArgs(args, c.real.images)
 	}
+	args = append(args, podIPAMChartArgs(&c.cfg)...)
 	return args
 }
 

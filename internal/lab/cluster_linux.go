@@ -176,7 +176,7 @@ func (c *Cluster) build(ctx context.Context) error {
 		}
 		c.nodes = append(c.nodes, n)
 	}
-	if c.cfg.usesPodIPAM() {
+	if c.cfg.usesPodIPAM() && !c.cfg.realNodes() {
 		if err := c.writeCNI(); err != nil {
 			return err
 		}

@@ -58,8 +58,8 @@ func (c *Config) validateRuntime() error {
 	if c.MetalLB != "" {
 		return errors.New("lab: --runtime=containerd with --metallb is not supported yet: use the process runtime for the MetalLB hand-over")
 	}
-	if c.usesPodIPAM() {
-		return fmt.Errorf("lab: --runtime=containerd with --pod-ipam=%s is not supported yet: real nodes use the bridge plugin with host-local", c.PodIPAM)
+	if c.usesPodIPAM() && c.Install != InstallChart {
+		return fmt.Errorf("lab: --runtime=containerd with --pod-ipam=%s needs --install=chart: on real nodes the chart's agents serve the addresses and its install-cni puts mooring-ipam in (lab processes cannot reach a node's private /run/mooring)", c.PodIPAM)
 	}
 	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "ctr"} {
 		if !isExecFile(filepath.Join(c.Containerd, b)) {
@@ -187,6 +187,12 @@ func (c *Cluster) realNode(n nodeSpec, sandbox string) *realnode.Node {
 		CACert:       c.pki.CACert, Kubeconfig: filepath.Join(dir, "kubeconfig"),
 		Containerd: c.cfg.Containerd, Runc: c.cfg.Runc, Kubelet: filepath.Join(c.cfg.KubeBin, "kubelet"),
 		CNIPlugins: c.cfg.CNIPlugins, SandboxImage: sandbox,
+	}
+	if c.cfg.usesPodIPAM() {
+		// The user's part of pod IPAM (docs/podipam.md): a network naming
+		// mooring-ipam, which the chart's install-cni puts into the node's
+		// plugin folder, and the agent's socket where the chart puts it.
+		rn.ConfList = conflist(c.cfg.PodNetwork, ChartIPAMSocket)
 	}
 	return rn
 }

@@ -86,6 +86,8 @@ func TestValidateRuntime(t *testing.T) {
 		"unknown":     {Runtime: "docker"},
 		"metallb":     {Runtime: RuntimeContainerd, MetalLB: "/m"},
 		"no binaries": {Runtime: RuntimeContainerd, Containerd: t.TempDir()},
+		// The lab's own agents cannot serve a real node's /run/mooring.
+		"pod IPAM without the chart": {Runtime: RuntimeContainerd, PodIPAM: PodIPAMClusterPool},
 	} {
 		if err := c.validateRuntime(); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -95,5 +97,28 @@ func TestValidateRuntime(t *testing.T) {
 		if err := (&Config{Runtime: r}).validateRuntime(); err != nil {
 			t.Errorf("runtime %q: %v", r, err)
 		}
+	}
+}
+
+// Pod IPAM on real nodes: the chart is rendered with the mode, the lab's
+// CIDRs and grace, and each node's network names mooring-ipam on the
+// chart's socket (mooring-ipam itself comes from the chart's install-cni).
+func TestRealNodePodIPAM(t *testing.T) {
+	c := &Config{Runtime: RuntimeContainerd, Install: InstallChart, PodIPAM: PodIPAMClusterPool, PodNetwork: PodNetworkPTP}
+	s := strings.Join(podIPAMChartArgs(c), " ")
+	for _, want := range []string{"--set controller.flags.podIpamMode=cluster-pool", "--set controller.flags.clusterPoolIpv4Cidr=10.244.0.0/16",
+		"--set controller.flags.clusterPoolIpv6Cidr=fd00:244::/112", "--set controller.flags.clusterPoolIpv4MaskSize=24",
+		"--set agent.flags.podIpamReleaseGrace=10s"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("chart args %q lack %q", s, want)
+		}
+	}
+	if got := podIPAMChartArgs(&Config{Runtime: RuntimeContainerd, Install: InstallChart}); got != nil {
+		t.Errorf("pod IPAM off: chart args %q", got)
+	}
+	cl := &Cluster{cfg: *c, paths: newPaths("/run/lab"), pki: &pki{}}
+	rn := cl.realNode(nodeSpec{Name: "node-1"}, "pause:1")
+	if !strings.Contains(rn.NetworkConfList(), `"type":"mooring-ipam","socket":"/run/mooring/ipamd.sock"`) || len(rn.PodCIDRs) != 0 {
+		t.Errorf("node network %s, pod CIDRs %v", rn.NetworkConfList(), rn.PodCIDRs)
 	}
 }

@@ -105,6 +105,9 @@ func (c *Config) validatePodIPAM() error {
 			return fmt.Errorf("lab: CNI plugin %s not found in %q: run hack/cniplugins/build.sh and pass its last line as --cni-plugins (or set %s)", b, c.CNIPlugins, EnvCNIPlugins)
 		}
 	}
+	if c.realNodes() {
+		return nil // the chart's install-cni brings mooring-ipam
+	}
 	if !isExecFile(c.IPAMPlugin) {
 		return fmt.Errorf("lab: mooring-ipam not found at %q: run `make build` (it builds bin/mooring-ipam) or pass --ipam-plugin", c.IPAMPlugin)
 	}
@@ -189,6 +192,31 @@ func podIPAMControllerArgs(c *Config) []string {
 		args = append(args,
 			"--cluster-pool-ipv4-cidr="+PodIPAMCIDR4.String(), "--cluster-pool-ipv4-mask-size="+strconv.Itoa(PodIPAMMask4),
 			"--cluster-pool-ipv6-cidr="+PodIPAMCIDR6.String(), "--cluster-pool-ipv6-mask-size="+strconv.Itoa(PodIPAMMask6))
+	}
+	return args
+}
+
+// ChartIPAMSocket is where the chart's agents serve mooring-ipam (the
+// default of agent.flags.podIpamSocket): a real node's network names it.
+const ChartIPAMSocket = "/run/mooring/ipamd.sock"
+
+// podIPAMChartArgs are the `helm template` values of the mode on real
+// nodes: what docs/podipam.md tells a user to set, the lab's CIDRs, and
+// the lab's short release grace.
+func podIPAMChartArgs(c *Config) []string {
+	if !c.usesPodIPAM() {
+		return nil
+	}
+	set := []string{"controller.flags.podIpamMode=" + c.PodIPAM,
+		"agent.flags.podIpamReleaseGrace=" + PodIPAMReleaseGrace.String()}
+	if c.PodIPAM == PodIPAMClusterPool {
+		set = append(set,
+			"controller.flags.clusterPoolIpv4Cidr="+PodIPAMCIDR4.String(), "controller.flags.clusterPoolIpv4MaskSize="+strconv.Itoa(PodIPAMMask4),
+			"controller.flags.clusterPoolIpv6Cidr="+PodIPAMCIDR6.String(), "controller.flags.clusterPoolIpv6MaskSize="+strconv.Itoa(PodIPAMMask6))
+	}
+	var args []string
+	for _, s := range set {
+		args = append(args, "--set", s)
 	}
 	return args
 }

@@ -49,7 +49,8 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
   sudo bin/mooring lab up --bgp --metallb   # MetalLB's native BGP speakers peer with the router instead
   sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam
   sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes
-  sudo bin/mooring lab up --runtime=containerd --install=chart   # real kubelets and containerd run the chart's pods`,
+  sudo bin/mooring lab up --runtime=containerd --install=chart   # real kubelets and containerd run the chart's pods
+  sudo bin/mooring lab up --runtime=containerd --install=chart --pod-ipam=cluster-pool   # and pods get addresses from mooring-ipam`,
 		Args: cobra.NoArgs,
 		// Flag mistakes are usage errors (exit 2), found before anything
 		// is built or looked for.
@@ -106,7 +107,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.Helm, "helm", "", "helm binary for --install=chart (default: $"+lab.EnvHelm+"/helm, else the current \"make helm\" build, else helm on $PATH)")
 	f.StringVar(&cfg.ChartDir, "chart", "", "the chart for --install=chart (default: charts/mooring of the repository)")
 	f.BoolVar(&metallb, "metallb", false, "also run the real MetalLB (built by make metallb): its controller and a speaker per node serve the demo Service from its IPAddressPool; with Mooring, Mooring's controller runs --adopt-only and no Mooring pool or policy is created")
-	f.StringVar(&cfg.PodIPAM, "pod-ipam", lab.PodIPAMOff, "pod addresses: off (the lab's own static ones; needs no CNI plugins), or kubernetes, cluster-pool or multi-pool: every pod set up through libcni with the ptp (or bridge), loopback and mooring-ipam plugins, in that Mooring pod IPAM mode")
+	f.StringVar(&cfg.PodIPAM, "pod-ipam", lab.PodIPAMOff, "pod addresses: off (the lab's own static ones; needs no CNI plugins), or kubernetes, cluster-pool or multi-pool: every pod set up through libcni with the ptp (or bridge), loopback and mooring-ipam plugins, in that Mooring pod IPAM mode; with --runtime=containerd (needs --install=chart) containerd runs them and the chart's install-cni brings mooring-ipam")
 	f.StringVar(&cfg.PodNetwork, "pod-network", lab.PodNetworkPTP, "with --pod-ipam: the main CNI plugin, ptp or bridge (the reference bridge plugin holds one IPv4 gateway per bridge: a node with a second block, e.g. in multi-pool, needs ptp)")
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")
 	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
