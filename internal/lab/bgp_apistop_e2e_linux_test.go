@@ -8,25 +8,27 @@ import (
 )
 
 // envAPIStop sets how long TestLabBGPAPIServerStopped keeps the API
-// server stopped (a Go duration; default 15s, the CI budget; issue 20 asks
-// for 60s, docs/benchmarks.md's run sets it).
+// server stopped (a Go duration; default 30s, the CI budget with room for
+// a loaded machine; issue 20 asks for 60s, docs/benchmarks.md's run sets
+// it).
 const envAPIStop = "MOORING_BGP_APISERVER_STOP"
 
 // TestLabBGPAPIServerStopped stops the BGP lab's API server (SIGSTOP)
 // while the client behind the router sends 20 requests a second to the
 // demo Service's addresses. During the stop a node without an echo pod is
-// killed (`lab kill`: BFD takes its next hop out of both routes) and
+// killed (`lab kill`: the hold time, or BFD with envRestartBFD, takes its
+// next hop out of both routes) and
 // another node's agent is restarted (SIGTERM, a new process that cannot
 // reach the API server: it advertises from its state file, the router
 // keeps its paths stale until then and gets its End-of-RIB). Throughout,
 // and for 10 s after the API server is back, both routes keep the two
 // surviving nodes' next hops, the killed node's does not come back, and
-// no request fails nor does a kept connection break outside the kill's
-// own outage (requests started from half a second before the kill, which
-// may be in flight when the link goes, until a second after its next hop
-// left).
+// no request fails outside the kill's own outage: requests started from
+// half a second before the kill (in flight when the link goes) until a
+// second after its next hop left. Kept connections that break are
+// reported, not failed on (bgp_load_e2e_linux_test.go says why).
 func TestLabBGPAPIServerStopped(t *testing.T) {
-	stopFor := 15 * time.Second
+	stopFor := 30 * time.Second
 	if v := os.Getenv(envAPIStop); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 10*time.Second {
@@ -56,8 +58,8 @@ func TestLabBGPAPIServerStopped(t *testing.T) {
 	if err := b.r.Cluster.Kill(killed); err != nil {
 		t.Fatal(err)
 	}
-	waitNexthops(t, b.ctx, b.router, b.vip4, b.nexthops(survivors, false), 10*time.Second)
-	waitNexthops(t, b.ctx, b.router, b.vip6, b.nexthops(survivors, true), 10*time.Second)
+	waitNexthops(t, b.ctx, b.router, b.vip4, b.nexthops(survivors, false), 15*time.Second) // hold time 9 s
+	waitNexthops(t, b.ctx, b.router, b.vip6, b.nexthops(survivors, true), 15*time.Second)
 	gone := time.Now()
 	t.Logf("API server stopped; %s killed %s later: its next hop left both routes %s after the kill",
 		killed, killAt.Sub(paused).Round(time.Millisecond), gone.Sub(killAt).Round(time.Millisecond))
@@ -90,6 +92,9 @@ func TestLabBGPAPIServerStopped(t *testing.T) {
 		t.Errorf("requests failed outside the kill's outage (%s to %s): %s:\n%s",
 			from.Format("15:04:05.000"), to.Format("15:04:05.000"), load, lines(failed))
 	}
-	inKill := len(load.failed()) - len(load.failed(from, to))
-	t.Logf("the kill's own outage: %d requests failed or broke a kept connection", inKill)
+	if broken := load.broken(from, to); len(broken) > 0 {
+		t.Logf("kept connections broken outside the kill's outage although no request failed there:\n%s", lines(broken))
+	}
+	t.Logf("the kill's own outage: %d requests failed, %d kept connections broke",
+		len(load.failed())-len(load.failed(from, to)), len(load.broken())-len(load.broken(from, to)))
 }

@@ -75,7 +75,7 @@ func (b *bgpLab) restart(node string, kill bool, v6 bool) restartResult {
 	var s frr.Session
 	// Without graceful restart (checkTheCheck) the router records no
 	// End-of-RIB: the refreshed paths below are all there is to wait for.
-	for deadline := t1.Add(grEoRBound); !b.checkTheCheck; time.Sleep(50 * time.Millisecond) {
+	for deadline := t1.Add(grEoRBound); !b.checkTheCheck; time.Sleep(100 * time.Millisecond) {
 		s = b.session(node)
 		if s.State == "Established" && s.ConnectionsEstablished > before.ConnectionsEstablished &&
 			s.EndOfRIBReceived[frr.IPv4] && (!v6 || s.EndOfRIBReceived[frr.IPv6]) {
@@ -120,7 +120,8 @@ func within(d time.Duration, cond func() (bool, string)) (bool, string) {
 // Service's two addresses: a rolling restart of all three agents (SIGTERM,
 // then a new process, the next node once the router has the restarted
 // node's End-of-RIB and BFD is up again), then a SIGKILL of one agent. No
-// request fails; the router keeps each stopped agent's paths as stale
+// request fails (kept connections that break are reported); the router
+// keeps each stopped agent's paths as stale
 // (zebra's routes keep all three next hops throughout), gets End-of-RIB in
 // both families from the new process, and receives no NOTIFICATION.
 //
@@ -154,6 +155,11 @@ func TestLabBGPGracefulRestart(t *testing.T) {
 	t.Logf("client: %s; %d route samples, %d short of a next hop", load, len(samples), len(short))
 	if failed := load.failed(); len(failed) > 0 || len(load) < 20 {
 		t.Errorf("requests through the router during the restarts: %s:\n%s", load, lines(failed))
+	}
+	if broken := load.broken(); len(broken) > 0 {
+		// Reported, not failed on: with the routes checked below, what
+		// breaks them is not BGP (bgp_load_e2e_linux_test.go).
+		t.Logf("kept connections broken although no request failed:\n%s", lines(broken))
 	}
 	if len(short) > 0 {
 		t.Errorf("zebra's routes lost a next hop during the restarts:\n%s", samplesText(short))

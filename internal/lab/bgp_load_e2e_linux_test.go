@@ -42,12 +42,25 @@ func (r request) String() string {
 // loadResult is every request the client sent, in start order.
 type loadResult []request
 
-// failed are the requests that failed or broke a kept connection and
-// started outside every one of the windows skip (pairs of times).
+// failed are the requests that failed and started outside every one of
+// the windows skip (pairs of times).
 func (l loadResult) failed(skip ...time.Time) []request {
+	return l.outside(func(r request) bool { return r.err != nil }, skip)
+}
+
+// broken are the requests whose kept connection broke (answered or not)
+// and started outside every one of the windows skip. A route change
+// breaks kept connections (their packets reach another node, which has no
+// conntrack entry for them), but so does an agent's conntrack clean-up
+// after a node it believes dead (a false death on a starved machine).
+func (l loadResult) broken(skip ...time.Time) []request {
+	return l.outside(func(r request) bool { return r.redialed }, skip)
+}
+
+func (l loadResult) outside(bad func(request) bool, skip []time.Time) []request {
 	var out []request
 	for _, r := range l {
-		if r.err == nil && !r.redialed {
+		if !bad(r) {
 			continue
 		}
 		in := false
