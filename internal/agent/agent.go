@@ -26,6 +26,7 @@ import (
 	"github.com/mooringlb/mooring/internal/agent/status"
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/conntrack"
+	"github.com/mooringlb/mooring/internal/membership"
 	"github.com/mooringlb/mooring/internal/responder"
 )
 
@@ -103,6 +104,8 @@ type Agent struct {
 
 	// deferrals are the peers' L2Announcers that defer (internal/agent/gossip).
 	deferrals *gossip.Deferrals
+	// leave is set on SIGTERM (leave.go).
+	leave leaveState
 }
 
 // loopState is what the decision loop keeps between passes.
@@ -147,6 +150,13 @@ type loopState struct {
 	// reannounce are the addresses whose hand-over ended back here after
 	// answering with the peer's MAC: announced after the update.
 	reannounce []responder.Change
+	// lettingGo: this node stops serving while it could (eligibility's
+	// LettingGo); leaving: because the agent stops (leave.go).
+	lettingGo, leaving bool
+	// meta is this node's gossip metadata computed in this pass, published
+	// once the responder has the pass's changes (a node that stops
+	// serving answers with its peers' MACs before they hear it).
+	meta *membership.NodeMeta
 }
 
 // New builds an agent; nothing runs until Run.
@@ -191,7 +201,8 @@ func (a *Agent) Trigger() {
 // the partition releases, the stall watch, fast eviction and the
 // backends, and returns when all of them have.
 func (a *Agent) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
+	g, loopCtx := errgroup.WithContext(ctx)
+	ctx = a.untilLeaving(loopCtx) // the decision loop alone hands addresses over (leave.go)
 	w := status.NewWriter(a.deps.Reader, a.rec, a.deps.Clock, a.toStatus, a.events)
 	g.Go(func() error { return w.Run(ctx) })
 	checks := a.safetyChecks()
@@ -212,7 +223,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, b := range a.deps.Backends {
 		g.Go(func() error { return b.Run(ctx) })
 	}
-	g.Go(func() error { return a.decideLoop(ctx) })
+	g.Go(func() error { return a.decideLoop(loopCtx) })
 	return g.Wait()
 }
 

@@ -44,9 +44,10 @@ func (a *Agent) capabilities(ctx context.Context, d changed) (announce.Capabilit
 		return nil, err
 	}
 	out := a.elig.Compute(insp, eligibility.Input{Now: a.deps.Clock.Now(), Wall: time.Now(), Gen: gen, Members: g.Snapshot(),
-		Relink: d.all || d.nodes || d.links, Nodes: nodes, Policies: convert.Policies(pols)})
+		Relink: d.all || d.nodes || d.links, Nodes: nodes, Policies: convert.Policies(pols), Leaving: a.loop.leaving})
 	a.ready.Holding.Store(out.Holding)
-	a.elig.Publish(g, out.Meta)
+	a.loop.lettingGo = out.LettingGo
+	a.loop.meta = &out.Meta // published after the responder update (decide)
 	for _, w := range out.Wake {
 		a.triggerAfter(ctx, w)
 	}

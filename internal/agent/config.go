@@ -56,6 +56,12 @@ type Config struct {
 	// lagging peer is logged and counted: internal/agent/handoff. Not flags.
 	TakeDelay   time.Duration
 	TakeMaxWait time.Duration
+	// LetGoWait is how long a node that stops serving while it could (a
+	// stopping agent, an excluded Node) keeps answering, with the new
+	// owners' MACs, for the addresses its peers take from it (make before
+	// break, docs/l2.md "Planned hand-offs"); a stopping agent exits after
+	// it. Not a flag.
+	LetGoWait time.Duration
 	// HoldDown is how long an agent that comes back to a cluster serving
 	// without it waits before it is a candidate again (0: at once).
 	HoldDown time.Duration
@@ -108,6 +114,7 @@ func DefaultConfig() Config {
 		HoldDown:            3 * time.Second,
 		TakeDelay:           500 * time.Millisecond,
 		TakeMaxWait:         5 * time.Second,
+		LetGoWait:           time.Second,
 		GratuitousCount:     5,
 		GratuitousInterval:  200 * time.Millisecond,
 		MetricsAddr:         ":9473",

@@ -23,12 +23,23 @@ import (
 // hand-over at once, the decision deciding afresh; one that stays taking
 // longer than TakeMaxWait ends it too (logged, counted), so a lost
 // message and lost gossip cannot leave two responders.
+//
+// The other direction: a node that stops serving while it still could (a
+// stopping agent, leave.go; its Node got the exclude label) publishes
+// that it is no candidate only once it answers for each address with the
+// MAC of the peer the address goes to; it answers so for LetGoWait, while
+// that peer takes it, then lets go. On an interface where it has no such
+// MAC it lets go at once, as before; a stopping agent keeps an address no
+// peer can serve until it stops.
 
 // handing is an address this node still answers for while its new owner,
 // a returning peer, takes it.
 type handing struct {
 	to    string
 	since time.Time
+	// until ends a let-go hand-over (this node stops serving); zero for
+	// a hand-over to a returning peer, which ends when it took.
+	until time.Time
 	// claimed are the interfaces on which this node answers with the new
 	// owner's MAC (claim).
 	claimed []int
@@ -39,17 +50,21 @@ type handing struct {
 // it, and if so records it and returns what the responder must change:
 // answering with the new owner's MAC where it can (claim).
 func (a *Agent) handOver(c announce.Change, prev, now []int) (bool, []responder.Change) {
+	letGo := a.loop.lettingGo
 	if h, ok := a.loop.handing[c.Addr]; ok {
-		if len(now) == 0 && c.To == h.to && a.elig.Counts(h.to) {
+		if len(now) == 0 && c.To == h.to && (a.elig.Counts(h.to) || letGo && !h.until.IsZero()) {
 			return true, nil // still the same hand-over
 		}
 		delete(a.loop.handing, c.Addr)
 	}
-	if len(now) > 0 || len(prev) == 0 || c.To == "" || c.To == a.cfg.NodeName || !a.elig.Counts(c.To) {
+	if len(now) > 0 || len(prev) == 0 || c.To == a.cfg.NodeName {
 		return false, nil
 	}
-	if a.loop.handing == nil {
-		a.loop.handing = map[netip.Addr]handing{}
+	if a.loop.leaving && c.To == "" {
+		return true, nil // no peer can serve it: answered until the agent stops
+	}
+	if c.To == "" || !letGo && !a.elig.Counts(c.To) {
+		return false, nil
 	}
 	h := handing{to: c.To, since: a.deps.Clock.Now()}
 	var out []responder.Change
@@ -57,7 +72,22 @@ func (a *Agent) handOver(c announce.Change, prev, now []int) (bool, []responder.
 		if mac := a.claim(i, c.To); mac != nil {
 			h.claimed = append(h.claimed, i)
 			out = append(out, responder.Change{IfIndex: i, Addr: c.Addr, On: true, Claim: mac})
+		} else if letGo {
+			out = append(out, responder.Change{IfIndex: i, Addr: c.Addr}) // no MAC to answer with: let go at once
 		}
+	}
+	if letGo {
+		if len(h.claimed) == 0 {
+			return false, nil
+		}
+		h.until = h.since.Add(a.cfg.LetGoWait)
+		a.loop.answered[c.Addr] = h.claimed
+		a.met.letGo.Inc()
+	} else {
+		a.met.handOvers.Inc()
+	}
+	if a.loop.handing == nil {
+		a.loop.handing = map[netip.Addr]handing{}
 	}
 	a.loop.handing[c.Addr] = h
 	a.loop.handingStarted = true
@@ -65,7 +95,6 @@ func (a *Agent) handOver(c announce.Change, prev, now []int) (bool, []responder.
 	if len(h.claimed) > 0 {
 		a.loop.claimedN++
 	}
-	a.met.handOvers.Inc()
 	return true, out
 }
 
@@ -122,8 +151,17 @@ func (a *Agent) lookupClaim(ifindex int, peer string) net.HardwareAddr {
 // responder must change for them: what the decision says now.
 func (a *Agent) handedOver() []responder.Change {
 	var out []responder.Change
+	now := a.deps.Clock.Now()
 	for addr, h := range a.loop.handing {
-		expired := a.deps.Clock.Since(h.since) > a.cfg.TakeMaxWait
+		if !h.until.IsZero() { // letting go: for LetGoWait, whatever the peer does
+			if now.Before(h.until) && a.loop.lettingGo {
+				continue
+			}
+			delete(a.loop.handing, addr)
+			out = append(out, a.unclaim(addr, h.claimed)...)
+			continue
+		}
+		expired := now.Sub(h.since) > a.cfg.TakeMaxWait
 		if a.elig.Counts(h.to) && !expired {
 			continue
 		}

@@ -134,6 +134,9 @@ func (a *Agent) decide(ctx context.Context) error {
 	if a.resumed(ctx) { // a stall made the decision stale
 		d.nodes = true
 	}
+	if a.leave.begun() && !a.loop.leaving { // SIGTERM: hand everything over (leave.go)
+		a.loop.leaving, d.nodes = true, true
+	}
 	before := a.viewNow()
 	pass := &backend.Pass{}
 	changes, err := a.update(ctx, d, pass)
@@ -142,14 +145,22 @@ func (a *Agent) decide(ctx context.Context) error {
 		// reaches the responder and the status below.
 		a.dirty.mark(func(c *changed) { c.merge(d) })
 		if !a.loop.applied { // never start from a partial view
+			a.publishMeta()
 			a.loop.pending = append(a.loop.pending, changes...)
 			return err
 		}
 	}
 	a.applyToResponder(changes)
+	a.publishMeta()
 	a.afterApply(ctx)
 	a.elig.ConfirmApplied(a.gossip()) // only now may peers' returning nodes take
 	a.ready.Decided.Store(true)       // the agent serves from now on (health)
+	if a.loop.leaving {
+		// Peers report the moves; backends stop with the agent (BGP's
+		// graceful restart keeps its routes).
+		a.leave.applied()
+		return err
+	}
 	a.passToBackends(pass, changes)
 	a.met.decisions.Observe(a.deps.Clock.Since(start).Seconds())
 	a.loop.pending = append(a.loop.pending, changes...)
@@ -168,16 +179,34 @@ func (a *Agent) decide(ctx context.Context) error {
 	return err
 }
 
+// publishMeta publishes the gossip metadata this pass computed, if any.
+func (a *Agent) publishMeta() {
+	if a.loop.meta == nil {
+		return
+	}
+	if g := a.gossip(); g != nil {
+		a.elig.Publish(g, *a.loop.meta)
+	}
+	a.loop.meta = nil
+}
+
 // afterApply follows the responder's update: a hand-over begun in this
 // pass ends at the latest after TakeMaxWait (handing.go), and a take this
 // pass made is told to the peers that kept answering until now.
 func (a *Agent) afterApply(ctx context.Context) {
 	clear(a.loop.claims)
 	if a.loop.handingStarted {
-		a.log.Info("answering for addresses handed to a returning node until it took them", "node", a.loop.handedTo,
-			"addresses", a.loop.handedN, "with its MAC", a.loop.claimedN)
+		wait := a.cfg.TakeMaxWait
+		if a.loop.lettingGo {
+			wait = a.cfg.LetGoWait
+			a.log.Info("this node stops serving: answering for its addresses with their new owners' MACs while they take them", "node (the last)", a.loop.handedTo,
+				"addresses", a.loop.handedN, "for", wait, "leaving", a.loop.leaving)
+		} else {
+			a.log.Info("answering for addresses handed to a returning node until it took them", "node", a.loop.handedTo,
+				"addresses", a.loop.handedN, "with its MAC", a.loop.claimedN)
+		}
 		a.loop.handingStarted, a.loop.handedN, a.loop.claimedN = false, 0, 0
-		a.triggerAfter(ctx, a.cfg.TakeMaxWait+10*time.Millisecond)
+		a.triggerAfter(ctx, wait+10*time.Millisecond)
 	}
 	if since, ok := a.elig.Returning.Took(); ok {
 		if t, ok := a.deps.Members.(interface{ Took(since int64) }); ok {

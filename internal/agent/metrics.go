@@ -19,6 +19,7 @@ type metrics struct {
 	writes           *status.Writes
 	handOvers        prometheus.Counter
 	handOverExpired  prometheus.Counter
+	letGo            prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,6 +32,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		handOverExpired: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_agent_hand_overs_expired_total",
 			Help: "Hand-overs this node ended because the returning peer had not taken the address within the maximum take wait (it lets the address go).",
+		}),
+		letGo: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_agent_let_go_total",
+			Help: "Addresses this node, no longer serving (its agent stopping, or its Node excluded by the label), kept answering with the new owner's MAC while that peer took them (make before break).",
 		}),
 		ownershipChanges: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "mooring_agent_ownership_changes_total",

@@ -110,23 +110,48 @@ type runParts struct {
 func (a *Agent) runAll(ctx context.Context, p runParts) error {
 	cfg, log := a.cfg, a.log
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return p.informers.Start(ctx) })
-	g.Go(func() error { return p.compact.Run(ctx) })
+	// On SIGTERM (a rolling update, a drain) the agent first hands its
+	// addresses over while it still answers (leave.go); stay ends after
+	// that. Then the responder closes, and only then does gossip leave:
+	// nothing answered after the leave (internal/agent/handoff).
+	stay := a.lingering(ctx)
+	g.Go(func() error { return untilDone(stay, informerGrace, p.informers.Start) })
+	g.Go(func() error { return untilDone(stay, informerGrace, p.compact.Run) })
 	g.Go(func() error { memory.ReleaseAfterStart(ctx, a.ready.Decided.Load, clock.RealClock{}, log); return nil })
-	// On SIGTERM (a rolling update, a drain) the responder closes first and
-	// only then does gossip leave, so peers take over at once from a node
-	// that no longer answers: never two responders, nothing sent after the
-	// leave (internal/agent/handoff).
 	answering := make(chan struct{})
-	g.Go(func() error { defer close(answering); return p.resp.Run(ctx) })
-	g.Go(func() error { return p.mem.Run(handoff.AfterClosed(ctx, answering)) })
+	g.Go(func() error { defer close(answering); return p.resp.Run(stay) })
+	g.Go(func() error { return p.mem.Run(handoff.AfterClosed(stay, answering)) })
 	g.Go(func() error { return health.Serve(ctx, cfg.MetricsAddr, p.reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, host.Links{}, a.Trigger, log); return nil })
 	g.Go(func() error { return ipam.Run(ctx, cfg.PodIPAM, cfg.NodeName, p.restCfg, log.With("sub", "podipam")) })
 	// The first decision must see complete caches (a partial Service list
 	// would withdraw addresses for a moment), or a whole snapshot.
-	g.Go(func() error { return a.startFrom(ctx, store.AllSynced{p.informers, p.compact}, p.src) })
+	g.Go(func() error { return a.startFrom(stay, store.AllSynced{p.informers, p.compact}, p.src) })
 	return g.Wait()
+}
+
+// informerGrace is how long a stopping agent waits for its informers.
+const informerGrace = time.Second
+
+// untilDone runs run on ctx and returns its error, or nil once ctx has
+// ended and run has not returned within grace: with the API server away,
+// client-go's reflectors sleep out their retry backoff (up to ~30 s) before
+// they notice the end, and nothing they hold matters to an agent that
+// stops (a kubelet would kill it after its grace period).
+func untilDone(ctx context.Context, grace time.Duration, run func(context.Context) error) error {
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(grace):
+		return nil
+	}
 }
 
 // watch registers the informers the decision reads: Node and policy

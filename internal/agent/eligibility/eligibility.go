@@ -57,6 +57,10 @@ const (
 	coldStartWindow = 10 * time.Second
 )
 
+// reasonLeaving is what a stopping agent publishes: not ready, so its
+// peers take its addresses while it still answers for them.
+const reasonLeaving = "leaving: the agent is stopping"
+
 // EventReasonCannotAnnounce is the Node Event of a node that a policy
 // selects but that has no usable interface the policy allows.
 const EventReasonCannotAnnounce = "CannotAnnounce"
@@ -166,6 +170,10 @@ type Input struct {
 	Relink   bool
 	Nodes    []corev1.Node
 	Policies []announce.Policy
+	// Leaving: the agent is stopping (SIGTERM): no candidate, and it
+	// publishes so, while it still answers (docs/l2.md "Planned
+	// hand-offs").
+	Leaving bool
 }
 
 // Output is what Compute decided.
@@ -176,6 +184,10 @@ type Output struct {
 	Meta membership.NodeMeta
 	// Holding: this node is held back (hold-down, take not confirmed).
 	Holding bool
+	// LettingGo: this node stops serving while it still could (it is
+	// leaving, or its Node has the exclude label): it hands its addresses
+	// to its peers make-before-break (internal/agent handing.go).
+	LettingGo bool
 	// Wake are the waits after which to decide again.
 	Wake []time.Duration
 }
@@ -217,8 +229,13 @@ func (e *Eligibility) Compute(insp Inspector, in Input) Output {
 	}
 	out := Output{Meta: e.meta}
 	out.Holding, out.Wake = e.handOff(in, facts, &out.Meta)
+	if in.Leaving {
+		out.Meta.Ready, out.Meta.Leaving = false, true
+		out.Meta.Reason = reasonLeaving
+	}
+	out.LettingGo = in.Leaving || facts.excluded[e.cfg.Node]
 	other, taking := e.learnPeers(in, facts)
-	out.Caps = e.candidates(facts, out.Holding)
+	out.Caps = e.candidates(facts, out.Holding || in.Leaving)
 	e.countTaking(taking, out.Caps)
 	e.report(facts.self, out.Caps, in.Policies, other)
 	return out
@@ -326,9 +343,10 @@ func (e *Eligibility) noteNoMeta(names []string) {
 }
 
 // candidates are the Nodes with a known capability: this node's own
-// unless it is held back. A peer that publishes its readiness says itself
-// when the label excludes it (after letting its addresses go: break
-// before make); the label decides only for this node and older agents.
+// unless it is held back or leaving. A peer that publishes its readiness
+// says itself when the label excludes it (it keeps answering, with the new
+// owners' MACs, while they take: make before break); the label decides
+// only for this node and older agents.
 func (e *Eligibility) candidates(facts nodeFacts, holding bool) announce.Capabilities {
 	e.last[e.cfg.Node] = e.local
 	if holding {
