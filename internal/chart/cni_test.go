@@ -137,3 +137,43 @@ func TestControllerHostNetworkWithPodIPAM(t *testing.T) {
 		}
 	}
 }
+
+// agent.cni.network set: the init container also writes the node's network
+// into the host folder agent.cni.confDir, mounted where its --conf-dir
+// points, on the agent's socket; its command line is a real `mooring agent
+// install-cni` that accepts those flags.
+func TestCNINetworkWrittenWhenAsked(t *testing.T) {
+	spec := agentPod(t, "--set", "controller.flags.podIpamMode=cluster-pool", "--set", "agent.cni.network=bridge",
+		"--set", "agent.cni.confDir=/etc/cni/conf.d", "--set", "agent.flags.podIpamSocket=/run/m/ipam.sock")
+	if hp := hostPaths(spec); hp["cni-net"] != "/etc/cni/conf.d" {
+		t.Fatalf("hostPaths %v, want cni-net at /etc/cni/conf.d", hp)
+	}
+	ics, _, _ := unstructured.NestedSlice(spec, "initContainers")
+	ic := ics[0].(map[string]any)
+	mounts := map[string]string{}
+	vms, _, _ := unstructured.NestedSlice(ic, "volumeMounts")
+	for _, m := range vms {
+		mounts[str(m.(map[string]any), "name")] = str(m.(map[string]any), "mountPath")
+	}
+	var args []string
+	for _, a := range ic["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	cmd, rest, err := cli.NewRootCommand(cli.Streams{}).Find(args)
+	if err != nil || cmd.Name() != "install-cni" {
+		t.Fatalf("init args %v: %v", args, err)
+	}
+	if err := cmd.ParseFlags(rest); err != nil {
+		t.Fatalf("init args %v: %v", args, err)
+	}
+	if err := cmd.PreRunE(cmd, nil); err != nil {
+		t.Fatalf("init args %v refused: %v", args, err)
+	}
+	flag := func(n string) string { return cmd.Flags().Lookup(n).Value.String() }
+	if flag("network") != "bridge" || flag("conf-dir") != mounts["cni-net"] || flag("socket") != "/run/m/ipam.sock" {
+		t.Errorf("init args %v, mounts %v: want --network=bridge, --conf-dir where cni-net is mounted, the agent's socket", args, mounts)
+	}
+	if spec := agentPod(t, "--set", "controller.flags.podIpamMode=cluster-pool"); hostPaths(spec)["cni-net"] != "" {
+		t.Errorf("network unset: a cni-net hostPath %v, want none (the network config is the user's)", hostPaths(spec))
+	}
+}

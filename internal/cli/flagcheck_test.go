@@ -18,7 +18,7 @@ var badFlags = map[string][]struct {
 		{[]string{"--node-name=n", "--fast-eviction-max-share=2"}, "--fast-eviction-max-share 2"},
 		{[]string{"--node-name=n", "--pod-routes=bogus"}, `--pod-routes "bogus"`},
 	},
-	"agent install-cni":    {{[]string{"--to="}, "--to"}},
+	"agent install-cni":    {{[]string{"--to="}, "--to"}, {[]string{"--network=flannel", "--conf-dir=/c"}, `--network "flannel"`}, {[]string{"--network=ptp"}, "needs --conf-dir"}, {[]string{"--network=ptp", "--conf-dir=/c", "--socket=x.sock"}, "absolute path"}},
 	"audit arp":            {{[]string{"-i", "lo", "--wait=0", "192.0.2.1"}, "--wait 0s"}},
 	"controller":           {{[]string{"--workers=0"}, "--workers 0"}, {[]string{"--pod-ipam-mode=bogus"}, "bogus"}, {[]string{"--pod-ipam-mode=cluster-pool"}, "needs --cluster-pool-ipv4-cidr"}, {[]string{"--pod-ipam-mode=cluster-pool", "--cluster-pool-ipv4-cidr=nope"}, `--cluster-pool-ipv4-cidr "nope"`}},
 	"doctor":               {{[]string{"-o", "xml"}, `-o "xml"`}, {[]string{"--node-subnet=nope"}, `--node-subnet "nope"`}, {[]string{"--agent-metrics-port=70000"}, "--agent-metrics-port 70000"}},

@@ -35,11 +35,17 @@ func Install(from, dir string) (string, error) {
 	if !st.Mode().IsRegular() {
 		return "", fmt.Errorf("install-cni: %s is not a regular file", from)
 	}
+	return writeAtomic(dir, filepath.Base(from), src, 0o755)
+}
+
+// writeAtomic writes r to dir/name through a temporary file in dir, synced
+// and renamed over the old file, and returns the path.
+func writeAtomic(dir, name string, r io.Reader, mode os.FileMode) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("install-cni: plugin folder: %w (is the hostPath mounted?)", err)
+		return "", fmt.Errorf("install-cni: folder: %w (is the hostPath mounted?)", err)
 	}
-	dst := filepath.Join(dir, filepath.Base(from))
-	tmp, err := os.CreateTemp(dir, tempPrefix+filepath.Base(from)+"-")
+	dst := filepath.Join(dir, name)
+	tmp, err := os.CreateTemp(dir, tempPrefix+name+"-")
 	if err != nil {
 		return "", fmt.Errorf("install-cni: %w (is the hostPath mounted writable?)", err)
 	}
@@ -50,10 +56,10 @@ func Install(from, dir string) (string, error) {
 			os.Remove(tmp.Name())
 		}
 	}()
-	if _, err := io.Copy(tmp, src); err != nil {
+	if _, err := io.Copy(tmp, r); err != nil {
 		return "", fmt.Errorf("install-cni: copy to %s: %w", tmp.Name(), err)
 	}
-	if err := tmp.Chmod(0o755); err != nil {
+	if err := tmp.Chmod(mode); err != nil {
 		return "", fmt.Errorf("install-cni: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {

@@ -188,12 +188,9 @@ func (c *Cluster) realNode(n nodeSpec, sandbox string) *realnode.Node {
 		Containerd: c.cfg.Containerd, Runc: c.cfg.Runc, Kubelet: filepath.Join(c.cfg.KubeBin, "kubelet"),
 		CNIPlugins: c.cfg.CNIPlugins, SandboxImage: sandbox,
 	}
-	if c.cfg.usesPodIPAM() {
-		// The user's part of pod IPAM (docs/podipam.md): a network naming
-		// mooring-ipam, which the chart's install-cni puts into the node's
-		// plugin folder, and the agent's socket where the chart puts it.
-		rn.ConfList = conflist(c.cfg.PodNetwork, ChartIPAMSocket)
-	}
+	// Pod IPAM: the chart's install-cni writes the node's network and
+	// puts mooring-ipam in (agent.cni.network, podIPAMChartArgs).
+	rn.CNIFromChart = c.cfg.usesPodIPAM()
 	return rn
 }
 

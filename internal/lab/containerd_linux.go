@@ -80,7 +80,9 @@ func (c *Cluster) writeRealNodeFiles(rn *realnode.Node, server string) error {
 	files := map[string]string{
 		rn.ContainerdConfig(): rn.ContainerdTOML(),
 		rn.KubeletConfig():    rn.KubeletYAML(),
-		filepath.Join(bindSource(rn, realnode.CNIConfDir), realnode.ConfListName): rn.NetworkConfList(),
+	}
+	if cl := rn.NetworkConfList(); cl != "" {
+		files[filepath.Join(bindSource(rn, realnode.CNIConfDir), realnode.ConfListName)] = cl
 	}
 	for p, s := range files {
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"archive/tar"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,14 +102,14 @@ func TestValidateRuntime(t *testing.T) {
 }
 
 // Pod IPAM on real nodes: the chart is rendered with the mode, the lab's
-// CIDRs and grace, and each node's network names mooring-ipam on the
-// chart's socket (mooring-ipam itself comes from the chart's install-cni).
+// CIDRs and grace, and the node's network to write (the chart's
+// install-cni writes it and brings mooring-ipam; the lab writes none).
 func TestRealNodePodIPAM(t *testing.T) {
 	c := &Config{Runtime: RuntimeContainerd, Install: InstallChart, PodIPAM: PodIPAMClusterPool, PodNetwork: PodNetworkPTP}
 	s := strings.Join(podIPAMChartArgs(c), " ")
 	for _, want := range []string{"--set controller.flags.podIpamMode=cluster-pool", "--set controller.flags.clusterPoolIpv4Cidr=10.244.0.0/16",
 		"--set controller.flags.clusterPoolIpv6Cidr=fd00:244::/112", "--set controller.flags.clusterPoolIpv4MaskSize=24",
-		"--set agent.flags.podIpamReleaseGrace=10s"} {
+		"--set agent.flags.podIpamReleaseGrace=10s", "--set agent.cni.network=ptp"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("chart args %q lack %q", s, want)
 		}
@@ -117,8 +118,8 @@ func TestRealNodePodIPAM(t *testing.T) {
 		t.Errorf("pod IPAM off: chart args %q", got)
 	}
 	cl := &Cluster{cfg: *c, paths: newPaths("/run/lab"), pki: &pki{}}
-	rn := cl.realNode(nodeSpec{Name: "node-1"}, "pause:1")
-	if !strings.Contains(rn.NetworkConfList(), `"type":"mooring-ipam","socket":"/run/mooring/ipamd.sock"`) || len(rn.PodCIDRs) != 0 {
-		t.Errorf("node network %s, pod CIDRs %v", rn.NetworkConfList(), rn.PodCIDRs)
+	rn := cl.realNode(nodeSpec{Name: "node-1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, "pause:1")
+	if rn.NetworkConfList() != "" || len(rn.PodCIDRs) != 0 || rn.Validate() != nil {
+		t.Errorf("node network %q, pod CIDRs %v, %v: want none from the lab", rn.NetworkConfList(), rn.PodCIDRs, rn.Validate())
 	}
 }

@@ -196,18 +196,19 @@ func podIPAMControllerArgs(c *Config) []string {
 	return args
 }
 
-// ChartIPAMSocket is where the chart's agents serve mooring-ipam (the
-// default of agent.flags.podIpamSocket): a real node's network names it.
-const ChartIPAMSocket = "/run/mooring/ipamd.sock"
-
 // podIPAMChartArgs are the `helm template` values of the mode on real
-// nodes: what docs/podipam.md tells a user to set, the lab's CIDRs, and
-// the lab's short release grace.
+// nodes: what docs/podipam.md tells a user to set (the mode, and the
+// node's network written by the chart's install-cni with the main plugin
+// of --pod-network), the lab's CIDRs, and the lab's short release grace.
 func podIPAMChartArgs(c *Config) []string {
 	if !c.usesPodIPAM() {
 		return nil
 	}
-	set := []string{"controller.flags.podIpamMode=" + c.PodIPAM,
+	network := c.PodNetwork
+	if network == "" {
+		network = PodNetworkPTP
+	}
+	set := []string{"controller.flags.podIpamMode=" + c.PodIPAM, "agent.cni.network=" + network,
 		"agent.flags.podIpamReleaseGrace=" + PodIPAMReleaseGrace.String()}
 	if c.PodIPAM == PodIPAMClusterPool {
 		set = append(set,

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/cniinstall"
 	"github.com/mooringlb/mooring/internal/ipamd"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
@@ -32,8 +33,9 @@ import (
 // TestRealNodesPodIPAM is issue 21's pod IPAM on real nodes, one
 // bring-up: `lab up --runtime=containerd --install=chart --pod-ipam=
 // cluster-pool`. The chart's install-cni init container puts mooring-ipam
-// into every node's /opt/cni/bin (the lab writes only the network file, the
-// user's part: docs/podipam.md); containerd runs it for every pod: each
+// into every node's /opt/cni/bin and the node's network (ptp with
+// mooring-ipam, agent.cni.network) into /etc/cni/net.d, where the lab
+// writes nothing; containerd runs it for every pod: each
 // pod's addresses are those the node's agent stored for it, inside the
 // node's blocks, never one twice, and pods reach each other across nodes.
 // Deleting a pod makes containerd call DEL (its own log says so), which
@@ -102,17 +104,28 @@ func (e *ipamEnv) nodeDisk(node, target string) string {
 }
 
 // checkInstalled: every node's plugin folder holds the chart's
-// mooring-ipam (the lab copies only the reference plugins there), and every
-// agent's install-cni container ended with "installed".
+// mooring-ipam (the lab copies only the reference plugins there), its
+// config folder holds only the chart's network (the lab writes none), and
+// every agent's install-cni container logged both.
 func (e *ipamEnv) checkInstalled(t *testing.T) {
 	for _, n := range []string{"node-1", "node-2", "node-3"} {
 		st, err := os.Stat(filepath.Join(e.nodeDisk(n, realnode.CNIBinDir), "mooring-ipam"))
 		if err != nil || st.Mode().Perm()&0o111 == 0 {
 			t.Errorf("%s: mooring-ipam in /opt/cni/bin: %v %v", n, st, err)
 		}
+		confs, _ := os.ReadDir(e.nodeDisk(n, realnode.CNIConfDir))
+		var names []string
+		for _, c := range confs {
+			names = append(names, c.Name())
+		}
+		conf, err := os.ReadFile(filepath.Join(e.nodeDisk(n, realnode.CNIConfDir), cniinstall.ConfListName))
+		if err != nil || len(names) != 1 || !strings.Contains(string(conf), `"type": "mooring-ipam"`) {
+			t.Errorf("%s: /etc/cni/net.d holds %v; %s: %v %s", n, names, cniinstall.ConfListName, err, conf)
+		}
 		p := agentPod(t, e.cs, n)
 		b, err := e.cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: "install-cni"}).DoRaw(context.Background())
-		if err != nil || !strings.Contains(string(b), "installed /host/cni-bin/mooring-ipam") {
+		if err != nil || !strings.Contains(string(b), "installed /host/cni-bin/mooring-ipam") ||
+			!strings.Contains(string(b), "wrote /host/cni-net/"+cniinstall.ConfListName) {
 			t.Errorf("%s: install-cni's log: %v %q", n, err, b)
 		}
 	}

@@ -16,9 +16,11 @@ type Node struct {
 	Labels map[string]string
 	// PodCIDRs, when set, are the node's static pod network (the bridge
 	// plugin with host-local); without them ConfList is the node's CNI
-	// network (pod IPAM: the chart's install-cni puts mooring-ipam in).
-	PodCIDRs []netip.Prefix
-	ConfList string
+	// network, or with CNIFromChart the node gets none from the lab (pod
+	// IPAM: the chart's install-cni writes it and puts mooring-ipam in).
+	PodCIDRs     []netip.Prefix
+	ConfList     string
+	CNIFromChart bool
 	// Dir is the node's disk and run folders (Layout).
 	Dir string
 	// CgroupParent is the node's cgroup under every hierarchy, e.g.
@@ -160,7 +162,7 @@ func (n *Node) Validate() error {
 		return fmt.Errorf("realnode: node %s has no address", n.Name)
 	case !strings.HasPrefix(n.CgroupParent, "/") || n.CgroupParent == "/":
 		return fmt.Errorf("realnode: node %s: cgroup parent %q must be an absolute path below /", n.Name, n.CgroupParent)
-	case len(n.PodCIDRs) == 0 && n.ConfList == "":
+	case len(n.PodCIDRs) == 0 && n.ConfList == "" && !n.CNIFromChart:
 		return fmt.Errorf("realnode: node %s has neither pod CIDRs nor a CNI network", n.Name)
 	case n.SandboxImage == "":
 		return fmt.Errorf("realnode: node %s has no sandbox image", n.Name)

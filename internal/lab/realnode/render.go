@@ -87,8 +87,12 @@ func StaticConfList(cidrs []netip.Prefix) string {
 		`","isGateway":true,"hairpinMode":true,"ipam":` + ipam + `}]}` + "\n"
 }
 
-// NetworkConfList is what the node's CNIConfDir holds.
+// NetworkConfList is what the lab writes into the node's CNIConfDir ("":
+// nothing, the chart writes it).
 func (n *Node) NetworkConfList() string {
+	if n.CNIFromChart {
+		return ""
+	}
 	if n.ConfList != "" {
 		return n.ConfList
 	}
