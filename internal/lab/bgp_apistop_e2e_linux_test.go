@@ -36,7 +36,13 @@ func TestLabBGPAPIServerStopped(t *testing.T) {
 		}
 		stopFor = d
 	}
-	b := startBGPLab(t)
+	// Kubernetes' node lifecycle is not under test: with the lab's 20 s
+	// grace period, a stop longer than that makes the controller-manager
+	// mark every node and its pods NotReady when the API server returns
+	// (kube-proxy then refuses the Service for a moment). The stop plus
+	// 30 s lets the kubelets renew first, as Kubernetes' own default
+	// (40-50 s) does for shorter stops.
+	b := startBGPLab(t, stopFor+30*time.Second)
 	killed, restarted := b.nodes[2], b.nodes[0] // node-3 has no echo pod, node-1 has one
 	survivors := b.nodes[:2]
 	watch := b.watchRoutes()

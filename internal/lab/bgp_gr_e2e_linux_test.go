@@ -133,7 +133,7 @@ func within(d time.Duration, cond func() (bool, string)) (bool, string) {
 // families: no selection deferral waits for a family that is not there.
 func TestLabBGPGracefulRestart(t *testing.T) {
 	rounds := envInt(t, envGRRounds, 1)
-	b := startBGPLab(t)
+	b := startBGPLab(t, 0)
 	if os.Getenv(envGRCheckTheCheck) != "" {
 		b.withoutGracefulRestart()
 	}

@@ -50,13 +50,13 @@ type bgpLab struct {
 const envRestartBFD = "MOORING_BGP_RESTART_BFD"
 
 // startBGPLab runs a three-node BGP lab with Mooring's agents (BFD with
-// envRestartBFD) and waits until it is whole: both families' routes over
+// envRestartBFD; the node-monitor grace period grace, 0: the lab's) and waits until it is whole: both families' routes over
 // the three nodes, every session up for 5 s (and BFD up with each).
-func startBGPLab(t *testing.T) *bgpLab {
+func startBGPLab(t *testing.T, grace time.Duration) *bgpLab {
 	t.Helper()
 	bfd := os.Getenv(envRestartBFD) == "1"
 	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, LogLevel: slog.LevelWarn,
-		BGP: lab.BGPConfig{Enabled: true, BFD: bfd}})
+		BGP: lab.BGPConfig{Enabled: true, BFD: bfd}, NodeMonitorGracePeriod: grace})
 	t.Cleanup(func() { keepLogsOnFailure(t, r) })
 	b := &bgpLab{t: t, ctx: ctx, r: r, router: r.Cluster.Router(), bfd: bfd,
 		addr4: map[string]netip.Addr{}, addr6: map[string]netip.Addr{}}
