@@ -3,18 +3,14 @@ package lab_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +23,7 @@ import (
 	"github.com/mooringlb/mooring/internal/ipamd"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/lab"
+	"github.com/mooringlb/mooring/internal/lab/labtest"
 	"github.com/mooringlb/mooring/internal/lab/realnode"
 )
 
@@ -291,7 +288,7 @@ func (e *ipamEnv) checkReach(pods []corev1.Pod) {
 			var body string
 			var err error
 			for try := 0; try < 10; try++ { // a new route may lag the pod's readiness
-				if body, err = getFrom(pid, at, 2*time.Second); err == nil && strings.Contains(body, "pod=default/"+to.Name) {
+				if body, err = labtest.GetFromPod(pid, at, 2*time.Second); err == nil && strings.Contains(body, "pod=default/"+to.Name) {
 					break
 				}
 				time.Sleep(300 * time.Millisecond)
@@ -301,48 +298,6 @@ func (e *ipamEnv) checkReach(pods []corev1.Pod) {
 			}
 		}
 	}
-}
-
-// getFrom sends one HTTP/1.0 GET from the network namespace of process
-// pid and returns the body's first line.
-func getFrom(pid int, to netip.AddrPort, timeout time.Duration) (string, error) {
-	type res struct {
-		body string
-		err  error
-	}
-	done := make(chan res, 1)
-	go func() {
-		// The thread enters the pod and dies with this goroutine (never
-		// unlocked), so no other goroutine runs in the pod's namespace.
-		runtime.LockOSThread()
-		ns, err := netns.GetFromPid(pid)
-		if err != nil {
-			done <- res{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			done <- res{err: err}
-			return
-		}
-		conn, err := (&net.Dialer{Timeout: timeout}).Dial("tcp", to.String())
-		if err != nil {
-			done <- res{err: err}
-			return
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(timeout))
-		if _, err := io.WriteString(conn, "GET / HTTP/1.0\r\nHost: e2e\r\n\r\n"); err != nil {
-			done <- res{err: err}
-			return
-		}
-		b, err := io.ReadAll(conn)
-		_, body, _ := strings.Cut(string(b), "\r\n\r\n")
-		line, _, _ := strings.Cut(body, "\n")
-		done <- res{body: line, err: err}
-	}()
-	r := <-done
-	return r.body, r.err
 }
 
 // checkDelete deletes pod and waits until it is gone: containerd logged

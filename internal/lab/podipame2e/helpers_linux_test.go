@@ -7,13 +7,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,7 +18,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -260,7 +256,7 @@ func (e *env) checkReach(pods []corev1.Pod, svc *corev1.Service) {
 		from, to := byNode[n], byNode[nodes[(i+1)%len(nodes)]]
 		for _, a := range podIPs(&to) {
 			url := netip.AddrPortFrom(a, lab.EchoPort)
-			body, err := get(pid(e.t, &from), url, 3*time.Second)
+			body, err := labtest.GetFromPod(pid(e.t, &from), url, 3*time.Second)
 			if err != nil || !strings.Contains(body, "pod="+to.Namespace+"/"+to.Name) {
 				e.t.Errorf("%s (%s) → %s (%s) at %s: %q, %v", from.Name, from.Spec.NodeName, to.Name, to.Spec.NodeName, url, body, err)
 			}
@@ -274,7 +270,7 @@ func (e *env) checkReach(pods []corev1.Pod, svc *corev1.Service) {
 			var body string
 			var err error
 			for try := 0; try < 30; try++ {
-				if body, err = get(pid(e.t, &from), url, 3*time.Second); err == nil && strings.Contains(body, "pod=") {
+				if body, err = labtest.GetFromPod(pid(e.t, &from), url, 3*time.Second); err == nil && strings.Contains(body, "pod=") {
 					break
 				}
 				time.Sleep(200 * time.Millisecond)
@@ -297,49 +293,6 @@ func pid(t *testing.T, p *corev1.Pod) int {
 		t.Fatalf("pod %s: container ID %q", p.Name, p.Status.ContainerStatuses[0].ContainerID)
 	}
 	return n
-}
-
-// get sends one HTTP/1.0 GET from inside the network namespace of process
-// pid (a pod) and returns the body's first line.
-func get(pid int, to netip.AddrPort, timeout time.Duration) (string, error) {
-	type res struct {
-		body string
-		err  error
-	}
-	done := make(chan res, 1)
-	go func() {
-		// The thread enters the pod and dies with this goroutine: the
-		// socket is created here, so it belongs to the pod's namespace.
-		runtime.LockOSThread()
-		ns, err := netns.GetFromPid(pid)
-		if err != nil {
-			done <- res{err: err}
-			return
-		}
-		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			done <- res{err: err}
-			return
-		}
-		d := net.Dialer{Timeout: timeout}
-		conn, err := d.Dial("tcp", to.String())
-		if err != nil {
-			done <- res{err: err}
-			return
-		}
-		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(timeout))
-		if _, err := io.WriteString(conn, "GET / HTTP/1.0\r\nHost: e2e\r\n\r\n"); err != nil {
-			done <- res{err: err}
-			return
-		}
-		b, err := io.ReadAll(conn)
-		_, body, _ := strings.Cut(string(b), "\r\n\r\n")
-		line, _, _ := strings.Cut(body, "\n")
-		done <- res{body: line, err: err}
-	}()
-	r := <-done
-	return r.body, r.err
 }
 
 // spread returns n pod specs named prefix-i in ns, without a node.

@@ -23,6 +23,7 @@ import (
 	"github.com/mooringlb/mooring/internal/cli/status"
 	"github.com/mooringlb/mooring/internal/ipamd"
 	"github.com/mooringlb/mooring/internal/lab"
+	"github.com/mooringlb/mooring/internal/lab/labtest"
 	"github.com/mooringlb/mooring/internal/podipamctl"
 )
 
@@ -323,7 +324,7 @@ func probe(e *env, pods []corev1.Pod) (stop func() (sent, failed int64)) {
 			}
 			p := pairs[i%len(pairs)]
 			sent.Add(1)
-			if body, err := get(p.pid, p.to, 2*time.Second); err != nil || !strings.HasPrefix(body, "pod=") {
+			if body, err := labtest.GetFromPod(p.pid, p.to, 2*time.Second); err != nil || !strings.HasPrefix(body, "pod=") {
 				failed.Add(1)
 				e.t.Logf("probe %s at %s failed: %q %v", p.what, p.to, body, err)
 			}

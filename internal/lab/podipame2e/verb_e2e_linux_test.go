@@ -11,6 +11,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/lab"
+	"github.com/mooringlb/mooring/internal/lab/labtest"
 )
 
 // TestPodIPAMLabNode: the lab's nodes in CNI mode behave as a kubelet's
@@ -63,7 +64,7 @@ metadata:
 			if try == 60 {
 				t.Fatalf("Service %s: only backends %v answered in 60 tries", to, seen)
 			}
-			body, err := get(pid(t, &cl), to, 3*time.Second)
+			body, err := labtest.GetFromPod(pid(t, &cl), to, 3*time.Second)
 			if err != nil || !strings.HasPrefix(body, "pod=") {
 				time.Sleep(200 * time.Millisecond) // endpoints may lag
 				continue
