@@ -84,10 +84,17 @@ type Backend struct {
 	secrets *secrets
 	status  *statusWriter
 	wake    chan struct{}
+	// kick asks the status goroutine for a write (statusLoop).
+	kick chan struct{}
 
 	mu       sync.Mutex
 	writer   bool // this agent writes the objects' conditions
 	services map[announce.ServiceKey]announce.Service
+	// full: the agent's loop has handed over all Services once. Until
+	// then nothing is decided: a session opened with no routes would send
+	// End-of-RIB with none, and the routers would drop the node's routes
+	// that graceful restart kept.
+	full     bool
 	fromFile *state // the state file, used until Reader is synced
 	saved    *state // last state written
 	last     bgp.NodeResult
@@ -107,7 +114,7 @@ func New(cfg Config, d Deps) *Backend {
 		cfg: cfg, d: d, speaker: bgpspeaker.New(d.Router, d.Log, cfg.ListenPort),
 		secrets: newSecrets(d.Client, cfg.Namespace, cfg.SecretInterval, d.Now),
 		status:  &statusWriter{c: d.Client, node: cfg.Node, minInterval: cfg.StatusInterval, countsEvery: cfg.CountsInterval, now: d.Now},
-		wake:    make(chan struct{}, 1), services: map[announce.ServiceKey]announce.Service{},
+		wake:    make(chan struct{}, 1), kick: make(chan struct{}, 1), services: map[announce.ServiceKey]announce.Service{},
 	}
 }
 
@@ -140,6 +147,7 @@ func (b *Backend) SetServices(full bool, svcs []announce.Service, deleted []anno
 	b.mu.Lock()
 	if full {
 		clear(b.services)
+		b.full = true
 	}
 	for _, s := range svcs {
 		b.services[s.Key] = s
@@ -153,7 +161,9 @@ func (b *Backend) SetServices(full bool, svcs []announce.Service, deleted []anno
 
 // Run decides and applies until ctx ends, then stops BGP gracefully (no
 // Cease: routers keep the node's routes for the graceful-restart time,
-// so an agent restart withdraws nothing).
+// so an agent restart withdraws nothing). The status is written on a
+// goroutine of its own: an API server that hangs (a write waits for it)
+// must not hold up a decision.
 func (b *Backend) Run(ctx context.Context) error {
 	if st, ok, err := loadState(b.cfg.StateDir); err != nil {
 		b.d.Log.Warn("BGP state file unusable", "err", err)
@@ -165,24 +175,48 @@ func (b *Backend) Run(ctx context.Context) error {
 	if n, ok := b.d.Router.(interface{ Changed() <-chan struct{} }); ok {
 		changed = n.Changed()
 	}
-	tick := time.NewTicker(b.cfg.StatusInterval)
-	defer tick.Stop()
+	sctx, stopStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() { defer close(statusDone); b.statusLoop(sctx) }()
+	defer func() { stopStatus(); <-statusDone }()
 	b.Trigger()
 	for {
 		select {
 		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			return b.speaker.Shutdown(sctx, true)
+			return b.speaker.Shutdown(shut, true)
 		case <-b.wake:
 			b.decide(ctx)
-			b.writeStatus(ctx)
+			b.kickStatus()
 			b.settle(ctx)
 		case <-changed:
-			b.writeStatus(ctx)
-		case <-tick.C:
-			b.writeStatus(ctx)
+			b.kickStatus()
 		}
+	}
+}
+
+// kickStatus asks statusLoop for a write (when due).
+func (b *Backend) kickStatus() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// statusLoop writes the status when kicked and every StatusInterval
+// (prefix counters, writes deferred by the rate limit) until ctx ends.
+func (b *Backend) statusLoop(ctx context.Context) {
+	tick := time.NewTicker(b.cfg.StatusInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.kick:
+		case <-tick.C:
+		}
+		b.writeStatus(ctx)
 	}
 }
 
@@ -195,8 +229,15 @@ func (b *Backend) settle(ctx context.Context) {
 	}
 }
 
-// decide reads the inputs, decides for this node and applies the result.
+// decide reads the inputs, decides for this node and applies the result;
+// nothing before the agent's loop has handed over every Service once.
 func (b *Backend) decide(ctx context.Context) {
+	b.mu.Lock()
+	full := b.full
+	b.mu.Unlock()
+	if !full {
+		return
+	}
 	in, objs, err := b.input(ctx)
 	live := objs != nil
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,15 +69,64 @@ func startRouter(t *testing.T) *router {
 
 // prefixes are the router's routes that are not stale.
 func (r *router) prefixes() map[string]bool {
-	out := map[string]bool{}
+	fresh, _ := r.paths()
+	return fresh
+}
+
+// paths are the router's routes: not stale, and kept as stale for a
+// restarting node (graceful restart).
+func (r *router) paths() (fresh, stale map[string]bool) {
+	fresh, stale = map[string]bool{}, map[string]bool{}
 	_ = r.srv.ListPath(apiutil.ListPathRequest{TableType: api.TableType_TABLE_TYPE_GLOBAL, Family: bgp.RF_IPv4_UC}, func(p bgp.NLRI, ps []*apiutil.Path) {
 		for _, path := range ps {
-			if !path.Stale {
-				out[p.String()] = true
+			if path.Stale {
+				stale[p.String()] = true
+			} else {
+				fresh[p.String()] = true
 			}
 		}
 	})
-	return out
+	return fresh, stale
+}
+
+// openingRouter is the node's GoBGP speaker, counting the sessions it was
+// asked to open.
+type openingRouter struct {
+	*bgpspeaker.GoBGP
+	opened atomic.Int32
+}
+
+func (r *openingRouter) AddPeer(ctx context.Context, p bgpspeaker.PeerConfig, restarting bool) error {
+	r.opened.Add(1)
+	return r.GoBGP.AddPeer(ctx, p, restarting)
+}
+
+// hungClient is an API server that hangs (SIGSTOP): every call waits
+// until its context ends.
+type hungClient struct{ client.Client }
+
+func (hungClient) Get(ctx context.Context, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (hungClient) Create(ctx context.Context, _ client.Object, _ ...client.CreateOption) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (h hungClient) Status() client.SubResourceWriter { return hungStatus{h.Client.Status()} }
+
+type hungStatus struct{ client.SubResourceWriter }
+
+func (hungStatus) Update(ctx context.Context, _ client.Object, _ ...client.SubResourceUpdateOption) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (hungStatus) Patch(ctx context.Context, _ client.Object, _ client.Patch, _ ...client.SubResourcePatchOption) error {
+	<-ctx.Done()
+	return ctx.Err()
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
@@ -104,9 +154,11 @@ func services(n int) []announce.Service {
 }
 
 // TestBackend: objects from the API server become routes at the router;
-// 100 Services cost no status write; a missing password Secret keeps a
-// session closed with its reason; a backend restarted while the API server
-// is away re-advertises from its state file.
+// 100 Services cost no status write; a backend restarted while the API
+// server hangs re-advertises from its state file: it opens no session
+// before the agent's loop has handed it the Services (its End-of-RIB
+// would come with no routes, and the router would drop the ones it kept
+// as stale), and a status write that hangs does not hold up a decision.
 func TestBackend(t *testing.T) {
 	if !inOwnNetns(t) {
 		return
@@ -129,16 +181,18 @@ func TestBackend(t *testing.T) {
 	must(t, c.Create(ctx, &mooringv1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "all"}}))
 	dir := t.TempDir()
 
-	start := func(synced bool) (*bgpagent.Backend, context.CancelFunc, chan error) {
+	var speaker *openingRouter
+	start := func(synced bool, c client.Client) (*bgpagent.Backend, context.CancelFunc, chan error) {
+		speaker = &openingRouter{GoBGP: bgpspeaker.NewGoBGP(quietLog(), nil)}
 		b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system", StateDir: dir},
-			bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog(),
+			bgpagent.Deps{Reader: c, Client: c, Router: speaker, Log: quietLog(),
 				Synced: func() bool { return synced }})
 		bctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() { done <- b.Run(bctx) }()
 		return b, stop, done
 	}
-	b, stop, done := start(true)
+	b, stop, done := start(true, c)
 	b.SetServices(true, services(1), nil)
 	waitFor(t, 20*time.Second, "first route", func() (bool, string) {
 		p := r.prefixes()
@@ -163,15 +217,23 @@ func TestBackend(t *testing.T) {
 		t.Fatalf("100 Services wrote the BGPSpeaker: %+v", after.Status)
 	}
 
-	// Restart while the API server is "away": the state file carries it.
+	// Restart while the API server hangs: the state file carries it.
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("graceful stop: %v", err)
 	}
 	waitFor(t, 5*time.Second, "routes marked stale", func() (bool, string) { return len(r.prefixes()) == 0, fmt.Sprint(len(r.prefixes())) })
-	b2, stop2, done2 := start(false)
+	b2, stop2, done2 := start(false, hungClient{c})
 	defer func() { stop2(); <-done2 }()
-	b2.SetServices(true, services(100), nil) // as the agent's loop hands them from its snapshot
+	// The agent's loop hands the Services over from its snapshot only
+	// after its snapshot wait (5 s by default): meanwhile no session, and
+	// the router keeps every route as stale.
+	time.Sleep(2 * time.Second)
+	if fresh, stale := r.paths(); len(fresh) != 0 || len(stale) != 100 || speaker.opened.Load() != 0 {
+		t.Fatalf("before the agent's first pass the router has %d routes, %d stale; %d sessions opened: want the 100 kept as stale, none opened",
+			len(fresh), len(stale), speaker.opened.Load())
+	}
+	b2.SetServices(true, services(100), nil)
 	waitFor(t, 10*time.Second, "routes refreshed from the state file", func() (bool, string) { return len(r.prefixes()) == 100, fmt.Sprint(len(r.prefixes())) })
 }
 
@@ -197,6 +259,7 @@ func TestBackendStatusAndConditions(t *testing.T) {
 	b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system"},
 		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog()})
 	b.SetStatusWriter(true)
+	b.SetServices(true, nil, nil) // the agent's first pass: no Services
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- b.Run(bctx) }()

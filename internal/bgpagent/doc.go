@@ -10,7 +10,12 @@
 // While the API server is away at start, it decides from its state file
 // (the last live configuration and passwords, 0600 in the agent's state
 // folder) so that a restarted agent re-advertises within graceful
-// restart's time. On shutdown it stops BGP without a Cease.
+// restart's time. It opens no session before the agent's loop has handed
+// it every Service once (from the caches or the agent's snapshot): an
+// End-of-RIB without the routes would make the routers drop the ones
+// they kept. The BGPSpeaker is written on a goroutine of its own, so an
+// API server that hangs never holds up a decision. On shutdown it stops
+// BGP without a Cease.
 //
 // The agent (internal/agent) builds it with --bgp and hands it every
 // decision pass through internal/agent/backend (Pass); Watched names the

@@ -133,15 +133,6 @@ func routerConfig(net netlab.Config, router netip.Addr, nodes []netip.Addr, bfd 
 	return c
 }
 
-// bgpNodeRoutes are the routes every node gets back to the client's
-// subnets, through the router.
-func bgpNodeRoutes(net netlab.Config) map[netip.Prefix]netip.Addr {
-	return map[netip.Prefix]netip.Addr{
-		ClientSubnet4: nthHost(net.Subnet4, RouterOffset),
-		ClientSubnet6: nthHost(net.Subnet6, RouterOffset),
-	}
-}
-
 // Mooring's BGP objects in the BGP lab: every node peers with the router
 // (eBGP, IPv4 and IPv6 over the IPv4 session, the hold time of
 // --bgp-hold-time, else Mooring's default, and with --bgp-bfd the

@@ -100,6 +100,15 @@ func (c *Cluster) bgpRoutes(routes []*netlink.Route) []*netlink.Route {
 	return routes
 }
 
+// bgpNodeRoutes are the routes every node gets back to the client's
+// subnets, through the router.
+func bgpNodeRoutes(net netlab.Config) map[netip.Prefix]netip.Addr {
+	return map[netip.Prefix]netip.Addr{
+		ClientSubnet4: nthHost(net.Subnet4, RouterOffset),
+		ClientSubnet6: nthHost(net.Subnet6, RouterOffset),
+	}
+}
+
 // stopBGP stops the router's daemons (before the lab kills strays in its
 // namespaces); releaseBGP drops the two namespaces afterwards.
 func (c *Cluster) stopBGP() error {

@@ -44,6 +44,9 @@ type Options struct {
 	MetalLB bool
 	// BGP is lab.Config's: the router with FRR, the client behind it.
 	BGP lab.BGPConfig
+	// NodeMonitorGracePeriod is lab.Config's (lab.DefaultNodeMonitorGracePeriod
+	// when 0).
+	NodeMonitorGracePeriod time.Duration
 	// PodIPAM and PodNetwork are lab.Config's: pods set up through libcni
 	// with mooring-ipam (built from this tree for the test) in that mode.
 	PodIPAM, PodNetwork string
@@ -82,10 +85,13 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 	if o.Nodes == 0 {
 		o.Nodes = 2
 	}
+	if o.NodeMonitorGracePeriod == 0 {
+		o.NodeMonitorGracePeriod = lab.DefaultNodeMonitorGracePeriod
+	}
 	cfg := lab.Config{
 		Nodes: o.Nodes, StateDir: filepath.Join(t.TempDir(), "lab"), KubeBin: kubebin, CRDDir: crds,
 		Self: self, SelfEnv: []string{envSelf + "=1"}, Mooring: o.Mooring, MetalLB: metallb,
-		NodeMonitorGracePeriod: lab.DefaultNodeMonitorGracePeriod, Timeout: 2 * time.Minute, BGP: o.BGP,
+		NodeMonitorGracePeriod: o.NodeMonitorGracePeriod, Timeout: 2 * time.Minute, BGP: o.BGP,
 		Log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: o.LogLevel})),
 	}
 	if o.PodIPAM != "" {
