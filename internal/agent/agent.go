@@ -105,7 +105,7 @@ type Agent struct {
 	// deferrals are the peers' L2Announcers that defer (internal/agent/gossip).
 	deferrals *gossip.Deferrals
 	// leave is set on SIGTERM (leave.go).
-	leave leaveState
+	leave *leaveState
 }
 
 // loopState is what the decision loop keeps between passes.
@@ -183,6 +183,7 @@ func New(cfg Config, deps Deps) *Agent {
 		snapMet:    snapshot.NewMetrics(deps.Registerer),
 		safetyMet:  safety.NewMetrics(deps.Registerer),
 		loop:       loopState{publishEvery: publishEvery},
+		leave:      newLeaveState(),
 	}
 	a.rec = &status.Recorder{C: deps.Client, Clock: deps.Clock, Node: cfg.NodeName, Log: log, Writes: a.met.writes}
 	a.stall = handoff.NewStall(resumeThreshold(cfg), a.Trigger, deps.Registerer)

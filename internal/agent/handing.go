@@ -67,19 +67,20 @@ func (a *Agent) handOver(c announce.Change, prev, now []int) (bool, []responder.
 		return false, nil
 	}
 	h := handing{to: c.To, since: a.deps.Clock.Now()}
-	var out []responder.Change
+	var out, unclaimed []responder.Change
 	for _, i := range prev {
 		if mac := a.claim(i, c.To); mac != nil {
 			h.claimed = append(h.claimed, i)
 			out = append(out, responder.Change{IfIndex: i, Addr: c.Addr, On: true, Claim: mac})
-		} else if letGo {
-			out = append(out, responder.Change{IfIndex: i, Addr: c.Addr}) // no MAC to answer with: let go at once
+		} else {
+			unclaimed = append(unclaimed, responder.Change{IfIndex: i, Addr: c.Addr})
 		}
 	}
 	if letGo {
 		if len(h.claimed) == 0 {
-			return false, nil
+			return false, nil // no MAC to answer with anywhere: let go at once
 		}
+		out = append(out, unclaimed...) // nor on these interfaces
 		h.until = h.since.Add(a.cfg.LetGoWait)
 		a.loop.answered[c.Addr] = h.claimed
 		a.met.letGo.Inc()

@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -22,50 +21,40 @@ import (
 // is stuck still stops.
 const leaveApplyWait = 2 * time.Second
 
-// leaveState tells the decision loop that the agent is leaving and the
-// leaving goroutine that the loop's pass reached the responder. The zero
-// value is usable: an agent run without runAll (tests) never leaves.
+// leaveState tells the decision loop that the agent is leaving (begun
+// closes) and the leaving goroutine that the loop's pass reached the
+// responder (applied closes). newLeaveState makes it; an agent run
+// without runAll (tests) never leaves.
 type leaveState struct {
-	asked     atomic.Bool
-	done      chan struct{} // closed by applied
-	doneOnce  sync.Once
-	initOnce  sync.Once
-	startedCh chan struct{} // closed when asked
+	begun, applied         chan struct{}
+	beginOnce, appliedOnce sync.Once
 }
 
-func (l *leaveState) init() {
-	l.initOnce.Do(func() { l.done, l.startedCh = make(chan struct{}), make(chan struct{}) })
+func newLeaveState() *leaveState {
+	return &leaveState{begun: make(chan struct{}), applied: make(chan struct{})}
 }
 
-// begun reports whether the agent is leaving.
-func (l *leaveState) begun() bool { return l.asked.Load() }
-
-// begin marks the agent leaving.
-func (l *leaveState) begin() {
-	l.init()
-	if !l.asked.Swap(true) {
-		close(l.startedCh)
+// leaving reports whether the agent is leaving.
+func (l *leaveState) leaving() bool {
+	select {
+	case <-l.begun:
+		return true
+	default:
+		return false
 	}
 }
 
-// started is closed once the agent is leaving.
-func (l *leaveState) started() <-chan struct{} {
-	l.init()
-	return l.startedCh
-}
+// begin marks the agent leaving.
+func (l *leaveState) begin() { l.beginOnce.Do(func() { close(l.begun) }) }
 
-// applied records that the leaving pass reached the responder.
-func (l *leaveState) applied() {
-	l.init()
-	l.doneOnce.Do(func() { close(l.done) })
-}
+// done records that the leaving pass reached the responder.
+func (l *leaveState) done() { l.appliedOnce.Do(func() { close(l.applied) }) }
 
 // lingering returns the context the responder, gossip, the caches and the
 // decision loop run on: it ends once ctx has ended and the agent has
 // handed its addresses over (the leaving pass applied, then LetGoWait),
 // or at once when the agent never decided (it answers nothing).
 func (a *Agent) lingering(ctx context.Context) context.Context {
-	a.leave.init()
 	out, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	go func() {
 		defer cancel()
@@ -76,7 +65,7 @@ func (a *Agent) lingering(ctx context.Context) context.Context {
 		a.leave.begin()
 		a.dirty.mark(func(c *changed) { c.nodes = true })
 		select {
-		case <-a.leave.done:
+		case <-a.leave.applied:
 			a.log.Info("leaving: peers take this node's addresses while it answers with their MACs", "for", a.cfg.LetGoWait)
 			time.Sleep(a.cfg.LetGoWait)
 		case <-time.After(leaveApplyWait):
@@ -94,7 +83,7 @@ func (a *Agent) untilLeaving(ctx context.Context) context.Context {
 		defer cancel()
 		select {
 		case <-out.Done():
-		case <-a.leave.started():
+		case <-a.leave.begun:
 		}
 	}()
 	return out

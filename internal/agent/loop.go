@@ -134,7 +134,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	if a.resumed(ctx) { // a stall made the decision stale
 		d.nodes = true
 	}
-	if a.leave.begun() && !a.loop.leaving { // SIGTERM: hand everything over (leave.go)
+	if a.leave.leaving() && !a.loop.leaving { // SIGTERM: hand everything over (leave.go)
 		a.loop.leaving, d.nodes = true, true
 	}
 	before := a.viewNow()
@@ -158,7 +158,7 @@ func (a *Agent) decide(ctx context.Context) error {
 	if a.loop.leaving {
 		// Peers report the moves; backends stop with the agent (BGP's
 		// graceful restart keeps its routes).
-		a.leave.applied()
+		a.leave.done()
 		return err
 	}
 	a.passToBackends(pass, changes)

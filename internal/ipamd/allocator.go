@@ -150,14 +150,9 @@ func (a *Allocator) again(pl Pool, f podipam.Family, hint []netip.Addr) (IP, boo
 			continue
 		}
 		for _, b := range pl.Blocks {
-			if podipam.FamilyOf(b) != f || a.releasing[b] || b.Bits() >= f.Bits()-1 || !b.Contains(x) {
-				continue
+			if a.handsOut(b, f) && podAddr(b, f, x) {
+				return IP{Address: netip.PrefixFrom(x, b.Bits()), Gateway: b.Addr().Next()}, true
 			}
-			gw := b.Addr().Next()
-			if x == b.Masked().Addr() || x == gw || (f == podipam.IPv4 && x == ipalloc.LastAddr(b)) {
-				continue
-			}
-			return IP{Address: netip.PrefixFrom(x, b.Bits()), Gateway: gw}, true
 		}
 	}
 	return IP{}, false
@@ -168,21 +163,31 @@ func (a *Allocator) again(pl Pool, f podipam.Family, hint []netip.Addr) (IP, boo
 // gateway (the node's bridge), never a pod's.
 func (a *Allocator) free(pl Pool, f podipam.Family) (IP, bool) {
 	for _, b := range pl.Blocks {
-		if podipam.FamilyOf(b) != f || a.releasing[b] || b.Bits() >= f.Bits()-1 {
+		if !a.handsOut(b, f) {
 			continue
 		}
 		gw := b.Addr().Next()
-		last := ipalloc.LastAddr(b)
-		for x := gw.Next(); x.IsValid() && b.Contains(x); x = x.Next() {
-			if f == podipam.IPv4 && x == last {
-				break // broadcast
-			}
+		for x := gw.Next(); podAddr(b, f, x); x = x.Next() {
 			if _, taken := a.used[x]; !taken {
 				return IP{Address: netip.PrefixFrom(x, b.Bits()), Gateway: gw}, true
 			}
 		}
 	}
 	return IP{}, false
+}
+
+// handsOut reports whether block b gives pods addresses of family f: of
+// that family, not being released, with room past its gateway.
+func (a *Allocator) handsOut(b netip.Prefix, f podipam.Family) bool {
+	return podipam.FamilyOf(b) == f && !a.releasing[b] && b.Bits() < f.Bits()-1
+}
+
+// podAddr reports whether x is an address of block b a pod may hold: past
+// the gateway (the block's first usable address, the node's bridge), and
+// for IPv4 not the broadcast address.
+func podAddr(b netip.Prefix, f podipam.Family, x netip.Addr) bool {
+	return x.IsValid() && b.Contains(x) && x.Compare(b.Addr().Next()) > 0 &&
+		!(f == podipam.IPv4 && x == ipalloc.LastAddr(b))
 }
 
 // lookup returns the allocation of k. An allocation stored before keys

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mooringlb/mooring/internal/cliutil"
+	"github.com/mooringlb/mooring/internal/cni"
 	"github.com/mooringlb/mooring/internal/cniinstall"
 )
 
@@ -14,7 +15,6 @@ import (
 const (
 	DefaultIPAMPlugin = "/mooring-ipam"
 	DefaultCNIBinDir  = "/host/opt/cni/bin"
-	DefaultSocket     = "/run/mooring/ipamd.sock"
 )
 
 // newInstallCNICommand builds `mooring agent install-cni`, the agent's init
@@ -71,6 +71,6 @@ way. Without it the network config is yours (docs/podipam.md).`,
 	f.StringVar(&to, "to", DefaultCNIBinDir, "the node's CNI plugin folder, as mounted in the container")
 	f.StringVar(&network, "network", "", "also write the node's pod network with this main plugin: ptp or bridge (empty: the network config is yours)")
 	f.StringVar(&confDir, "conf-dir", "", "with --network: the node's CNI config folder, as mounted in the container")
-	f.StringVar(&socket, "socket", DefaultSocket, "with --network: the agent's --pod-ipam-socket, as the host sees it (the plugin runs on the host)")
+	f.StringVar(&socket, "socket", cni.DefaultSocket, "with --network: the agent's --pod-ipam-socket, as the host sees it (the plugin runs on the host)")
 	return cmd
 }
