@@ -16,9 +16,12 @@
 //
 //	agent (this)   wiring (Run, New, Config, Deps), the decision loop
 //	               (loop.go), the responder table (table.go) and its
-//	               hand-overs to returning peers (handing.go), the
-//	               capabilities and stall glue (capabilities.go), start-up
-//	               from caches or snapshot (start.go)
+//	               hand-overs, make before break, to returning peers and
+//	               from a node that stops serving (handing.go), SIGTERM's
+//	               hand-over before the responder and gossip stop
+//	               (leave.go), the capabilities and stall glue
+//	               (capabilities.go), start-up from caches or snapshot
+//	               (start.go)
 //	convert        API objects -> announce input (the one conversion layer)
 //	store          the compact Service/EndpointSlice store, slim informer
 //	               transforms, the EndpointSlice index
