@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
@@ -155,9 +156,13 @@ func graceReleases(t *testing.T, c client.Client, n1blue netip.Prefix) {
 // this version made it, and waits for the controller to drop that.
 func olderAgentsRecord(t *testing.T, c client.Client, n *corev1.Node) {
 	t.Helper()
-	rec := record(t, c, n.Name)
-	rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
-	if err := c.Update(context.Background(), rec); err != nil {
+	// The controller and the agent write the record too: retry on conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rec := record(t, c, n.Name)
+		rec.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: n.Name, UID: n.UID}}
+		return c.Update(context.Background(), rec)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the Node owner reference dropped", func() error {
