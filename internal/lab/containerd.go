@@ -178,25 +178,27 @@ func realNodeAPIServerArgs(args []string, k *pki) []string {
 // projected token volume mounts it).
 const realNodeKCMControllers = ",serviceaccount-controller,root-ca-cert-publisher,garbage-collector-controller"
 
-// realNode is node n's plan for the real runtime.
-func (c *Cluster) realNode(n nodeSpec, sandbox string) *realnode.Node {
-	dir := filepath.Join(c.paths.Dir, "nodes", n.Name)
+// realNodePlan is node n's plan for the real runtime: its folder under
+// the lab's, its cgroup parent below cgroupTop, the binaries of c and the
+// lab's CA (k).
+func realNodePlan(c *Config, p paths, k *pki, cgroupTop string, n nodeSpec, sandbox string) *realnode.Node {
+	dir := filepath.Join(p.Dir, "nodes", n.Name)
 	rn := &realnode.Node{
 		Name: n.Name, Addrs: n.Addrs, Labels: kubeletLabels(n.Labels), PodCIDRs: n.PodCIDRs, Dir: dir,
-		CgroupParent: c.cgroupTop() + "/" + n.Name,
-		CACert:       c.pki.CACert, Kubeconfig: filepath.Join(dir, "kubeconfig"),
-		Containerd: c.cfg.Containerd, Runc: c.cfg.Runc, Kubelet: filepath.Join(c.cfg.KubeBin, "kubelet"),
-		CNIPlugins: c.cfg.CNIPlugins, SandboxImage: sandbox,
+		CgroupParent: cgroupTop + "/" + n.Name,
+		CACert:       k.CACert, Kubeconfig: filepath.Join(dir, "kubeconfig"),
+		Containerd: c.Containerd, Runc: c.Runc, Kubelet: filepath.Join(c.KubeBin, "kubelet"),
+		CNIPlugins: c.CNIPlugins, SandboxImage: sandbox,
 	}
 	// Pod IPAM: the chart's install-cni writes the node's network and
 	// puts mooring-ipam in (agent.cni.network, podIPAMChartArgs).
-	rn.CNIFromChart = c.cfg.usesPodIPAM()
+	rn.CNIFromChart = c.usesPodIPAM()
 	return rn
 }
 
-// cgroupTop is the lab's own cgroup (/mooring-lab-<pid>): every node's
+// labCgroupTop is the lab's own cgroup (/mooring-lab-<pid>): every node's
 // cgroup parent is below it.
-func (c *Cluster) cgroupTop() string { return fmt.Sprintf("/mooring-lab-%d", os.Getpid()) }
+func labCgroupTop() string { return fmt.Sprintf("/mooring-lab-%d", os.Getpid()) }
 
 // realNodeKCMArgs give the root-ca-cert-publisher the lab's CA.
 func realNodeKCMArgs(c *Config, p paths) []string {

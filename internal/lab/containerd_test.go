@@ -117,8 +117,7 @@ func TestRealNodePodIPAM(t *testing.T) {
 	if got := podIPAMChartArgs(&Config{Runtime: RuntimeContainerd, Install: InstallChart}); got != nil {
 		t.Errorf("pod IPAM off: chart args %q", got)
 	}
-	cl := &Cluster{cfg: *c, paths: newPaths("/run/lab"), pki: &pki{}}
-	rn := cl.realNode(nodeSpec{Name: "node-1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, "pause:1")
+	rn := realNodePlan(c, newPaths("/run/lab"), &pki{}, "/lab", nodeSpec{Name: "node-1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, "pause:1")
 	if rn.NetworkConfList() != "" || len(rn.PodCIDRs) != 0 || rn.Validate() != nil {
 		t.Errorf("node network %q, pod CIDRs %v, %v: want none from the lab", rn.NetworkConfList(), rn.PodCIDRs, rn.Validate())
 	}
