@@ -55,8 +55,13 @@ func (c *Config) validateRuntime() error {
 	default:
 		return fmt.Errorf("lab: --runtime %q: use %q (the kubelet stand-in) or %q (real kubelet and containerd)", c.Runtime, RuntimeProcess, RuntimeContainerd)
 	}
+	if c.MetalLB != "" && c.Install != InstallChart {
+		return errors.New("lab: --runtime=containerd with --metallb needs --install=chart: on real nodes Mooring's controller runs --adopt-only from the chart beside MetalLB installed from its own manifest")
+	}
 	if c.MetalLB != "" {
-		return errors.New("lab: --runtime=containerd with --metallb is not supported yet: use the process runtime for the MetalLB hand-over")
+		if err := validateRealMetalLB(c.MetalLB); err != nil {
+			return err
+		}
 	}
 	if c.usesPodIPAM() && c.Install != InstallChart {
 		return fmt.Errorf("lab: --runtime=containerd with --pod-ipam=%s needs --install=chart: on real nodes the chart's agents serve the addresses and its install-cni puts mooring-ipam in (lab processes cannot reach a node's private /run/mooring)", c.PodIPAM)
@@ -143,6 +148,9 @@ func (c *Config) labImages() ([]labImage, error) {
 	if c.Install == InstallChart {
 		imgs = append(imgs, labImage{Archive: filepath.Join(c.Images, mooringArchive), Repository: MooringRepository})
 	}
+	if c.realMetalLB() {
+		imgs = append(imgs, metallbImages(c.MetalLB)...)
+	}
 	for i := range imgs {
 		t, err := imageRef(imgs[i].Archive)
 		if err != nil {
@@ -170,6 +178,10 @@ func realNodeAPIServerArgs(args []string, k *pki) []string {
 		"--kubelet-client-certificate="+k.kubeletClientCert(),
 		"--kubelet-client-key="+k.kubeletClientKey(),
 		"--kubelet-preferred-address-types=InternalIP",
+		// Webhooks (MetalLB's) are called at their endpoints' pod
+		// addresses, which the control plane routes to: it runs no
+		// kube-proxy for Service addresses.
+		"--enable-aggregator-routing=true",
 	)
 }
 
