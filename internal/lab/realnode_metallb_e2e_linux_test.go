@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -79,7 +79,7 @@ func TestRealNodesMetalLBMigrate(t *testing.T) {
 	audit := arp.end(t)
 	t.Logf("mooring migrate metallb run:\n%s", out)
 	if err != nil {
-		t.Fatalf("mooring migrate metallb run: %v", err)
+		t.Errorf("mooring migrate metallb run: %v", err)
 	}
 	ok, fail, failures := load.Totals()
 	t.Logf("hand-over took %v; %d Services × 8 req/s: %d ok, %d failed; ARP audit: %s", took.Round(time.Millisecond), len(addrs), ok, fail, audit)
