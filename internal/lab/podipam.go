@@ -280,8 +280,12 @@ func kcmControllers(c *Config) string {
 	if c.PodIPAM == PodIPAMKubernetes {
 		s += ",node-ipam-controller"
 	}
-	if c.Install == InstallChart {
+	switch {
+	case c.Install == InstallChart:
 		s += ",deployment-controller,replicaset-controller,daemonset-controller"
+	case c.BGP.Enabled:
+		// The BGP lab's backends roll (externalTrafficPolicy: Local).
+		s += ",deployment-controller,replicaset-controller"
 	}
 	if c.realNodes() {
 		s += realNodeKCMControllers
