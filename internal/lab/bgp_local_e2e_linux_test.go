@@ -112,7 +112,7 @@ type localLab struct {
 	cs    kubernetes.Interface
 	free  string // the node without a backend
 	mu    sync.Mutex
-	ready []sliceEvent // every EndpointSlice event: when, the nodes with a ready endpoint
+	ready []sliceEvent    // every EndpointSlice event: when, the nodes with a ready endpoint
 	polls []time.Duration // how long each `show ip route json` took
 }
 
