@@ -340,10 +340,12 @@ func DefaultCommands() (controller, agent []string, nodeAddr string) {
 	return controllerComponent(c, p).Args, agentComponent(c, p, n).Args, n.Addrs[0].String()
 }
 
-// bgpAgentArgs turn the agents' BGP speaker on in the BGP lab without
-// MetalLB: they peer with the router (bgp.go).
+// bgpAgentArgs turn the agents' BGP speaker on in the BGP lab. With
+// MetalLB, whose speakers peer with the router, the lab creates no
+// BGPPeer: the agents peer once `mooring migrate metallb` applies the
+// imported ones and hands each node over.
 func bgpAgentArgs(c *Config) []string {
-	if c.BGP.Enabled && c.MetalLB == "" {
+	if c.BGP.Enabled {
 		return []string{"--bgp"}
 	}
 	return nil

@@ -155,15 +155,17 @@ func TestClaimDirRefusesForeignFolders(t *testing.T) {
 	}
 }
 
-// The BGP lab without MetalLB turns the agents' speaker on; with MetalLB
-// (its speakers peer) and in the L2 lab the agents run without it.
+// The BGP lab turns the agents' speaker on, with MetalLB too (no BGPPeer
+// selects a node until `migrate metallb` hands it over); in the L2 lab
+// the agents run without it.
 func TestBGPAgentArgs(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  Config
 		want bool
 	}{
 		{Config{Mooring: true, BGP: BGPConfig{Enabled: true}}, true},
-		{Config{Mooring: true, MetalLB: "/m", BGP: BGPConfig{Enabled: true}}, false},
+		{Config{Mooring: true, MetalLB: "/m", BGP: BGPConfig{Enabled: true}}, true},
+		{Config{Mooring: true, MetalLB: "/m"}, false},
 		{Config{Mooring: true}, false},
 	} {
 		comp := agentComponent(&tt.cfg, paths{}, nodeSpec{Name: "node-1"})
