@@ -240,6 +240,19 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 		f.Policies = append(f.Policies, p.Metadata.Name)
 		f.KeepsMetalLBNodes = f.KeepsMetalLBNodes && p.Spec.Ranking == "MetalLB"
 	}
+	for _, p := range res.BGP.Peers {
+		f.BGPPeers = append(f.BGPPeers, p.Metadata.Name)
+	}
+	if len(f.Policies) > 0 && len(f.BGPPeers) > 0 {
+		return nil, fmt.Errorf("MetalLB announces in L2 mode (imported as L2AnnouncementPolicies %s) and in BGP mode (BGPPeers %s): `migrate metallb` hands over one mode; "+
+			"hand the L2 Services over by hand first (apply the imported pools and policies, then delete MetalLB's L2Advertisements), then run it again for BGP",
+			strings.Join(f.Policies, ", "), strings.Join(f.BGPPeers, ", "))
+	}
+	speakerPods, speakerNodes, err := cluster.SpeakerPods(ctx, cs, o.Namespace, f.Speakers)
+	if err != nil {
+		return nil, err
+	}
+	f.SpeakerNodes = speakerNodes
 	if err := os.WriteFile(o.ImportFile, doc, 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", o.ImportFile, err)
 	}
@@ -262,7 +275,8 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 		return nil, err
 	}
 	f.Services = snap.Lines()
-	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout, Reader: o.reader}
+	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout, Reader: o.reader,
+		SpeakerPodUIDs: speakerPods}
 	if o.Interface != "" {
 		if r.Responders, err = arpprobe.InterfaceProber(o.Interface, 500*time.Millisecond); err != nil {
 			return nil, err
