@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -34,6 +35,10 @@ const (
 	envLocalRuns = "MOORING_BGP_LOCAL_RUNS"
 	// envLocalRollouts sets how many rolling updates it runs (default 1).
 	envLocalRollouts = "MOORING_BGP_LOCAL_ROLLOUTS"
+
+	// envLocalDrain overrides the backend's preStop sleep (a Go
+	// duration; "0s" shows what a rollout without it costs).
+	envLocalDrain = "MOORING_BGP_LOCAL_DRAIN"
 
 	localName = "local"
 	// localDrain is the backend's preStop sleep: a deleted pod keeps
@@ -149,7 +154,16 @@ func startLocal(t *testing.T, b *bgpLab, cs kubernetes.Interface) *localLab {
 	if _, err := cs.CoreV1().Services(lab.DemoNamespace).Create(b.ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.AppsV1().Deployments(lab.DemoNamespace).Create(b.ctx, localDeployment(), metav1.CreateOptions{}); err != nil {
+	drain := localDrain
+	if v := os.Getenv(envLocalDrain); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			t.Fatalf("%s=%q: want a duration", envLocalDrain, v)
+		}
+		t.Logf("%s=%s: the backend drains %s", envLocalDrain, v, d)
+		drain = d
+	}
+	if _, err := cs.AppsV1().Deployments(lab.DemoNamespace).Create(b.ctx, localDeployment(drain), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// The "local" view of the lab: its routes are the Service's.
@@ -185,8 +199,8 @@ func startLocal(t *testing.T, b *bgpLab, cs kubernetes.Interface) *localLab {
 }
 
 // localDeployment is the Service's backend: two echo pods, never two on
-// one node, rolled one at a time, each draining localDrain on deletion.
-func localDeployment() *appsv1.Deployment {
+// one node, rolled one at a time, each draining drain on deletion.
+func localDeployment(drain time.Duration) *appsv1.Deployment {
 	labels := map[string]string{"app": localName, "tier": "deployment"}
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: localName, Namespace: lab.DemoNamespace},
@@ -206,7 +220,7 @@ func localDeployment() *appsv1.Deployment {
 							TopologyKey:   corev1.LabelHostname,
 						}},
 					}},
-					Containers: []corev1.Container{localContainer(localDrain)},
+					Containers: []corev1.Container{localContainer(drain)},
 				},
 			},
 		},
