@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,6 +290,54 @@ func (l *localLab) readyNodes() []string {
 	return out
 }
 
+// snapshotEvents returns the EndpointSlice events so far.
+func (l *localLab) snapshotEvents() []sliceEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ready)
+}
+
+// watchKernel polls the router's kernel routes of both addresses every 10
+// ms until the returned func is called, which returns every stretch
+// without a route ("family from–to").
+func (l *localLab) watchKernel() func() []string {
+	done := make(chan struct{})
+	var gaps []string
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		nl, err := l.r.Cluster.Host(lab.RouterHost).NetlinkHandle()
+		if err != nil {
+			gaps = append(gaps, err.Error())
+			return
+		}
+		defer nl.Close()
+		var since [2]time.Time
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			for f, p := range []netip.Prefix{l.vip4, l.vip6} {
+				hops, err := kernelNexthops(nl, p)
+				now := time.Now()
+				switch {
+				case (err != nil || len(hops) == 0) && since[f].IsZero():
+					since[f] = now
+				case err == nil && len(hops) > 0 && !since[f].IsZero():
+					gaps = append(gaps, fmt.Sprintf("%s %s–%s", p, since[f].Format("15:04:05.000"), now.Format("15:04:05.000")))
+					since[f] = time.Time{}
+				}
+			}
+		}
+	})
+	return func() []string {
+		close(done)
+		wg.Wait()
+		return gaps
+	}
+}
+
 // changedAt is when the EndpointSlices first showed node with (ready) or
 // without a ready endpoint after since (zero while they have not).
 func (l *localLab) changedAt(node string, ready bool, since time.Time) time.Time {
@@ -429,6 +478,8 @@ func (l *localLab) rollout() {
 	t := l.t
 	t.Helper()
 	before := l.readyNodes()
+	events := len(l.snapshotEvents())
+	kernel := l.watchKernel()
 	watch := l.watchRoutes()
 	stopLoad := l.load()
 	time.Sleep(2 * time.Second)
@@ -458,7 +509,19 @@ func (l *localLab) rollout() {
 	})
 	l.waitWhole(after, 30*time.Second)
 	time.Sleep(2 * time.Second)
-	load, samples := stopLoad(), watch.stop()
+	load, samples, gaps := stopLoad(), watch.stop(), kernel()
+	var noneReady []string
+	for _, ev := range l.snapshotEvents()[events:] {
+		if len(ev.nodes) == 0 {
+			noneReady = append(noneReady, ev.at.Format("15:04:05.000"))
+		}
+	}
+	if len(noneReady) > 0 {
+		t.Errorf("the EndpointSlices showed no ready endpoint during the rolling update at %v", noneReady)
+	}
+	if len(gaps) > 0 {
+		t.Errorf("the router's kernel had no route (10 ms polls) during the rolling update: %s", strings.Join(gaps, "; "))
+	}
 
 	var empty, withdrawn []routeSample
 	for _, s := range samples {
