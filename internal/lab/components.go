@@ -22,6 +22,10 @@ type component struct {
 	Args []string
 	Env  []string // added to the lab's environment
 	Dir  string   // working directory; "" is the lab's
+	// Restart starts it again 2 s after it exits on its own, as a
+	// Deployment's pod is restarted, when it ran at least
+	// restartMinRun (a crash at start surfaces instead of looping).
+	Restart bool
 }
 
 // paths is the layout of the state dir.
@@ -228,7 +232,10 @@ func kubeProxyLocalArgs(c *Config) []string {
 // controllerComponent runs `mooring controller` next to the apiserver.
 func controllerComponent(c *Config, p paths) component {
 	comp := component{
-		Name: "mooring-controller", Host: controlPlaneHost,
+		// It exits when it cannot renew its leader-election Lease (an
+		// API server that hangs): a Deployment would restart it.
+		Restart: true,
+		Name:    "mooring-controller", Host: controlPlaneHost,
 		Path: c.Self,
 		Args: append([]string{
 			"controller",

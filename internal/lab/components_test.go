@@ -174,3 +174,19 @@ func TestBGPAgentArgs(t *testing.T) {
 		}
 	}
 }
+
+// The controller, which exits when it loses its Lease to a hung API
+// server, is restarted as a Deployment's pod would be; nothing else is.
+func TestOnlyTheControllerRestarts(t *testing.T) {
+	c := &Config{Mooring: true, Nodes: 1}
+	p := newPaths("/run/lab")
+	if !controllerComponent(c, p).Restart {
+		t.Error("the controller is not restarted")
+	}
+	n := nodeSpec{Name: "node-1"}
+	for _, comp := range []component{agentComponent(c, p, n), kubeProxyComponent(c, p, n), kcmComponent(c, p)} {
+		if comp.Restart {
+			t.Errorf("%s is restarted: a test that kills it would see it come back", comp.Name)
+		}
+	}
+}
