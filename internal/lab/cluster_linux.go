@@ -46,6 +46,8 @@ type Cluster struct {
 	objErr <-chan error // the result of installMooring; nil once received
 	// closing is set by close: no process starts after it (a restart).
 	closing bool
+	// backoff is each restarted component's last restart delay.
+	backoff map[string]time.Duration
 
 	// real runs the real nodes (--runtime=containerd); nil otherwise.
 	real *realNodes
@@ -495,21 +497,28 @@ func (c *Cluster) startComponent(comp component) error {
 		logPath := filepath.Join(c.paths.Logs, logName(comp.Name))
 		c.log.Warn("process exited", "component", comp.Name, "err", err, "log", logPath,
 			"tail", tailFile(logPath, 5))
-		if comp.Restart && !closing && time.Since(started) >= restartMinRun {
-			c.restart(comp)
+		if comp.Restart && !closing {
+			c.restart(comp, time.Since(started))
 		}
 	})
 	return nil
 }
 
-// restartMinRun is how long a component with Restart must have run for
-// its exit to be followed by a restart.
-const restartMinRun = 10 * time.Second
-
-// restart starts comp again 2 s after it exited, unless the lab goes
-// down meanwhile.
-func (c *Cluster) restart(comp component) {
-	time.Sleep(2 * time.Second)
+// restart starts comp again after it exited having run ran, unless the lab
+// goes down meanwhile: 2 s later, doubling up to 30 s while it keeps
+// exiting within a minute (a kubelet's crash-loop back-off).
+func (c *Cluster) restart(comp component, ran time.Duration) {
+	c.mu.Lock()
+	d := 2 * time.Second
+	if prev := c.backoff[comp.Name]; ran < time.Minute && prev > 0 {
+		d = min(2*prev, 30*time.Second)
+	}
+	if c.backoff == nil {
+		c.backoff = map[string]time.Duration{}
+	}
+	c.backoff[comp.Name] = d
+	c.mu.Unlock()
+	time.Sleep(d)
 	c.mu.Lock()
 	closing := c.closing
 	c.mu.Unlock()

@@ -22,9 +22,9 @@ type component struct {
 	Args []string
 	Env  []string // added to the lab's environment
 	Dir  string   // working directory; "" is the lab's
-	// Restart starts it again 2 s after it exits on its own, as a
-	// Deployment's pod is restarted, when it ran at least
-	// restartMinRun (a crash at start surfaces instead of looping).
+	// Restart starts it again after it exits on its own, as a
+	// Deployment's pod is restarted (Cluster.restart: 2 s, backing off
+	// to 30 s while it keeps exiting).
 	Restart bool
 }
 
