@@ -24,7 +24,11 @@ type secrets struct {
 	c         client.Reader
 	namespace string
 	every     time.Duration
-	now       func() time.Time
+	// timeout bounds one GET: a hung API server (stopped, or a
+	// connection that black-holes) must not hold up the decision, which
+	// reads the passwords inline.
+	timeout time.Duration
+	now     func() time.Time
 
 	mu   sync.Mutex
 	read map[string]secretEntry
@@ -35,8 +39,15 @@ type secretEntry struct {
 	at time.Time
 }
 
+// secretTimeout is how long one Secret GET may take; secretRetry how soon
+// a failed read is tried again.
+const (
+	secretTimeout = 3 * time.Second
+	secretRetry   = 5 * time.Second
+)
+
 func newSecrets(c client.Reader, namespace string, every time.Duration, now func() time.Time) *secrets {
-	return &secrets{c: c, namespace: namespace, every: every, now: now, read: map[string]secretEntry{}}
+	return &secrets{c: c, namespace: namespace, every: every, timeout: secretTimeout, now: now, read: map[string]secretEntry{}}
 }
 
 // passwords returns the passwords of names, reading those never read or
@@ -62,7 +73,12 @@ func (s *secrets) passwords(ctx context.Context, names []string) map[string]bgps
 
 func (s *secrets) get(ctx context.Context, name string, last secretEntry, had bool) secretEntry {
 	var sec corev1.Secret
-	err := s.c.Get(ctx, client.ObjectKey{Namespace: s.namespace, Name: name}, &sec)
+	gctx, cancel := context.WithTimeout(ctx, s.timeout)
+	err := s.c.Get(gctx, client.ObjectKey{Namespace: s.namespace, Name: name}, &sec)
+	cancel()
+	if err != nil && gctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("the API server did not answer within %s (%w)", s.timeout, err)
+	}
 	now := s.now()
 	switch {
 	case err == nil:
@@ -77,9 +93,9 @@ func (s *secrets) get(ctx context.Context, name string, last secretEntry, had bo
 		return secretEntry{at: now, pw: bgpspeaker.Password{Unavailable: fmt.Sprintf("the agent may not read Secret %s/%s (%v): the agent reads Secrets only in its own namespace", s.namespace, name, err)}}
 	case had && last.pw.Value != "":
 		// The API server is away: keep the password, try again soon.
-		return secretEntry{at: now.Add(-s.every + 5*time.Second), pw: last.pw}
+		return secretEntry{at: now.Add(-s.every + secretRetry), pw: last.pw}
 	}
-	return secretEntry{at: now.Add(-s.every + 5*time.Second), pw: bgpspeaker.Password{Unavailable: fmt.Sprintf("reading Secret %s/%s: %v", s.namespace, name, err)}}
+	return secretEntry{at: now.Add(-s.every + secretRetry), pw: bgpspeaker.Password{Unavailable: fmt.Sprintf("reading Secret %s/%s: %v", s.namespace, name, err)}}
 }
 
 // restore seeds the cache with passwords kept on disk (read at start).

@@ -97,7 +97,7 @@ func lines(rs []request) string {
 }
 
 // load sends 20 requests a second from the client behind the router to
-// the demo Service's two addresses until stopped: 10 a second on a new
+// the demo Service's two addresses (or its one) until stopped: 10 a second on a new
 // connection each (many short clients), and 10 a second on six kept
 // connections (three per family, each its own source port and so its own
 // ECMP hash at the router): a kept connection breaks when its packets move
@@ -105,7 +105,13 @@ func lines(rs []request) string {
 func (b *bgpLab) load() (stop func() loadResult) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	client := b.r.Cluster.Host(netlab.ClientName)
-	urls := labtest.URLs([]netip.Addr{b.vip4.Addr(), b.vip6.Addr()})
+	var addrs []netip.Addr
+	for _, p := range []netip.Prefix{b.vip4, b.vip6} {
+		if p.IsValid() {
+			addrs = append(addrs, p.Addr())
+		}
+	}
+	urls := labtest.URLs(addrs)
 	var mu sync.Mutex
 	var res loadResult
 	var wg sync.WaitGroup
@@ -117,8 +123,8 @@ func (b *bgpLab) load() (stop func() loadResult) {
 			mu.Unlock()
 		})
 	}
-	for _, u := range urls {
-		run(u, false, 200*time.Millisecond)
+	for _, u := range urls { // 10 a second in all
+		run(u, false, time.Duration(len(urls))*100*time.Millisecond)
 	}
 	for i := range 6 {
 		run(urls[i%len(urls)], true, 600*time.Millisecond)

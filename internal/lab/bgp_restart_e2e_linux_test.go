@@ -224,6 +224,9 @@ func (b *bgpLab) watchRoutes() *routeWatch {
 		defer close(w.done)
 		for ctx.Err() == nil {
 			for _, p := range []netip.Prefix{b.vip4, b.vip6} {
+				if !p.IsValid() {
+					continue // an IPv4-only Service
+				}
 				f := frr.IPv4
 				if p.Addr().Is6() {
 					f = frr.IPv6

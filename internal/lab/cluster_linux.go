@@ -44,6 +44,10 @@ type Cluster struct {
 	wg     sync.WaitGroup
 	down   context.CancelFunc
 	objErr <-chan error // the result of installMooring; nil once received
+	// closing is set by close: no process starts after it (a restart).
+	closing bool
+	// backoff is each restarted component's last restart delay.
+	backoff map[string]time.Duration
 
 	// real runs the real nodes (--runtime=containerd); nil otherwise.
 	real *realNodes
@@ -473,20 +477,59 @@ func (c *Cluster) startComponent(comp component) error {
 	}
 	pr := &proc{comp: comp, p: p}
 	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		_ = p.Kill()
+		<-p.Done()
+		return fmt.Errorf("lab: not starting %s: the lab is going down", comp.Name)
+	}
 	c.procs = append(c.procs, pr)
 	c.mu.Unlock()
+	started := time.Now()
 	c.wg.Go(func() {
 		err := p.Wait()
 		c.mu.Lock()
-		killed := pr.killed
+		killed, closing := pr.killed, c.closing
 		c.mu.Unlock()
-		if !killed {
-			logPath := filepath.Join(c.paths.Logs, logName(comp.Name))
-			c.log.Warn("process exited", "component", comp.Name, "err", err, "log", logPath,
-				"tail", tailFile(logPath, 5))
+		if killed {
+			return
+		}
+		logPath := filepath.Join(c.paths.Logs, logName(comp.Name))
+		c.log.Warn("process exited", "component", comp.Name, "err", err, "log", logPath,
+			"tail", tailFile(logPath, 5))
+		if comp.Restart && !closing {
+			c.restart(comp, time.Since(started))
 		}
 	})
 	return nil
+}
+
+// restart starts comp again after it exited having run ran, unless the lab
+// goes down meanwhile: 2 s later, doubling up to 30 s while it keeps
+// exiting within a minute (a kubelet's crash-loop back-off).
+func (c *Cluster) restart(comp component, ran time.Duration) {
+	c.mu.Lock()
+	d := 2 * time.Second
+	if prev := c.backoff[comp.Name]; ran < time.Minute && prev > 0 {
+		d = min(2*prev, 30*time.Second)
+	}
+	if c.backoff == nil {
+		c.backoff = map[string]time.Duration{}
+	}
+	c.backoff[comp.Name] = d
+	c.mu.Unlock()
+	time.Sleep(d)
+	c.mu.Lock()
+	closing := c.closing
+	c.mu.Unlock()
+	if closing {
+		return
+	}
+	if err := c.startComponent(comp); err != nil {
+		c.log.Warn("restarting", "component", comp.Name, "err", err)
+		return
+	}
+	c.log.Warn("process restarted", "component", comp.Name)
 }
 
 // exited reports whether the named component has exited.
@@ -512,6 +555,7 @@ func (c *Cluster) exited(name string) bool {
 // SIGKILLed and reaped), listeners, namespaces, then the state dir.
 func (c *Cluster) close(cancel context.CancelFunc) error {
 	c.mu.Lock()
+	c.closing = true
 	procs := slices.Clone(c.procs)
 	for _, p := range procs {
 		p.killed = true

@@ -22,6 +22,10 @@ type component struct {
 	Args []string
 	Env  []string // added to the lab's environment
 	Dir  string   // working directory; "" is the lab's
+	// Restart starts it again after it exits on its own, as a
+	// Deployment's pod is restarted (Cluster.restart: 2 s, backing off
+	// to 30 s while it keeps exiting).
+	Restart bool
 }
 
 // paths is the layout of the state dir.
@@ -228,7 +232,10 @@ func kubeProxyLocalArgs(c *Config) []string {
 // controllerComponent runs `mooring controller` next to the apiserver.
 func controllerComponent(c *Config, p paths) component {
 	comp := component{
-		Name: "mooring-controller", Host: controlPlaneHost,
+		// It exits when it cannot renew its leader-election Lease (an
+		// API server that hangs): a Deployment would restart it.
+		Restart: true,
+		Name:    "mooring-controller", Host: controlPlaneHost,
 		Path: c.Self,
 		Args: append([]string{
 			"controller",
@@ -340,10 +347,12 @@ func DefaultCommands() (controller, agent []string, nodeAddr string) {
 	return controllerComponent(c, p).Args, agentComponent(c, p, n).Args, n.Addrs[0].String()
 }
 
-// bgpAgentArgs turn the agents' BGP speaker on in the BGP lab without
-// MetalLB: they peer with the router (bgp.go).
+// bgpAgentArgs turn the agents' BGP speaker on in the BGP lab. With
+// MetalLB, whose speakers peer with the router, the lab creates no
+// BGPPeer: the agents peer once `mooring migrate metallb` applies the
+// imported ones and hands each node over.
 func bgpAgentArgs(c *Config) []string {
-	if c.BGP.Enabled && c.MetalLB == "" {
+	if c.BGP.Enabled {
 		return []string{"--bgp"}
 	}
 	return nil

@@ -155,20 +155,38 @@ func TestClaimDirRefusesForeignFolders(t *testing.T) {
 	}
 }
 
-// The BGP lab without MetalLB turns the agents' speaker on; with MetalLB
-// (its speakers peer) and in the L2 lab the agents run without it.
+// The BGP lab turns the agents' speaker on, with MetalLB too (no BGPPeer
+// selects a node until `migrate metallb` hands it over); in the L2 lab
+// the agents run without it.
 func TestBGPAgentArgs(t *testing.T) {
 	for _, tt := range []struct {
 		cfg  Config
 		want bool
 	}{
 		{Config{Mooring: true, BGP: BGPConfig{Enabled: true}}, true},
-		{Config{Mooring: true, MetalLB: "/m", BGP: BGPConfig{Enabled: true}}, false},
+		{Config{Mooring: true, MetalLB: "/m", BGP: BGPConfig{Enabled: true}}, true},
+		{Config{Mooring: true, MetalLB: "/m"}, false},
 		{Config{Mooring: true}, false},
 	} {
 		comp := agentComponent(&tt.cfg, paths{}, nodeSpec{Name: "node-1"})
 		if got := slices.Contains(comp.Args, "--bgp"); got != tt.want {
 			t.Errorf("%+v: --bgp in the agent's args %v, want %v", tt.cfg.BGP, got, tt.want)
+		}
+	}
+}
+
+// The controller, which exits when it loses its Lease to a hung API
+// server, is restarted as a Deployment's pod would be; nothing else is.
+func TestOnlyTheControllerRestarts(t *testing.T) {
+	c := &Config{Mooring: true, Nodes: 1}
+	p := newPaths("/run/lab")
+	if !controllerComponent(c, p).Restart {
+		t.Error("the controller is not restarted")
+	}
+	n := nodeSpec{Name: "node-1"}
+	for _, comp := range []component{agentComponent(c, p, n), kubeProxyComponent(c, p, n), kcmComponent(c, p)} {
+		if comp.Restart {
+			t.Errorf("%s is restarted: a test that kills it would see it come back", comp.Name)
 		}
 	}
 }

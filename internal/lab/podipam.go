@@ -280,8 +280,14 @@ func kcmControllers(c *Config) string {
 	if c.PodIPAM == PodIPAMKubernetes {
 		s += ",node-ipam-controller"
 	}
-	if c.Install == InstallChart {
+	switch {
+	case c.Install == InstallChart:
 		s += ",deployment-controller,replicaset-controller,daemonset-controller"
+	case c.BGP.Enabled && c.MetalLB == "":
+		// The BGP lab's backends roll (externalTrafficPolicy: Local).
+		// Not with MetalLB, whose Deployment the lab runs itself (and
+		// no garbage collector would remove a ReplicaSet's pods).
+		s += ",deployment-controller,replicaset-controller"
 	}
 	if c.realNodes() {
 		s += realNodeKCMControllers

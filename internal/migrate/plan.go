@@ -15,6 +15,7 @@ package migrate
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -50,6 +51,25 @@ const (
 	CheckTraffic CheckID = "traffic"
 	// CheckSpeakersGone: no MetalLB speaker pod runs.
 	CheckSpeakersGone CheckID = "metallb-speakers-gone"
+	// CheckSpeakersKept: every speaker pod that ran before the migration
+	// still runs, the same pod (BGP: pinning them restarted none).
+	CheckSpeakersKept CheckID = "metallb-speakers-kept"
+	// CheckBGPNodeHandedOver: the step's node runs no MetalLB speaker and
+	// its Mooring BGPSpeaker shows every session Established.
+	CheckBGPNodeHandedOver CheckID = "bgp-node-handed-over"
+)
+
+// StepKind says what a step does (cluster.Runner acts on it).
+type StepKind string
+
+const (
+	KindPreChecks     StepKind = "pre-checks"
+	KindApply         StepKind = "apply"
+	KindWithdrawL2    StepKind = "withdraw-l2-speakers"
+	KindPinSpeakers   StepKind = "pin-bgp-speakers"
+	KindHandOverNode  StepKind = "hand-over-bgp-node"
+	KindRemoveMetalLB StepKind = "remove-metallb"
+	KindServeServices StepKind = "serve-new-services"
 )
 
 // Facts is what the planner knows about the cluster.
@@ -74,10 +94,17 @@ type Facts struct {
 	// ImportFile is where the imported Mooring objects are written;
 	// SaveDir is where run saves every MetalLB object before deleting it.
 	ImportFile, SaveDir string
+	// BGPPeers are the Mooring BGPPeers the import produced from MetalLB's
+	// BGP mode (plan_bgp.go); SpeakerNodes the nodes MetalLB's speakers
+	// run on, handed over one at a time.
+	BGPPeers, SpeakerNodes []string
 }
 
 // Step is one stage of the migration.
 type Step struct {
+	Kind StepKind `json:"kind"`
+	// Node is the node a KindHandOverNode step hands over.
+	Node     string    `json:"node,omitempty"`
 	Name     string    `json:"name"`
 	Why      string    `json:"why"`
 	Actions  []string  `json:"actions"`
@@ -97,9 +124,13 @@ const SpeakerOffLabel = "mooring.dev/metallb-speaker-off"
 
 // Plan returns the ordered steps for f.
 func Plan(f Facts) []Step {
+	if len(f.BGPPeers) > 0 {
+		return planBGP(f)
+	}
 	ns := f.MetalLBNamespace
 	always := []CheckID{CheckAddressesUnchanged, CheckNoStaleLocal, CheckTraffic}
 	steps := []Step{{
+		Kind: KindPreChecks,
 		Name: "pre-checks",
 		Why:  "refuse to start on a cluster where an L2 hand-over cannot be observed: stale local copies of the addresses or IPVS without strictARP make every node answer ARP",
 		Actions: []string{
@@ -111,6 +142,7 @@ func Plan(f Facts) []Step {
 		MetalLBAnnounces: true,
 		Rollback:         []string{"nothing changed"},
 	}, {
+		Kind: KindApply,
 		Name: "apply Mooring pools and L2 policies while MetalLB still runs",
 		Why:  "the controller adopts each Service's held address (the imported pools hold exactly MetalLB's addresses) and the agents start answering ARP beside the speakers: two responders are harmless when any node can serve (externalTrafficPolicy: Cluster)" + rankingWhy(f),
 		Actions: []string{
@@ -134,6 +166,7 @@ func Plan(f Facts) []Step {
 		unscale = append(unscale, fmt.Sprintf(`kubectl -n %s patch daemonset %s --type json -p '[{"op":"remove","path":"/spec/template/spec/nodeSelector/%s"}]'`, ns, s, strings.ReplaceAll(SpeakerOffLabel, "/", "~1")))
 	}
 	steps = append(steps, Step{
+		Kind:          KindWithdrawL2,
 		Name:          "scale MetalLB's speakers to zero",
 		Why:           "Mooring's agents now answer for every address; the speakers' gratuitous ARPs would otherwise keep pulling traffic to their nodes. They withdraw together (no L2Advertisement) before they stop, so none takes over another's address on the way out",
 		Actions:       scale,
@@ -141,7 +174,15 @@ func Plan(f Facts) []Step {
 		MaxResponders: 1,
 		Rollback:      unscale,
 	})
-	var del []string
+	return append(steps, removeSteps(f, append([]CheckID{CheckAdoptOnly, CheckMooringAnnounces, CheckResponders}, always...), nil)...)
+}
+
+// removeSteps are the last two steps: MetalLB removed (after extra, its
+// first actions), then the controller's flag.
+func removeSteps(f Facts, checks []CheckID, extra []string) []Step {
+	ns := f.MetalLBNamespace
+	always := []CheckID{CheckAddressesUnchanged, CheckNoStaleLocal, CheckTraffic}
+	del := slices.Clone(extra)
 	for _, w := range f.Webhooks {
 		del = append(del, "kubectl delete validatingwebhookconfiguration "+w+"   # first: a webhook without a backend blocks deleting MetalLB's own objects")
 	}
@@ -154,21 +195,22 @@ func Plan(f Facts) []Step {
 	for _, s := range f.Speakers {
 		del = append(del, fmt.Sprintf("kubectl -n %s delete daemonset %s", ns, s))
 	}
-	steps = append(steps, Step{
+	return []Step{{
+		Kind:          KindRemoveMetalLB,
 		Name:          "remove MetalLB",
 		Why:           "nothing of MetalLB serves traffic any more; removing the webhook first lets its custom resources be deleted, and its controller must be gone before its pools are (a running MetalLB controller takes the addresses of a deleted pool off the Services)",
 		Actions:       del,
-		Checks:        append([]CheckID{CheckAdoptOnly, CheckMooringAnnounces, CheckResponders}, always...),
+		Checks:        checks,
 		MaxResponders: 1,
 		Rollback:      []string{fmt.Sprintf("reinstall MetalLB from its manifest or chart, then `kubectl apply -f %s` (every MetalLB object, saved before deletion); its controller adopts the same addresses", f.SaveDir)},
-	}, Step{
+	}, {
+		Kind:     KindServeServices,
 		Name:     "let Mooring serve new Services",
 		Why:      "until now the controller only adopted; new Services still need someone to hand out addresses",
 		Actions:  []string{"restart the Mooring controller without --adopt-only"},
 		Checks:   always,
 		Rollback: []string{"restart the Mooring controller with --adopt-only"},
-	})
-	return steps
+	}}
 }
 
 // overlapResponders is how many nodes may answer for an address while both
@@ -192,7 +234,7 @@ func rankingWhy(f Facts) string {
 func WriteText(w io.Writer, steps []Step, f Facts) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Migration from MetalLB (namespace %s) to Mooring: %d steps; `mooring migrate metallb run` walks them and stops at the first failed check.\n", f.MetalLBNamespace, len(steps))
-	if f.Interface == "" {
+	if f.Interface == "" && len(f.BGPPeers) == 0 {
 		b.WriteString("NOTE: no --interface: ARP/NDP responders will not be counted; run from a host on the Services' segment with --interface to check them.\n")
 	}
 	if f.Probe == "" {

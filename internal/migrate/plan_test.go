@@ -74,3 +74,48 @@ func TestPlanKeepsMetalLBNodes(t *testing.T) {
 		t.Errorf("text: %v\n%s", err, b.String())
 	}
 }
+
+// MetalLB in BGP mode is handed over node by node: the speakers pinned to
+// labelled nodes first (none restarted), Mooring's objects applied with the
+// peers kept off the labelled nodes, then one node per step, each checked
+// handed over, and MetalLB removed once no speaker runs.
+func TestPlanBGPNodeByNode(t *testing.T) {
+	f := Facts{MetalLBNamespace: "metallb-system", Speakers: []string{"speaker"}, Controllers: []string{"controller"},
+		Pools: []string{"lan"}, BGPPeers: []string{"tor"}, SpeakerNodes: []string{"node-1", "node-2"},
+		ImportFile: "mooring.yaml", SaveDir: "saved"}
+	steps := Plan(f)
+	var kinds []string
+	for _, s := range steps {
+		kinds = append(kinds, string(s.Kind)+":"+s.Node)
+		if len(s.Rollback) == 0 || len(s.Checks) == 0 {
+			t.Errorf("step %q has no rollback or no check", s.Name)
+		}
+		if !slices.Contains(s.Checks, CheckAddressesUnchanged) || !slices.Contains(s.Checks, CheckTraffic) {
+			t.Errorf("step %q does not check addresses and traffic", s.Name)
+		}
+		if slices.Contains(s.Checks, CheckResponders) || slices.Contains(s.Checks, CheckMooringAnnounces) {
+			t.Errorf("step %q checks L2 announcements in a BGP hand-over", s.Name)
+		}
+	}
+	want := []string{"pre-checks:", "pin-bgp-speakers:", "apply:", "hand-over-bgp-node:node-1", "hand-over-bgp-node:node-2", "remove-metallb:", "serve-new-services:"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("steps %q, want %q", kinds, want)
+	}
+	pin := strings.Join(steps[1].Actions, "\n")
+	if !strings.Contains(pin, "label node node-1 "+SpeakerLabel+"=on") || !strings.Contains(pin, `"OnDelete"`) ||
+		strings.Index(pin, "label node") > strings.Index(pin, "patch daemonset") {
+		t.Errorf("pin step (labels before the DaemonSet's selector, OnDelete): %s", pin)
+	}
+	for _, s := range steps[3:5] {
+		if !slices.Contains(s.Checks, CheckBGPNodeHandedOver) || !strings.Contains(s.Actions[0], "label node "+s.Node+" "+SpeakerLabel+"-") {
+			t.Errorf("hand-over step %+v", s)
+		}
+	}
+	if !slices.Contains(steps[5].Checks, CheckSpeakersGone) || !strings.Contains(steps[5].Actions[0], "kubectl apply -f mooring.yaml") {
+		t.Errorf("remove step %+v", steps[5])
+	}
+	var b strings.Builder
+	if err := WriteText(&b, steps, f); err != nil || strings.Contains(b.String(), "--interface") {
+		t.Errorf("text (no ARP note in a BGP hand-over): %v\n%s", err, b.String())
+	}
+}

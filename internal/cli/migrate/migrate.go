@@ -232,13 +232,9 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 		}
 		apply = append(apply, u)
 	}
-	for _, p := range res.Pools {
-		f.Pools = append(f.Pools, p.Metadata.Name)
-	}
-	f.KeepsMetalLBNodes = len(res.Policies) > 0
-	for _, p := range res.Policies {
-		f.Policies = append(f.Policies, p.Metadata.Name)
-		f.KeepsMetalLBNodes = f.KeepsMetalLBNodes && p.Spec.Ranking == "MetalLB"
+	speakerPods, err := importFacts(ctx, cs, o.Namespace, res, &f)
+	if err != nil {
+		return nil, err
 	}
 	if err := os.WriteFile(o.ImportFile, doc, 0o644); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", o.ImportFile, err)
@@ -262,13 +258,42 @@ func Prepare(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic
 		return nil, err
 	}
 	f.Services = snap.Lines()
-	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout, Reader: o.reader}
+	r := &cluster.Runner{CS: cs, DC: dc, Facts: f, Snapshot: snap, Apply: apply, MetalLB: mlb, CheckTimeout: o.CheckTimeout, Reader: o.reader,
+		SpeakerPodUIDs: speakerPods}
 	if o.Interface != "" {
 		if r.Responders, err = arpprobe.InterfaceProber(o.Interface, 500*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
 	return &Prepared{Steps: core.Plan(f), Runner: r, Import: res}, nil
+}
+
+// importFacts fills f from the import (pools, policies, BGP peers) and
+// MetalLB's running speakers, and returns the speaker pods' UIDs. A MetalLB
+// in both L2 and BGP mode is refused.
+func importFacts(ctx context.Context, cs kubernetes.Interface, ns string, res *importer.Result, f *core.Facts) (map[string]string, error) {
+	for _, p := range res.Pools {
+		f.Pools = append(f.Pools, p.Metadata.Name)
+	}
+	f.KeepsMetalLBNodes = len(res.Policies) > 0
+	for _, p := range res.Policies {
+		f.Policies = append(f.Policies, p.Metadata.Name)
+		f.KeepsMetalLBNodes = f.KeepsMetalLBNodes && p.Spec.Ranking == "MetalLB"
+	}
+	for _, p := range res.BGP.Peers {
+		f.BGPPeers = append(f.BGPPeers, p.Metadata.Name)
+	}
+	if len(f.Policies) > 0 && len(f.BGPPeers) > 0 {
+		return nil, fmt.Errorf("MetalLB announces in L2 mode (imported as L2AnnouncementPolicies %s) and in BGP mode (BGPPeers %s): `migrate metallb` hands over one mode; "+
+			"hand the L2 Services over by hand first (apply the imported pools and policies, then delete MetalLB's L2Advertisements), then run it again for BGP",
+			strings.Join(f.Policies, ", "), strings.Join(f.BGPPeers, ", "))
+	}
+	speakerPods, speakerNodes, err := cluster.SpeakerPods(ctx, cs, ns, f.Speakers)
+	if err != nil {
+		return nil, err
+	}
+	f.SpeakerNodes = speakerNodes
+	return speakerPods, nil
 }
 
 // Run prepares and walks the plan.

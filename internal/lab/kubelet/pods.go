@@ -60,6 +60,9 @@ type pod struct {
 	ready   bool
 	failed  string        // set when the process exited on its own
 	grace   time.Duration // >0: stop with SIGTERM first, SIGKILL after this (Mooring's pods)
+	// drainUntil is when a deleted pod with a preStop sleep stops: it
+	// keeps serving until then (zero: not deleted yet).
+	drainUntil time.Time
 }
 
 // podWorkers is how many pods a node starts or stops at once: a test may
@@ -152,6 +155,9 @@ func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key st
 		return nil
 	}
 	if obj.DeletionTimestamp != nil {
+		if k.draining(key, obj) {
+			return nil
+		}
 		k.stop(key)
 		// The kubelet confirms a graceful deletion by deleting with grace 0.
 		err := k.cfg.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{
@@ -171,6 +177,53 @@ func (k *kubelet) sync(ctx context.Context, lister corelisters.PodLister, key st
 		}
 	}
 	return k.writeStatus(ctx, obj, p)
+}
+
+// draining says whether the deleted pod key still runs its preStop sleep
+// (lifecycle.preStop.sleep, capped by the deletion's grace period), as a
+// kubelet runs the hook before it stops the containers: the pod keeps
+// serving, and the EndpointSlice shows it terminating (serving, not
+// ready), which is how a Deployment's rolling update drains it. It
+// requeues the pod for the end of the sleep.
+func (k *kubelet) draining(key string, obj *corev1.Pod) bool {
+	sleep := preStopSleep(obj)
+	if sleep <= 0 {
+		return false
+	}
+	k.mu.Lock()
+	p := k.pods[key]
+	if p == nil {
+		k.mu.Unlock()
+		return false
+	}
+	if p.drainUntil.IsZero() {
+		p.drainUntil = time.Now().Add(sleep)
+		k.log.Info("pod terminating: preStop sleep", "pod", key, "sleep", sleep)
+	}
+	left := time.Until(p.drainUntil)
+	k.mu.Unlock()
+	if left <= 0 {
+		return false
+	}
+	if k.requeue != nil {
+		time.AfterFunc(left, func() { k.requeue(key) })
+	}
+	return true
+}
+
+// preStopSleep is the longest preStop sleep of obj's containers, capped by
+// its deletion grace period.
+func preStopSleep(obj *corev1.Pod) time.Duration {
+	var d time.Duration
+	for _, c := range obj.Spec.Containers {
+		if c.Lifecycle != nil && c.Lifecycle.PreStop != nil && c.Lifecycle.PreStop.Sleep != nil {
+			d = max(d, time.Duration(c.Lifecycle.PreStop.Sleep.Seconds)*time.Second)
+		}
+	}
+	if g := obj.DeletionGracePeriodSeconds; g != nil {
+		d = min(d, time.Duration(*g)*time.Second)
+	}
+	return d
 }
 
 // AnnotationRunBy marks a pod that another part of the lab runs and

@@ -42,6 +42,9 @@ type Runner struct {
 	// resources to save and delete, with their resource.
 	Apply   []*unstructured.Unstructured
 	MetalLB []Object
+	// SpeakerPodUIDs are MetalLB's running speaker pods before the
+	// migration, name → UID (CheckSpeakersKept).
+	SpeakerPodUIDs map[string]string
 	// Responders counts ARP/NDP responders per address from a host on the
 	// segment; nil skips CheckResponders.
 	Responders func(ctx context.Context, addrs []netip.Addr) (map[netip.Addr][]net.HardwareAddr, error)
@@ -99,7 +102,7 @@ func (r *Runner) Run(ctx context.Context, steps []migrate.Step) error {
 			}
 			break
 		}
-		if err := r.act(ctx, i); err != nil {
+		if err := r.act(ctx, s); err != nil {
 			return &StepError{Step: s.Name, Failed: "the step itself: " + err.Error(), Undo: append(slices.Clone(s.Rollback), undo...)}
 		}
 		timeout := r.CheckTimeout
@@ -145,20 +148,12 @@ func (r *Runner) joinChecks(cs []migrate.CheckID) string {
 	return strings.Join(out, ", ")
 }
 
-// act performs step i of migrate.Plan.
-func (r *Runner) act(ctx context.Context, i int) error {
-	switch i {
-	case 0:
-		return nil
-	case 1:
-		for _, o := range r.Apply {
-			gvr := schema.GroupVersionResource{Group: o.GroupVersionKind().Group, Version: o.GroupVersionKind().Version, Resource: resourceOf(o.GetKind())}
-			if _, err := r.DC.Resource(gvr).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "mooring-migrate", Force: true}); err != nil {
-				return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
-			}
-			fmt.Fprintf(r.Out, "  applied %s %s\n", o.GetKind(), o.GetName())
-		}
-	case 2:
+// act performs step s of migrate.Plan.
+func (r *Runner) act(ctx context.Context, s migrate.Step) error {
+	switch s.Kind {
+	case migrate.KindApply:
+		return r.apply(ctx, r.bgpMode())
+	case migrate.KindWithdrawL2:
 		if err := r.withdrawSpeakers(ctx); err != nil {
 			return err
 		}
@@ -170,8 +165,37 @@ func (r *Runner) act(ctx context.Context, i int) error {
 			}
 			fmt.Fprintf(r.Out, "  speakers %s/%s scaled to zero (nodeSelector %s=true)\n", r.Facts.MetalLBNamespace, s, migrate.SpeakerOffLabel)
 		}
-	case 3:
+	case migrate.KindPinSpeakers:
+		return r.pinSpeakers(ctx)
+	case migrate.KindHandOverNode:
+		return r.labelNode(ctx, s.Node, false)
+	case migrate.KindRemoveMetalLB:
+		if r.bgpMode() {
+			// The BGPPeers as imported: no node has the label any more.
+			if err := r.apply(ctx, false); err != nil {
+				return err
+			}
+		}
 		return r.removeMetalLB(ctx)
+	}
+	return nil
+}
+
+// apply applies the imported Mooring objects, the BGPPeers kept off the
+// nodes whose speaker runs (keepOff).
+func (r *Runner) apply(ctx context.Context, keepOff bool) error {
+	for _, o := range r.Apply {
+		if keepOff && o.GetKind() == "BGPPeer" {
+			var err error
+			if o, err = keptOffSpeakers(o); err != nil {
+				return err
+			}
+		}
+		gvr := schema.GroupVersionResource{Group: o.GroupVersionKind().Group, Version: o.GroupVersionKind().Version, Resource: resourceOf(o.GetKind())}
+		if _, err := r.DC.Resource(gvr).Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: "mooring-migrate", Force: true}); err != nil {
+			return fmt.Errorf("applying %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+		fmt.Fprintf(r.Out, "  applied %s %s\n", o.GetKind(), o.GetName())
 	}
 	return nil
 }
@@ -246,6 +270,8 @@ func resourceOf(kind string) string {
 		return "loadbalancerippools"
 	case "L2AnnouncementPolicy":
 		return "l2announcementpolicies"
+	case "BGPCommunity":
+		return "bgpcommunities"
 	}
 	return strings.ToLower(kind) + "s"
 }
@@ -396,6 +422,10 @@ func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
 			}
 		case migrate.CheckSpeakersGone:
 			err = r.speakersGone(ctx)
+		case migrate.CheckSpeakersKept:
+			err = r.speakersKept(ctx)
+		case migrate.CheckBGPNodeHandedOver:
+			err = r.bgpNodeHandedOver(ctx, s.Node)
 		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", c, err)
