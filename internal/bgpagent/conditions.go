@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,11 +59,19 @@ func sameConditions(have, want []metav1.Condition) bool {
 	return true
 }
 
+// conditionsTimeout bounds writeConditions (a var for the test).
+var conditionsTimeout = 5 * time.Second
+
 // writeConditions patches the conditions of every BGPPeer and
 // BGPAdvertisement whose conditions differ from the decision's problems:
 // one write per object that changed, none in steady state. Only the one
 // status-writing agent calls it.
 func writeConditions(ctx context.Context, c client.Client, objs Objects, problems []bgp.Problem) error {
+	// The decision waits for these writes: an API server that hangs must
+	// not hold it longer than conditionsTimeout (the next decision writes
+	// what is still wrong).
+	ctx, cancel := context.WithTimeout(ctx, conditionsTimeout)
+	defer cancel()
 	by := map[bgp.Kind]map[string][]bgp.Problem{bgp.KindPeer: {}, bgp.KindAdvertisement: {}}
 	for _, p := range problems {
 		if m, ok := by[p.Kind]; ok {

@@ -7,7 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 )
 
 // hungReader is an API server that never answers a GET (stopped, or a
@@ -62,5 +65,32 @@ func TestSecretReadTimesOut(t *testing.T) {
 	// Tried again within secretRetry, not at once on the next decision.
 	if e := s.read["tor"]; now().Sub(e.at) != time.Minute-secretRetry {
 		t.Fatalf("retry after %s, want %s", time.Minute-now().Sub(e.at), secretRetry)
+	}
+}
+
+// hungWriter is an API server that never answers a status patch.
+type hungWriter struct{ client.Client }
+
+func (hungWriter) Status() client.SubResourceWriter { return hungStatus{} }
+
+type hungStatus struct{ client.SubResourceWriter }
+
+func (hungStatus) Patch(ctx context.Context, _ client.Object, _ client.Patch, _ ...client.SubResourcePatchOption) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// The status writer's condition patches, made inside the decision, give up
+// after conditionsTimeout when the API server hangs.
+func TestConditionsWriteTimesOut(t *testing.T) {
+	defer func(d time.Duration) { conditionsTimeout = d }(conditionsTimeout)
+	conditionsTimeout = 50 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	objs := Objects{Peers: []mooringv1.BGPPeer{{ObjectMeta: metav1.ObjectMeta{Name: "tor", Generation: 1}}}}
+	start := time.Now()
+	err := writeConditions(ctx, hungWriter{}, objs, nil)
+	if took := time.Since(start); took > 2*time.Second || err == nil {
+		t.Fatalf("a hung API server held the condition write %s (timeout 50ms): %v", took, err)
 	}
 }
