@@ -28,8 +28,8 @@ import (
 // TestLabBGPMigrateMetalLB hands the BGP lab over from the real MetalLB
 // v0.16.2 in native BGP mode (its speakers peer with the FRR router, the
 // demo Service's IPv4 address is one ECMP route over the three nodes) to
-// Mooring's agents, with `mooring migrate metallb run`'s steps (the Go
-// API the verb runs), while the client behind the router sends 20
+// Mooring's agents: `mooring migrate metallb plan` lists the node-by-node
+// steps, then `run`'s steps (the Go API the verb runs) walk them while the client behind the router sends 20
 // requests a second to the address. The hand-over goes node by node (a
 // router keeps one session per neighbour address, so a node's MetalLB and
 // Mooring sessions cannot overlap): the route never leaves the router and
@@ -58,6 +58,13 @@ func TestLabBGPMigrateMetalLB(t *testing.T) {
 	dc := labDynamic(t, r)
 
 	dir := t.TempDir()
+	// What the operator reads first: `mooring migrate metallb plan`.
+	plan, err := labCLI(t, filepath.Dir(r.Kubeconfig), "migrate", "metallb", "plan", "--kubeconfig", r.Kubeconfig,
+		"--import-file", filepath.Join(dir, "plan.yaml"), "--save-dir", filepath.Join(dir, "plan-saved"))
+	if err != nil || !strings.Contains(string(plan), "hand node node-3's BGP sessions over to Mooring") ||
+		!strings.Contains(string(plan), "pin MetalLB's speakers to the nodes they run on") {
+		t.Fatalf("migrate metallb plan: %v\n%s", err, plan)
+	}
 	o := migrate.Options{Namespace: lab.MetalLBNamespace, ImportFile: filepath.Join(dir, "mooring.yaml"), SaveDir: filepath.Join(dir, "saved"),
 		CheckTimeout: 90 * time.Second}
 	st, err := migrate.Prepare(ctx, o, cs, dc, io.Discard)

@@ -27,6 +27,13 @@ type NodeMeta struct {
 	// agent that finds peers ready since before it started holds back
 	// (agent: --hold-down) instead of pulling its addresses back at once.
 	Since int64 `json:"t,omitempty"`
+	// ReadyAt is Since in Unix milliseconds, and Born when the agent
+	// started (Unix milliseconds, from its first metadata on): with them
+	// every agent tells a peer's cold start from a restart into a cluster
+	// that served without it the same way (internal/agent/handoff
+	// ServedBefore). Older agents publish neither.
+	ReadyAt int64 `json:"tr,omitempty"`
+	Born    int64 `json:"b,omitempty"`
 	// Interfaces are its usable interfaces; Defaults those a policy naming
 	// no interfaces uses.
 	Interfaces []string `json:"if,omitempty"`

@@ -50,12 +50,8 @@ type Inspector interface {
 }
 
 // reasonStarting is what an agent publishes from its first gossip until its
-// first decision; coldStartWindow is how long after its own start an agent
-// still counts such peers as candidates (see learnPeers).
-const (
-	reasonStarting  = "starting"
-	coldStartWindow = 10 * time.Second
-)
+// first decision (coldStartPeer says when peers count it meanwhile).
+const reasonStarting = "starting"
 
 // reasonLeaving is what a stopping agent publishes: not ready, so its
 // peers take its addresses while it still answers for them.
@@ -130,7 +126,7 @@ func New(cfg Config, born time.Time, log *slog.Logger, reg prometheus.Registerer
 	e := &Eligibility{cfg: cfg, log: log, met: newMetrics(reg), events: mailbox.New[status.Event](),
 		Returning: handoff.NewReturning(cfg.Handoff, born, log, reg)}
 	if g != nil {
-		if err := g.SetMeta(membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: reasonStarting}); err != nil {
+		if err := g.SetMeta(membership.NodeMeta{Ranking: announce.RankingVersion(), Reason: reasonStarting, Born: born.UnixMilli()}); err != nil {
 			log.Warn("publishing node metadata", "err", err)
 		}
 	}
@@ -301,11 +297,7 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 			// take any address: fail closed.
 			delete(e.last, m.Name)
 			noMeta = append(noMeta, m.Name)
-		case m.MetaErr == nil && m.Meta.Reason == reasonStarting && in.Wall.Sub(e.Returning.Born()) < coldStartWindow:
-			// A cold start (this agent started moments ago too): every
-			// agent is starting, and counting only the ready ones would
-			// move addresses as each becomes ready. Optimistic, as before
-			// capabilities; a restart into a running cluster is not this.
+		case m.MetaErr == nil && e.coldStartPeer(m, in):
 			e.last[m.Name] = announce.Capability{Any: true}
 		case m.MetaErr != nil || !m.Meta.Ready:
 			delete(e.last, m.Name) // not ready (restarting, holding down): no candidate
@@ -323,6 +315,25 @@ func (e *Eligibility) learnPeers(in Input, facts nodeFacts) (other, taking []str
 		}
 	}
 	return other, taking
+}
+
+// coldStartPeer reports whether m, a peer that publishes it is still
+// starting, counts as a candidate for everything: at a cold start every
+// agent is starting, and counting only the ready ones would move addresses
+// as each becomes ready (optimistic, as before capabilities). A peer that
+// comes into a cluster serving without it (a restart) is not: it holds
+// down first, and counting it would let its addresses go to a node that
+// answers nothing. Both are judged from what the members publish, as the
+// peer judges itself (handoff.StartingCandidate); a peer too old to
+// publish its start time is judged by this agent's own age, as before.
+func (e *Eligibility) coldStartPeer(m membership.Member, in Input) bool {
+	if m.Meta.Reason != reasonStarting {
+		return false
+	}
+	if candidate, ok := handoff.StartingCandidate(m, in.Members, in.Wall); ok {
+		return candidate
+	}
+	return in.Wall.Sub(e.Returning.Born()) < handoff.ColdStartWindow
 }
 
 // noteNoMeta logs each member of names (the members without metadata

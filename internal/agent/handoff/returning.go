@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,6 +44,7 @@ type Returning struct {
 	excluded  bool      // this Node has the exclude-from-external-load-balancers label
 	readyAt   time.Time // the end of the hold-down, by the agent's clock (zero: none)
 	since     int64     // wall clock (Unix s) when first ready, published
+	sinceMs   int64     // the same in Unix ms (NodeMeta.ReadyAt)
 	takeAt    time.Time // when this node may take addresses at the earliest
 	takeBy    time.Time // TakeMaxWait: older peers no longer awaited, a lagging one logged
 	taking    bool      // returning, ready, waiting for its peers to confirm
@@ -106,7 +108,7 @@ func (r *Returning) Resume(now time.Time) time.Duration {
 // comeBack starts a hold-down at now.
 func (r *Returning) comeBack(now time.Time) {
 	r.returning = true
-	r.since = 0
+	r.since, r.sinceMs = 0, 0
 	r.readyAt = now.Add(r.cfg.HoldDown)
 }
 
@@ -124,23 +126,24 @@ func (r *Returning) Hold(now, wall time.Time, members []membership.Member, meta 
 	var wake []time.Duration
 	if !r.started {
 		r.started = true
-		if peer, ok := r.servedWithout(members); ok {
+		if peer, ok := r.servedWithout(wall, members); ok {
 			r.returning = true
 			r.readyAt = now.Add(r.cfg.HoldDown)
 			r.log.Info("peers have served without this node: holding back before taking addresses", "for", r.cfg.HoldDown, "peer", peer)
 			wake = append(wake, r.cfg.HoldDown)
 		}
 	}
+	meta.Born = r.born.UnixMilli()
 	if now.Before(r.readyAt) {
 		meta.Ready = false
 		meta.Reason = fmt.Sprintf("holding down for %s after start: the cluster served without this node", r.cfg.HoldDown)
 		return true, wake
 	}
 	if meta.Ready && r.since == 0 {
-		r.since = wall.Unix()
+		r.since, r.sinceMs = wall.Unix(), wall.UnixMilli()
 		wake = append(wake, r.startTake(now)...)
 	}
-	meta.Since = r.since
+	meta.Since, meta.ReadyAt = r.since, r.sinceMs
 	if r.taking && r.take(now, members) == takeWait {
 		meta.Taking = true
 		return true, wake
@@ -148,15 +151,18 @@ func (r *Returning) Hold(now, wall time.Time, members []membership.Member, meta 
 	return false, wake
 }
 
-// servedWithout returns a peer ready since before this process started
-// (with slack for clock skew and simultaneous starts): not a cold start,
-// the cluster has been serving without this node.
-func (r *Returning) servedWithout(members []membership.Member) (string, bool) {
-	for _, m := range members {
-		if m.Name != r.cfg.Node && m.MetaErr == nil && m.Meta.Ready && m.Meta.Since > 0 &&
-			time.Unix(m.Meta.Since, 0).Before(r.born.Add(-2*time.Second)) {
-			return m.Name, true
-		}
+// servedWithout returns a ready peer that has served without this node:
+// one ready since before it started (ServedBefore), or, when this agent
+// starts late (ColdStartWindow less the slack passed before its first
+// decision, as its peers count a starting peer no longer), any ready peer.
+// Its peers judge the same from what it publishes (StartingCandidate), so
+// a node that holds down is never one its peers let its addresses go to.
+func (r *Returning) servedWithout(wall time.Time, members []membership.Member) (string, bool) {
+	if peer, ok := ServedBefore(r.cfg.Node, r.born.UnixMilli(), members); ok {
+		return peer, true
+	}
+	if wall.Sub(r.born) >= ColdStartWindow-coldStartSlack {
+		return ServedBefore(r.cfg.Node, math.MaxInt64, members)
 	}
 	return "", false
 }
