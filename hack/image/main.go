@@ -4,6 +4,8 @@
 //	go run ./hack/image build --version v0.1.0 --out dist   # prints the archive path last
 //	go run ./hack/image push --layout dist/oci --image registry/repo:tag
 //	go run ./hack/image lab --version v0.1.0 --out dist/lab # the lab's echo and pause images
+//	go run ./hack/image tool --name speaker --binary bin/speaker --version v0.16.2 --user 0:0 --out DIR
+//	                                                        # an image of a binary built elsewhere (MetalLB's)
 package main
 
 import (
@@ -31,7 +33,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: image build|push|lab [flags]")
+		return fmt.Errorf("usage: image build|push|lab|tool [flags]")
 	}
 	switch args[0] {
 	case "build":
@@ -40,8 +42,10 @@ func run(ctx context.Context, args []string) error {
 		return push(ctx, args[1:])
 	case "lab":
 		return lab(ctx, args[1:])
+	case "tool":
+		return tool(args[1:])
 	}
-	return fmt.Errorf("image: unknown command %q: use build, push or lab", args[0])
+	return fmt.Errorf("image: unknown command %q: use build, push, lab or tool", args[0])
 }
 
 func build(ctx context.Context, args []string) error {
@@ -134,5 +138,38 @@ func fillPlatformsAndDate(ctx context.Context, o *image.Options, plats string) e
 		return err
 	}
 	o.Created = created
+	return nil
+}
+
+// tool wraps one static binary built elsewhere (hack/metallb builds
+// MetalLB's controller and speaker) into a tool image for this machine's
+// platform: /<name> as the entrypoint, tagged --version, created at the
+// binary's modification time. It prints the archive last.
+func tool(args []string) error {
+	fs := flag.NewFlagSet("tool", flag.ContinueOnError)
+	name := fs.String("name", "", "the binary's name in the image (/NAME, the entrypoint; required)")
+	bin := fs.String("binary", "", "the static binary (required)")
+	version := fs.String("version", "", "the image's tag (required)")
+	user := fs.String("user", "", "uid:gid the image runs as (default the non-root 65532)")
+	out := fs.String("out", "dist", "output folder")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" || *bin == "" || *version == "" {
+		return fmt.Errorf("tool: --name, --binary and --version are required")
+	}
+	st, err := os.Stat(*bin)
+	if err != nil {
+		return fmt.Errorf("tool: %w", err)
+	}
+	spec := image.ToolSpec{Name: *name, Version: *version, Created: st.ModTime().UTC().Truncate(time.Second), User: *user,
+		Binaries: map[image.Platform]string{image.HostPlatform(): *bin}}
+	start := time.Now()
+	res, err := image.WriteTool(spec, *out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "image: %s %s in %s\n", res.Archive, res.Digest, time.Since(start).Round(time.Millisecond))
+	fmt.Println(res.Archive)
 	return nil
 }

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Builds MetalLB's controller and speaker (go.universe.tf/metallb, pinned in
 # this module's go.mod) into a per-user cache folder keyed by go.mod, go.sum
-# and this script's commands, copies MetalLB's CRDs from the module's source
-# (config/crd/bases in the module zip) next to them, and prints that folder as
-# the last line. A warm cache costs a hash.
+# and this script's commands, copies MetalLB's CRDs (config/crd/bases in the
+# module zip) and its own manifest (config/manifests/metallb-native.yaml: real
+# nodes install MetalLB from it) next to them, and prints that folder as the
+# last line. A warm cache costs a hash.
 #
 # The cache is ${XDG_CACHE_HOME:-$HOME/.cache}/mooring/metallb/<key>, with
 # <cache>/current pointing at the newest build.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/../lib/cache.sh"
-key=$(cache_key "$here/build.sh" "$here/go.mod" "$here/go.sum")
+root=$(cd "$here/../.." && pwd)
+key=$(cache_key "$here/build.sh" "$here/go.mod" "$here/go.sum" "$root/hack/image/main.go" "$root/internal/image/tool.go" \
+  "$root/internal/image/build.go" "$root/internal/image/image.go")
 cache="${XDG_CACHE_HOME:-${HOME:?neither XDG_CACHE_HOME nor HOME is set}/.cache}/mooring/metallb"
 out="$cache/$key"
-done_() { [ -x "$out/controller" ] && [ -x "$out/speaker" ] && [ -d "$out/crds" ]; }
+done_() { [ -x "$out/controller" ] && [ -x "$out/speaker" ] && [ -d "$out/crds" ] && [ -f "$out/manifests/metallb-native.yaml" ] \
+  && [ -f "$out/images/controller.oci.tar" ] && [ -f "$out/images/speaker.oci.tar" ]; }
 if ! done_; then
   # One build at a time per cache: a second caller waits (saying for whom),
   # then finds it done.
@@ -21,7 +25,7 @@ if ! done_; then
 fi
 if ! done_; then
   rm -rf "$out.tmp"
-  mkdir -p "$out.tmp/crds"
+  mkdir -p "$out.tmp/crds" "$out.tmp/manifests"
   cd "$here"
   ver=$(go list -m -f '{{.Version}}' go.universe.tf/metallb)
   cache_start metallb "MetalLB $ver's controller and speaker (the migration tests run the real MetalLB)" \
@@ -59,7 +63,15 @@ GO
   CGO_ENABLED=0 go build -modfile="$work/go.mod" -trimpath -ldflags "-s -w" -o "$out.tmp/speaker" go.universe.tf/metallb/speaker
   src=$(dir_of "go.universe.tf/metallb@$ver")
   cp "$src"/config/crd/bases/*.yaml "$out.tmp/crds/"
-  chmod -R u+w "$out.tmp/crds"
+  cp "$src"/config/manifests/metallb-native.yaml "$out.tmp/manifests/"
+  chmod -R u+w "$out.tmp/crds" "$out.tmp/manifests"
+  # The images real nodes import (MetalLB's own cannot be pulled here), named
+  # as its manifest names them: quay.io/metallb/{controller,speaker}:$ver. The
+  # speaker runs as root like MetalLB's image (NET_RAW for its raw sockets);
+  # the manifest runs the controller as 65534.
+  (cd "$root" && go run ./hack/image tool --name controller --binary "$out.tmp/controller" --version "$ver" --out "$out.tmp/images" >/dev/null &&
+    go run ./hack/image tool --name speaker --binary "$out.tmp/speaker" --version "$ver" --user 0:0 --out "$out.tmp/images" >/dev/null)
+  rm -rf "$out.tmp/images/controller" "$out.tmp/images/speaker"
   echo "$ver" >"$out.tmp/VERSION"
   rm -rf "$out" && mv "$out.tmp" "$out"
   cache_done metallb

@@ -16,9 +16,10 @@ import (
 )
 
 // A tool image is one static binary at /<name> and nothing else, run as
-// NonRootUID: the lab's echo server and its pause (sandbox) image, which
-// the lab's real nodes import instead of pulling from a registry
-// (docs/lab.md).
+// NonRootUID unless its spec names another user: the lab's echo server and
+// its pause (sandbox) image, and MetalLB's controller and speaker built
+// from its Go module, which the lab's real nodes import instead of pulling
+// from a registry (docs/lab.md).
 
 // ToolSpec is what goes into a tool image's index.
 type ToolSpec struct {
@@ -29,6 +30,10 @@ type ToolSpec struct {
 	Created time.Time
 	// Binaries maps each platform to its static binary.
 	Binaries map[Platform]string
+	// User is the image's user ("uid:gid"); "" is NonRootUID. MetalLB's
+	// speaker runs as root, as its own image does (it opens raw sockets
+	// with NET_RAW, which a non-root process does not hold).
+	User string
 }
 
 // ToolIndex assembles a tool image index: per platform one layer holding
@@ -89,9 +94,13 @@ func toolImage(s ToolSpec, p Platform, ann map[string]string) (v1.Image, error) 
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture, cf.Created = p.OS, p.Arch, created
+	user := s.User
+	if user == "" {
+		user = fmt.Sprintf("%d:%d", NonRootUID, NonRootUID)
+	}
 	cf.Config = v1.Config{
 		Entrypoint: []string{"/" + s.Name},
-		User:       fmt.Sprintf("%d:%d", NonRootUID, NonRootUID),
+		User:       user,
 		WorkingDir: "/",
 		Labels:     ann,
 	}
@@ -128,6 +137,13 @@ func BuildTool(ctx context.Context, o ToolOptions) (Result, error) {
 		}
 		spec.Binaries[p] = bin
 	}
+	return WriteTool(spec, o.Out)
+}
+
+// WriteTool assembles spec's index and writes it as out/<name>/ (OCI
+// layout, tagged spec.Version) and out/<name>.oci.tar, for binaries built
+// elsewhere (the lab's MetalLB images from hack/metallb's build).
+func WriteTool(spec ToolSpec, out string) (Result, error) {
 	idx, err := ToolIndex(spec)
 	if err != nil {
 		return Result{}, err
@@ -136,11 +152,11 @@ func BuildTool(ctx context.Context, o ToolOptions) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Index: idx, Digest: digest, Layout: filepath.Join(o.Out, o.Name), Archive: filepath.Join(o.Out, o.Name+".oci.tar")}
-	if err := WriteLayout(res.Layout, idx, o.Version); err != nil {
+	res := Result{Index: idx, Digest: digest, Layout: filepath.Join(out, spec.Name), Archive: filepath.Join(out, spec.Name+".oci.tar")}
+	if err := WriteLayout(res.Layout, idx, spec.Version); err != nil {
 		return Result{}, err
 	}
-	if err := WriteArchive(res.Archive, res.Layout, o.Created); err != nil {
+	if err := WriteArchive(res.Archive, res.Layout, spec.Created); err != nil {
 		return Result{}, err
 	}
 	return res, nil

@@ -78,4 +78,15 @@ func TestToolIndex(t *testing.T) {
 	if _, err := ToolIndex(ToolSpec{Name: "x"}); err == nil {
 		t.Error("a tool image without binaries was built")
 	}
+	// A spec's user (MetalLB's speaker runs as root, as its own image).
+	s.User = "0:0"
+	root, err := ToolIndex(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rm, _ := root.IndexManifest()
+	img, _ := root.Image(rm.Manifests[0].Digest)
+	if cf, err := img.ConfigFile(); err != nil || cf.Config.User != "0:0" {
+		t.Errorf("User 0:0: config %+v, %v", cf, err)
+	}
 }

@@ -47,8 +47,8 @@ func (c *Config) validateInstallFlags() error {
 	switch {
 	case !c.Mooring:
 		return errors.New("lab: --install=chart installs Mooring: it cannot go with --no-mooring")
-	case c.MetalLB != "":
-		return errors.New("lab: --install=chart with --metallb is not supported (the chart's controller does not run --adopt-only): use --metallb with the lab's processes")
+	case c.MetalLB != "" && !c.realNodes():
+		return errors.New("lab: --install=chart with --metallb needs --runtime=containerd (MetalLB then runs from its own manifest), or leave out --install=chart for MetalLB and Mooring as lab processes")
 	case c.usesPodIPAM() && !c.realNodes():
 		return fmt.Errorf("lab: --install=chart with --pod-ipam=%s needs --runtime=containerd: the kubelet stand-in sets pods up itself, the chart's install-cni is for a real container runtime", c.PodIPAM)
 	}

@@ -77,6 +77,7 @@ func (c *Cluster) chartArgs(key string) []string {
 		args = realNodeChartArgs(args, c.real.images)
 	}
 	args = append(args, podIPAMChartArgs(&c.cfg)...)
+	args = append(args, metallbChartArgs(&c.cfg)...)
 	return args
 }
 
@@ -164,23 +165,31 @@ func (c *Cluster) applyObject(ctx context.Context, mapper meta.RESTMapper, o *un
 	}
 	labels["app.kubernetes.io/managed-by"] = "Helm"
 	o.SetLabels(labels)
+	return c.apply(ctx, mapper, o, chartFieldManager, ChartNamespace, "the chart's")
+}
+
+// apply applies o server-side as fieldManager (in namespace ns when o is
+// namespaced and names none), retrying briefly: a fresh apiserver may
+// still be building the handlers of a new API. what names o's origin in
+// errors.
+func (c *Cluster) apply(ctx context.Context, mapper meta.RESTMapper, o *unstructured.Unstructured, fieldManager, ns, what string) error {
 	gvk := o.GroupVersionKind()
 	m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
-		return fmt.Errorf("lab: the chart's %s %s: %w", gvk.Kind, o.GetName(), err)
+		return fmt.Errorf("lab: %s %s %s: %w", what, gvk.Kind, o.GetName(), err)
 	}
 	res := c.dyn.Resource(m.Resource)
 	var last error
 	err = poll(ctx, 200*time.Millisecond, func() (bool, error) {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		opts := metav1.ApplyOptions{FieldManager: chartFieldManager, Force: true}
+		opts := metav1.ApplyOptions{FieldManager: fieldManager, Force: true}
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ns := o.GetNamespace()
-			if ns == "" {
-				ns = ChartNamespace
+			n := o.GetNamespace()
+			if n == "" {
+				n = ns
 			}
-			_, last = res.Namespace(ns).Apply(actx, o.GetName(), o, opts)
+			_, last = res.Namespace(n).Apply(actx, o.GetName(), o, opts)
 		} else {
 			_, last = res.Apply(actx, o.GetName(), o, opts)
 		}
@@ -190,7 +199,7 @@ func (c *Cluster) applyObject(ctx context.Context, mapper meta.RESTMapper, o *un
 		return last == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("lab: applying the chart's %s %s (last error: %v): %w", gvk.Kind, o.GetName(), last, err)
+		return fmt.Errorf("lab: applying %s %s %s (last error: %v): %w", what, gvk.Kind, o.GetName(), last, err)
 	}
 	return nil
 }

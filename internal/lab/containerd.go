@@ -55,8 +55,13 @@ func (c *Config) validateRuntime() error {
 	default:
 		return fmt.Errorf("lab: --runtime %q: use %q (the kubelet stand-in) or %q (real kubelet and containerd)", c.Runtime, RuntimeProcess, RuntimeContainerd)
 	}
+	if c.MetalLB != "" && c.Install != InstallChart {
+		return errors.New("lab: --runtime=containerd with --metallb needs --install=chart: on real nodes Mooring's controller runs --adopt-only from the chart beside MetalLB installed from its own manifest")
+	}
 	if c.MetalLB != "" {
-		return errors.New("lab: --runtime=containerd with --metallb is not supported yet: use the process runtime for the MetalLB hand-over")
+		if err := validateRealMetalLB(c.MetalLB); err != nil {
+			return err
+		}
 	}
 	if c.usesPodIPAM() && c.Install != InstallChart {
 		return fmt.Errorf("lab: --runtime=containerd with --pod-ipam=%s needs --install=chart: on real nodes the chart's agents serve the addresses and its install-cni puts mooring-ipam in (lab processes cannot reach a node's private /run/mooring)", c.PodIPAM)
@@ -143,6 +148,9 @@ func (c *Config) labImages() ([]labImage, error) {
 	if c.Install == InstallChart {
 		imgs = append(imgs, labImage{Archive: filepath.Join(c.Images, mooringArchive), Repository: MooringRepository})
 	}
+	if c.realMetalLB() {
+		imgs = append(imgs, metallbImages(c.MetalLB)...)
+	}
 	for i := range imgs {
 		t, err := imageRef(imgs[i].Archive)
 		if err != nil {
@@ -170,6 +178,10 @@ func realNodeAPIServerArgs(args []string, k *pki) []string {
 		"--kubelet-client-certificate="+k.kubeletClientCert(),
 		"--kubelet-client-key="+k.kubeletClientKey(),
 		"--kubelet-preferred-address-types=InternalIP",
+		// Webhooks (MetalLB's) are called at their endpoints' pod
+		// addresses, which the control plane routes to: it runs no
+		// kube-proxy for Service addresses.
+		"--enable-aggregator-routing=true",
 	)
 }
 
@@ -178,25 +190,27 @@ func realNodeAPIServerArgs(args []string, k *pki) []string {
 // projected token volume mounts it).
 const realNodeKCMControllers = ",serviceaccount-controller,root-ca-cert-publisher,garbage-collector-controller"
 
-// realNode is node n's plan for the real runtime.
-func (c *Cluster) realNode(n nodeSpec, sandbox string) *realnode.Node {
-	dir := filepath.Join(c.paths.Dir, "nodes", n.Name)
+// realNodePlan is node n's plan for the real runtime: its folder under
+// the lab's, its cgroup parent below cgroupTop, the binaries of c and the
+// lab's CA (k).
+func realNodePlan(c *Config, p paths, k *pki, cgroupTop string, n nodeSpec, sandbox string) *realnode.Node {
+	dir := filepath.Join(p.Dir, "nodes", n.Name)
 	rn := &realnode.Node{
 		Name: n.Name, Addrs: n.Addrs, Labels: kubeletLabels(n.Labels), PodCIDRs: n.PodCIDRs, Dir: dir,
-		CgroupParent: c.cgroupTop() + "/" + n.Name,
-		CACert:       c.pki.CACert, Kubeconfig: filepath.Join(dir, "kubeconfig"),
-		Containerd: c.cfg.Containerd, Runc: c.cfg.Runc, Kubelet: filepath.Join(c.cfg.KubeBin, "kubelet"),
-		CNIPlugins: c.cfg.CNIPlugins, SandboxImage: sandbox,
+		CgroupParent: cgroupTop + "/" + n.Name,
+		CACert:       k.CACert, Kubeconfig: filepath.Join(dir, "kubeconfig"),
+		Containerd: c.Containerd, Runc: c.Runc, Kubelet: filepath.Join(c.KubeBin, "kubelet"),
+		CNIPlugins: c.CNIPlugins, SandboxImage: sandbox,
 	}
 	// Pod IPAM: the chart's install-cni writes the node's network and
 	// puts mooring-ipam in (agent.cni.network, podIPAMChartArgs).
-	rn.CNIFromChart = c.cfg.usesPodIPAM()
+	rn.CNIFromChart = c.usesPodIPAM()
 	return rn
 }
 
-// cgroupTop is the lab's own cgroup (/mooring-lab-<pid>): every node's
+// labCgroupTop is the lab's own cgroup (/mooring-lab-<pid>): every node's
 // cgroup parent is below it.
-func (c *Cluster) cgroupTop() string { return fmt.Sprintf("/mooring-lab-%d", os.Getpid()) }
+func labCgroupTop() string { return fmt.Sprintf("/mooring-lab-%d", os.Getpid()) }
 
 // realNodeKCMArgs give the root-ca-cert-publisher the lab's CA.
 func realNodeKCMArgs(c *Config, p paths) []string {

@@ -54,7 +54,7 @@ func (c *Cluster) prepareRealNodes() error {
 	}
 	server := "https://" + c.cp.Addr4.String() + ":" + strconv.Itoa(APIServerPort)
 	for _, n := range c.nodes {
-		rn := c.realNode(n, imgs[0].Ref())
+		rn := realNodePlan(&c.cfg, c.paths, c.pki, labCgroupTop(), n, imgs[0].Ref())
 		if err := rn.Validate(); err != nil {
 			return err
 		}
@@ -364,7 +364,7 @@ func (c *Cluster) closeRealNodes() error {
 		_, err := realnode.KillCgroup(rn.CgroupParent, 5*time.Second)
 		errs = append(errs, err, realnode.RemoveCgroup(rn.CgroupParent, ""))
 	}
-	errs = append(errs, realnode.RemoveCgroup(c.cgroupTop(), ""), c.real.host.Release())
+	errs = append(errs, realnode.RemoveCgroup(labCgroupTop(), ""), c.real.host.Release())
 	return errors.Join(errs...)
 }
 

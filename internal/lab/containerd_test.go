@@ -84,9 +84,10 @@ func TestRealNodeChartArgs(t *testing.T) {
 
 func TestValidateRuntime(t *testing.T) {
 	for name, c := range map[string]Config{
-		"unknown":     {Runtime: "docker"},
-		"metallb":     {Runtime: RuntimeContainerd, MetalLB: "/m"},
-		"no binaries": {Runtime: RuntimeContainerd, Containerd: t.TempDir()},
+		"unknown":                      {Runtime: "docker"},
+		"metallb without the chart":    {Runtime: RuntimeContainerd, MetalLB: "/m"},
+		"metallb without its manifest": {Runtime: RuntimeContainerd, Install: InstallChart, MetalLB: t.TempDir()},
+		"no binaries":                  {Runtime: RuntimeContainerd, Containerd: t.TempDir()},
 		// The lab's own agents cannot serve a real node's /run/mooring.
 		"pod IPAM without the chart": {Runtime: RuntimeContainerd, PodIPAM: PodIPAMClusterPool},
 	} {
@@ -117,9 +118,27 @@ func TestRealNodePodIPAM(t *testing.T) {
 	if got := podIPAMChartArgs(&Config{Runtime: RuntimeContainerd, Install: InstallChart}); got != nil {
 		t.Errorf("pod IPAM off: chart args %q", got)
 	}
-	cl := &Cluster{cfg: *c, paths: newPaths("/run/lab"), pki: &pki{}}
-	rn := cl.realNode(nodeSpec{Name: "node-1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, "pause:1")
+	rn := realNodePlan(c, newPaths("/run/lab"), &pki{}, "/lab", nodeSpec{Name: "node-1", Addrs: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}, "pause:1")
 	if rn.NetworkConfList() != "" || len(rn.PodCIDRs) != 0 || rn.Validate() != nil {
 		t.Errorf("node network %q, pod CIDRs %v, %v: want none from the lab", rn.NetworkConfList(), rn.PodCIDRs, rn.Validate())
+	}
+}
+
+// Beside MetalLB on real nodes the chart's controller only adopts and the
+// agents leave MetalLB's speakers memberlist's port.
+func TestRealNodeMetalLBChartArgs(t *testing.T) {
+	c := &Config{Runtime: RuntimeContainerd, Install: InstallChart, MetalLB: "/m"}
+	s := strings.Join(metallbChartArgs(c), " ")
+	for _, want := range []string{"--set controller.flags.adoptOnly=true", "--set agent.flags.gossipPort=7947"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("chart args %q lack %q", s, want)
+		}
+	}
+	if got := metallbChartArgs(&Config{Runtime: RuntimeContainerd, Install: InstallChart}); got != nil {
+		t.Errorf("without MetalLB: chart args %q", got)
+	}
+	imgs := metallbImages("/m")
+	if len(imgs) != 2 || imgs[0].Repository != "quay.io/metallb/controller" || imgs[1].Archive != "/m/images/speaker.oci.tar" {
+		t.Errorf("MetalLB's images %+v", imgs)
 	}
 }

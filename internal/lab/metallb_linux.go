@@ -21,8 +21,12 @@ const metallbPeriod = 250 * time.Millisecond
 
 // installMetalLB installs MetalLB's CRDs, namespace, Deployment, DaemonSet
 // and the lab's pool and L2Advertisement, then supervises the processes
-// until ctx ends (see metallb.go).
+// until ctx ends (see metallb.go). Real nodes install MetalLB's own
+// manifest instead (metallb_real.go): their kubelets run it.
 func (c *Cluster) installMetalLB(ctx context.Context) error {
+	if c.real != nil {
+		return c.installMetalLBManifest(ctx)
+	}
 	dir := filepath.Join(c.cfg.MetalLB, "crds")
 	var crds []string
 	var last error

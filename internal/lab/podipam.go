@@ -294,8 +294,13 @@ func kcmControllers(c *Config) string {
 	}
 	if c.MetalLB != "" {
 		// Removing what MetalLB leaves behind ends with its namespace,
-		// whose contents the namespace controller deletes.
+		// whose contents the namespace controller deletes; the migration
+		// deletes MetalLB's controller orphaning its pods, which the
+		// garbage collector finishes.
 		s += ",namespace-controller"
+		if !c.realNodes() { // real nodes run it anyway
+			s += ",garbage-collector-controller"
+		}
 	}
 	return s
 }

@@ -310,12 +310,14 @@ func (r *Runner) removeMetalLB(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := ignoreNotFound(r.CS.AppsV1().Deployments(ns).Delete(ctx, d, metav1.DeleteOptions{})); err != nil {
+		if err := r.stopController(ctx, dep); err != nil {
 			return fmt.Errorf("deleting Deployment %s: %w", d, err)
 		}
 		fmt.Fprintf(r.Out, "  deleted Deployment %s/%s\n", ns, d)
 		// A MetalLB controller still running when its pools go takes their
-		// addresses off the Services: its pods must be gone first.
+		// addresses off the Services: its pods must be gone first, which
+		// with stopController's grace period means their containers
+		// stopped.
 		if err := r.waitPodsGone(ctx, ns, dep.Spec.Selector); err != nil {
 			return fmt.Errorf("MetalLB's controller %s: %w", d, err)
 		}
