@@ -168,7 +168,12 @@ func startLocal(t *testing.T, b *bgpLab, cs kubernetes.Interface) *localLab {
 		t.Fatal(err)
 	}
 	// The "local" view of the lab: its routes are the Service's.
+	// Not the demo Service's addresses, which b carries: the wait below
+	// would end at once with them (seen on CI: the local Service had no
+	// address yet at the first poll, and the test then waited for the
+	// demo Service's route to lose a node).
 	lb := *b
+	lb.vip4, lb.vip6 = netip.Prefix{}, netip.Prefix{}
 	l := &localLab{bgpLab: &lb, cs: cs}
 	eventuallyLab(t, 60*time.Second, "the local Service's addresses", func() (bool, string) {
 		s, err := cs.CoreV1().Services(lab.DemoNamespace).Get(b.ctx, localName, metav1.GetOptions{})

@@ -159,7 +159,7 @@ func runMigrateCommand(t *testing.T, cfg lab.Config, client *netlab.Host, probe 
 	cmd := exec.Command(cfg.Self, "migrate", "metallb", "run",
 		"--kubeconfig", filepath.Join(cfg.StateDir, "cluster.kubeconfig"),
 		"--interface", "eth0",
-		"--probe", "http://"+netip.AddrPortFrom(probe, lab.DemoPort).String()+"/", "--probe-interval", "100ms",
+		"--probe", "http://"+netip.AddrPortFrom(probe, lab.DemoPort).String()+"/", "--probe-interval", "100ms", "--probe-timeout", "3s",
 		"--import-file", filepath.Join(dir, "mooring.yaml"), "--save-dir", filepath.Join(dir, "saved"),
 		"--check-timeout", "90s")
 	cmd.Env = append(os.Environ(), cfg.SelfEnv...)

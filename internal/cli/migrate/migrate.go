@@ -44,6 +44,7 @@ type Options struct {
 	Interface, Probe              string
 	LeaseNamespace, LeaseName     string
 	ProbeInterval, CheckTimeout   time.Duration
+	ProbeTimeout                  time.Duration
 	reader                        client.Reader
 }
 
@@ -53,7 +54,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	mlb := &cobra.Command{Use: "metallb", Short: "From MetalLB: plan prints the ordered procedure, run walks it with a check between steps"}
 	o := &Options{Namespace: "metallb-system", Output: "text", ImportFile: "mooring-import.yaml", SaveDir: "metallb-backup",
 		LeaseNamespace: controller.DefaultLeaseNamespace, LeaseName: controller.DefaultLeaseName,
-		ProbeInterval: 100 * time.Millisecond, CheckTimeout: 60 * time.Second}
+		ProbeInterval: 100 * time.Millisecond, ProbeTimeout: 2 * time.Second, CheckTimeout: 60 * time.Second}
 	plan := &cobra.Command{
 		Use: "plan", Short: "Print the ordered steps for this cluster: what is applied, checked, removed, and how to undo each", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -106,6 +107,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 		f.StringVar(&o.Interface, "interface", "", "interface on the Services' segment to count ARP/NDP responders on (needs CAP_NET_RAW); empty skips that check")
 		f.StringVar(&o.Probe, "probe", "", "URL through a LoadBalancer address that must keep answering during the migration; empty skips that check")
 		f.DurationVar(&o.ProbeInterval, "probe-interval", o.ProbeInterval, "pause between --probe requests")
+		f.DurationVar(&o.ProbeTimeout, "probe-timeout", o.ProbeTimeout, "how long a --probe request may take before it counts as failed (as your clients' own timeout)")
 		f.DurationVar(&o.CheckTimeout, "check-timeout", o.CheckTimeout, "how long a step's checks may take to pass")
 		f.StringVar(&o.LeaseNamespace, "lease-namespace", o.LeaseNamespace, "namespace of the Mooring controller's leader-election Lease (where it publishes --adopt-only)")
 		f.StringVar(&o.LeaseName, "lease-name", o.LeaseName, "name of the Mooring controller's leader-election Lease")
@@ -121,8 +123,8 @@ func (o *Options) validate() error {
 	switch {
 	case o.Output != "text" && o.Output != "json":
 		return fmt.Errorf("-o %q: use text or json", o.Output)
-	case o.ProbeInterval <= 0 || o.CheckTimeout <= 0:
-		return fmt.Errorf("--probe-interval %s and --check-timeout %s must be positive", o.ProbeInterval, o.CheckTimeout)
+	case o.ProbeInterval <= 0 || o.ProbeTimeout <= 0 || o.CheckTimeout <= 0:
+		return fmt.Errorf("--probe-interval %s, --probe-timeout %s and --check-timeout %s must be positive", o.ProbeInterval, o.ProbeTimeout, o.CheckTimeout)
 	case o.Namespace == "" || o.ImportFile == "" || o.SaveDir == "":
 		return fmt.Errorf("--metallb-namespace, --import-file and --save-dir must not be empty")
 	}
@@ -304,7 +306,7 @@ func Run(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Int
 	}
 	st.Runner.Out = out
 	if o.Probe != "" {
-		tr := &cluster.Traffic{URL: o.Probe, Interval: o.ProbeInterval, Client: &http.Client{Timeout: time.Second}}
+		tr := &cluster.Traffic{URL: o.Probe, Interval: o.ProbeInterval, Client: &http.Client{Timeout: o.ProbeTimeout}}
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		go tr.Run(pctx)
@@ -317,6 +319,9 @@ func Run(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Int
 	fmt.Fprintf(out, "recorded %d Services' addresses; imported objects in %s; MetalLB objects will be saved to %s\n",
 		len(st.Runner.Snapshot), o.ImportFile, filepath.Join(o.SaveDir, "metallb-objects.yaml"))
 	err = st.Runner.Run(ctx, st.Steps)
+	if err == nil && st.Runner.Traffic != nil {
+		err = lastTraffic(ctx, st.Runner.Traffic, errOut)
+	}
 	var se *cluster.StepError
 	if errors.As(err, &se) {
 		fmt.Fprintf(errOut, "STOPPED at step %q: %s\nundo, in this order:\n", se.Step, se.Failed)
@@ -326,6 +331,23 @@ func Run(ctx context.Context, o Options, cs kubernetes.Interface, dc dynamic.Int
 		return cliutil.ExitError{Code: 1}
 	}
 	return err
+}
+
+// lastTraffic fails the run when a --probe request failed after the last
+// step's traffic check (one in flight then, or during the hand-off's last
+// moments): every step passed, but the operator's traffic did not go
+// through the migration unharmed.
+func lastTraffic(ctx context.Context, tr *cluster.Traffic, errOut io.Writer) error {
+	n, last, ok := tr.Drain(ctx)
+	switch {
+	case !ok:
+		fmt.Fprintf(errOut, "the last --probe requests to %s did not finish; check the traffic totals below\n", tr.URL)
+		return cliutil.ExitError{Code: 1}
+	case n > 0:
+		fmt.Fprintf(errOut, "every step passed, but %d requests to %s failed after the last step's traffic check (last: %s): look at what changed then (docs/migration.md)\n", n, tr.URL, last)
+		return cliutil.ExitError{Code: 1}
+	}
+	return nil
 }
 
 // Finished is what `plan` and `run` print when no MetalLB workload is

@@ -19,6 +19,7 @@ type Traffic struct {
 	ok, fail int
 	failed   int // failures since the last check
 	lastErr  string
+	done     int // requests finished (Drain)
 }
 
 // Run requests until ctx ends.
@@ -56,6 +57,7 @@ func (t *Traffic) once(ctx context.Context) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.done++
 	if msg == "" {
 		t.ok++
 		return
@@ -80,4 +82,36 @@ func (t *Traffic) Totals() (ok, fail int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.ok, t.fail
+}
+
+// Drain waits until the request in flight now and the next one have
+// finished (at most twice the client's timeout and interval), then
+// returns the failures since the last check as FailuresSinceLastCheck
+// does: a request that was in flight at the last step's check and failed
+// after it would otherwise go unseen. ok is false when the requests did
+// not finish in time (Run stopped, or ctx ended).
+func (t *Traffic) Drain(ctx context.Context) (failed int, last string, ok bool) {
+	t.mu.Lock()
+	want := t.done + 2
+	t.mu.Unlock()
+	limit := time.NewTimer(2 * (t.Client.Timeout + t.Interval + time.Second))
+	defer limit.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		t.mu.Lock()
+		finished := t.done >= want
+		t.mu.Unlock()
+		if finished {
+			failed, last = t.FailuresSinceLastCheck()
+			return failed, last, true
+		}
+		select {
+		case <-ctx.Done():
+			return 0, "", false
+		case <-limit.C:
+			return 0, "", false
+		case <-poll.C:
+		}
+	}
 }
