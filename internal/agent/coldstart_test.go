@@ -21,8 +21,9 @@ import (
 // let a restarting peer's addresses go, and nobody answered until that
 // peer had started).
 func TestStartingPeerIsCandidateOnlyAtColdStart(t *testing.T) {
-	// Times relative to base, 2 s from now: after node-1 (the agent under
-	// test) started, so that it is a cold start itself and serves at once.
+	// Times relative to base, 2 s from now: node-3's readiness comes at
+	// most 1 s before node-1 (the agent under test) started, so that it is
+	// a cold start itself and serves at once.
 	base := time.Now().Add(2 * time.Second)
 	ms := func(d time.Duration) int64 { return base.Add(d).UnixMilli() }
 	starting := func(born int64) membership.NodeMeta {
@@ -38,8 +39,9 @@ func TestStartingPeerIsCandidateOnlyAtColdStart(t *testing.T) {
 		node2, node3 membership.NodeMeta
 		serves       bool // node-1 serves node-2's share while node-2 starts
 	}{
-		{name: "restart: node-3 served before node-2 started", node2: starting(ms(0)), node3: readySince(ms(-time.Second)), serves: true},
-		{name: "restart: node-3 ready only 100 ms before", node2: starting(ms(0)), node3: readySince(ms(-100 * time.Millisecond)), serves: true},
+		{name: "restart: node-3 served 3 s before node-2 started", node2: starting(ms(0)), node3: readySince(ms(-3 * time.Second)), serves: true},
+		{name: "restart: node-3 ready 2.1 s before", node2: starting(ms(0)), node3: readySince(ms(-2100 * time.Millisecond)), serves: true},
+		{name: "cold start: node-3 ready 1 s before node-2 started", node2: starting(ms(0)), node3: readySince(ms(-time.Second)), serves: false},
 		{name: "cold start: node-3 starting too", node2: starting(ms(0)), node3: starting(ms(0)), serves: false},
 		{name: "cold start: node-3 ready after node-2 started", node2: starting(ms(0)), node3: readySince(ms(500 * time.Millisecond)), serves: false},
 		{name: "starting longer than the window", node2: starting(ms(-13 * time.Second)), node3: starting(ms(0)), serves: true},

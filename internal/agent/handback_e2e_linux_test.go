@@ -50,11 +50,11 @@ func newHandBackCluster(t *testing.T) handOffCluster {
 	f := newFailoverCluster(t, time.Second) // its own clients idle along
 	f.clients = []*timeline{f.startClientFlushing(f.v4, 50*time.Millisecond, true),
 		f.startClientFlushing(f.v6, 50*time.Millisecond, true)}
-	// The first kill comes 1 s after the cluster is served: the survivor is
+	// The first kill comes 2 s after the cluster is served: the survivor is
 	// seconds old, and must still keep the restored node's addresses
 	// until that node takes them (before handoff.StartingCandidate, an
 	// agent under 10 s old let them go while the node was starting).
-	return handOffClusterOf(t, f, time.Second)
+	return handOffClusterOf(t, f, 2*time.Second)
 }
 
 // restoreAndHandBack kills the owner, waits for the takeover, restores the

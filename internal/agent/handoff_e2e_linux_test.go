@@ -83,11 +83,12 @@ func (r handOffResult) String() string {
 }
 
 func newHandOffCluster(t *testing.T) handOffCluster {
-	// The restarts begin 1 s after the cluster is served: the survivors
-	// are seconds old, which must not matter (handoff.StartingCandidate:
-	// a restart into the serving cluster is told from a cold start alike
-	// on every node, whatever their age).
-	return handOffClusterOf(t, newFailoverCluster(t, 100*time.Millisecond), time.Second)
+	// The restarts begin 2 s after the cluster is served (a restart more
+	// than 2 s after a peer became ready is one into a serving cluster,
+	// handoff.ServedBefore): the survivors are seconds old, which must not
+	// matter (a restart is told from a cold start alike on every node,
+	// whatever their age).
+	return handOffClusterOf(t, newFailoverCluster(t, 100*time.Millisecond), 2*time.Second)
 }
 
 // handOffClusterOf dumps f's logs should the test fail, waits until f's

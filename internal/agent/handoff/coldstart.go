@@ -11,26 +11,28 @@ import (
 // everything it may serve), provided no peer served before it started.
 const ColdStartWindow = 10 * time.Second
 
-// coldStartSlack: an agent whose first decision comes later than
-// ColdStartWindow less this takes itself for a returning one, so that a
-// peer's clock a little ahead does not stop counting it while it takes at
-// once.
+// coldStartSlack is how much later than a peer's readiness an agent may
+// start and still be part of the same cold start (agents of a new cluster
+// start seconds apart; CI saw more than 1 s), and how much earlier than
+// ColdStartWindow an agent's first decision takes itself for a returning
+// one, so that a peer's clock a little ahead does not stop counting it
+// while it takes at once.
 const coldStartSlack = 2 * time.Second
 
 // ServedBefore returns a member other than self that is ready and became
-// ready before born (Unix ms): a node born then comes into a cluster that
-// has served without it (its addresses are answered by that peer), not a
-// cold start. Every agent decides this from the same published values —
-// the starting node about itself (Returning), its peers about it
-// (StartingCandidate) — so the two never disagree on whom it concerns.
-// An older agent publishes its readiness in seconds only (Since): it
-// counts with the two seconds' slack agents have always given it.
+// ready more than coldStartSlack before born (Unix ms): a node born then
+// comes into a cluster that has served without it (its addresses are
+// answered by that peer), not a cold start. Every agent decides this from
+// the same published values — the starting node about itself
+// (Returning), its peers about it (StartingCandidate) — so the two never
+// disagree on whom it concerns. An older agent publishes its readiness in
+// seconds only (Since).
 func ServedBefore(self string, born int64, members []membership.Member) (string, bool) {
 	for _, m := range members {
 		if m.Name == self || m.MetaErr != nil || !m.Meta.Ready || m.Meta.Leaving {
 			continue
 		}
-		if at := readyAt(m.Meta); at > 0 && at < born {
+		if at := readyAt(m.Meta); at > 0 && at < born-coldStartSlack.Milliseconds() {
 			return m.Name, true
 		}
 	}
@@ -43,7 +45,7 @@ func readyAt(m membership.NodeMeta) int64 {
 	case m.ReadyAt > 0:
 		return m.ReadyAt
 	case m.Since > 0:
-		return (m.Since + 2) * 1000
+		return m.Since * 1000
 	}
 	return 0
 }

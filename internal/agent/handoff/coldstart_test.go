@@ -24,8 +24,9 @@ func TestServedBeforeAndStartingCandidate(t *testing.T) {
 		served  string
 	}{
 		{name: "alone", members: []membership.Member{self}},
-		{name: "a peer ready 1 ms before", members: []membership.Member{self, ready("p", born-1)}, served: "p"},
-		{name: "a peer ready at the same ms", members: []membership.Member{self, ready("p", born)}},
+		{name: "a peer ready 2,001 ms before", members: []membership.Member{self, ready("p", born-2001)}, served: "p"},
+		{name: "a peer ready 2 s before (the same cold start)", members: []membership.Member{self, ready("p", born-2000)}},
+		{name: "a peer ready 1 ms before", members: []membership.Member{self, ready("p", born-1)}},
 		{name: "a peer ready after", members: []membership.Member{self, ready("p", born+1)}},
 		{name: "a peer not ready", members: []membership.Member{self, {Name: "p", Meta: membership.NodeMeta{Since: 1, ReadyAt: 1}}}},
 		{name: "a leaving peer", members: []membership.Member{self, leaving}},
