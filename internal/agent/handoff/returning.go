@@ -43,8 +43,7 @@ type Returning struct {
 	returning bool      // a peer was ready since before this node started, or it came back
 	excluded  bool      // this Node has the exclude-from-external-load-balancers label
 	readyAt   time.Time // the end of the hold-down, by the agent's clock (zero: none)
-	since     int64     // wall clock (Unix s) when first ready, published
-	sinceMs   int64     // the same in Unix ms (NodeMeta.ReadyAt)
+	sinceMs   int64     // wall clock (Unix ms) when first ready: published as ReadyAt, and in seconds as Since
 	takeAt    time.Time // when this node may take addresses at the earliest
 	takeBy    time.Time // TakeMaxWait: older peers no longer awaited, a lagging one logged
 	taking    bool      // returning, ready, waiting for its peers to confirm
@@ -108,7 +107,7 @@ func (r *Returning) Resume(now time.Time) time.Duration {
 // comeBack starts a hold-down at now.
 func (r *Returning) comeBack(now time.Time) {
 	r.returning = true
-	r.since, r.sinceMs = 0, 0
+	r.sinceMs = 0
 	r.readyAt = now.Add(r.cfg.HoldDown)
 }
 
@@ -139,11 +138,11 @@ func (r *Returning) Hold(now, wall time.Time, members []membership.Member, meta 
 		meta.Reason = fmt.Sprintf("holding down for %s after start: the cluster served without this node", r.cfg.HoldDown)
 		return true, wake
 	}
-	if meta.Ready && r.since == 0 {
-		r.since, r.sinceMs = wall.Unix(), wall.UnixMilli()
+	if meta.Ready && r.sinceMs == 0 {
+		r.sinceMs = wall.UnixMilli()
 		wake = append(wake, r.startTake(now)...)
 	}
-	meta.Since, meta.ReadyAt = r.since, r.sinceMs
+	meta.Since, meta.ReadyAt = r.sinceMs/1000, r.sinceMs
 	if r.taking && r.take(now, members) == takeWait {
 		meta.Taking = true
 		return true, wake
@@ -225,7 +224,7 @@ func (r *Returning) Took() (int64, bool) {
 		return 0, false
 	}
 	r.took = false
-	return r.since, true
+	return r.sinceMs / 1000, true
 }
 
 // What a returning node does about its addresses (takeDecision).
