@@ -8,6 +8,10 @@
 # frr: the BGP lab router and the BGP tests' peers (bgpd, bfdd, zebra, vtysh,
 # run per network namespace by internal/frr; the host's own frr service is
 # never started or used).
+# bird2: the second router the BGP speaker is tested against
+# (internal/bgpspeaker/e2e_bird_linux_test.go runs bird per network
+# namespace with its own config and socket; the host's bird service is
+# never started or used).
 set -euo pipefail
 pkgs=(nftables iproute2 iputils-ping curl)
 # kubectl: the kubectl-mooring plugin's end-to-end test (cmd/mooring) runs
@@ -15,7 +19,7 @@ pkgs=(nftables iproute2 iputils-ping curl)
 # Debian's kubernetes-client (1.20) only when no other is on $PATH.
 command -v kubectl >/dev/null 2>&1 || pkgs+=(kubernetes-client)
 pkgs+=(podman runc ca-certificates)
-pkgs+=(frr)
+pkgs+=(frr bird2)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,5 +44,8 @@ apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${mis
 # service the package just installed would route the machine itself.
 if [[ " ${missing[*]} " == *" frr "* ]] && [ -d /run/systemd/system ]; then
   systemctl disable --now frr.service >/dev/null 2>&1 || true
+fi
+if [[ " ${missing[*]} " == *" bird2 "* ]] && [ -d /run/systemd/system ]; then
+  systemctl disable --now bird.service >/dev/null 2>&1 || true
 fi
 echo "install-deps: installed in $((SECONDS - t0)) s" >&2

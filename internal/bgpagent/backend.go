@@ -97,6 +97,8 @@ type Backend struct {
 	full     bool
 	fromFile *state // the state file, used until Reader is synced
 	saved    *state // last state written
+	// applied: the speaker has had its first Apply (Run's goroutine only).
+	applied  bool
 	last     bgp.NodeResult
 	problems []bgp.Problem
 }
@@ -110,12 +112,15 @@ func New(cfg Config, d Deps) *Backend {
 	if d.Log == nil {
 		d.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Backend{
+	b := &Backend{
 		cfg: cfg, d: d, speaker: bgpspeaker.New(d.Router, d.Log, cfg.ListenPort),
-		secrets: newSecrets(d.Client, cfg.Namespace, cfg.SecretInterval, d.Now),
-		status:  &statusWriter{c: d.Client, node: cfg.Node, minInterval: cfg.StatusInterval, countsEvery: cfg.CountsInterval, now: d.Now},
-		wake:    make(chan struct{}, 1), kick: make(chan struct{}, 1), services: map[announce.ServiceKey]announce.Service{},
+		status: &statusWriter{c: d.Client, node: cfg.Node, minInterval: cfg.StatusInterval, countsEvery: cfg.CountsInterval, now: d.Now},
+		wake:   make(chan struct{}, 1), kick: make(chan struct{}, 1), services: map[announce.ServiceKey]announce.Service{},
 	}
+	// A Secret read that changed a password asks for a decision like any
+	// other input.
+	b.secrets = newSecrets(d.Client, cfg.Namespace, cfg.SecretInterval, d.Now, b.Trigger)
+	return b
 }
 
 // Name implements the agent's backend interface.
@@ -163,8 +168,10 @@ func (b *Backend) SetServices(full bool, svcs []announce.Service, deleted []anno
 // Cease: routers keep the node's routes for the graceful-restart time,
 // so an agent restart withdraws nothing). The status is written on a
 // goroutine of its own: an API server that hangs (a write waits for it)
-// must not hold up a decision.
+// must not hold up a decision; so are the password Secrets' reads
+// (secrets), which end with ctx: Run returns after them.
 func (b *Backend) Run(ctx context.Context) error {
+	defer b.secrets.wait()
 	if st, ok, err := loadState(b.cfg.StateDir); err != nil {
 		b.d.Log.Warn("BGP state file unusable", "err", err)
 	} else if ok {
@@ -246,8 +253,10 @@ func (b *Backend) decide(ctx context.Context) {
 	}
 	res := bgp.Decide(in)
 	nr, _ := res.Node(b.cfg.Node)
-	pw := b.secrets.passwords(ctx, passwordNames(nr))
+	// Only the first Apply waits for Secrets never read (secrets says why).
+	pw := b.secrets.passwords(ctx, passwordNames(nr), !b.applied)
 	err = b.speaker.Apply(ctx, bgpspeaker.Desired{Node: nr, Passwords: pw})
+	b.applied = true
 	if err != nil {
 		b.d.Log.Warn("BGP: applying the decision", "err", err)
 	}

@@ -13,9 +13,10 @@
 // restart's time. It opens no session before the agent's loop has handed
 // it every Service once (from the caches or the agent's snapshot): an
 // End-of-RIB without the routes would make the routers drop the ones
-// they kept. The BGPSpeaker is written on a goroutine of its own, so an
-// API server that hangs never holds up a decision. On shutdown it stops
-// BGP without a Cease.
+// they kept. The BGPSpeaker is written, and the password Secrets re-read,
+// on goroutines of their own, so an API server that hangs never holds up
+// a decision (secrets.go: the one exception is the first decision after
+// start). On shutdown it stops BGP without a Cease.
 //
 // The agent (internal/agent) builds it with --bgp and hands it every
 // decision pass through internal/agent/backend (Pass); Watched names the

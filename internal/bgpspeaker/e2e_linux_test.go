@@ -47,11 +47,18 @@ func routerConfig(mut func(*frr.Config)) frr.Config {
 	return c
 }
 
-// newFabric builds n nodes and the router and starts a speaker per node;
-// nothing is applied yet.
+// newFabric builds n nodes and the FRR router and starts a speaker per
+// node; nothing is applied yet.
 func newFabric(t *testing.T, n int, routerMut func(*frr.Config)) *fabric {
-	netlab.RequirePrivileges(t)
 	frr.RequireFRR(t)
+	return buildFabric(t, n, func(f *fabric) { f.frr = frr.StartForTest(t, f.router, routerConfig(routerMut)) })
+}
+
+// buildFabric builds n nodes and the router host (10.213.0.1,
+// fd00:213::1), has startRouter start a router there, and starts a
+// speaker per node.
+func buildFabric(t *testing.T, n int, startRouter func(*fabric)) *fabric {
+	netlab.RequirePrivileges(t)
 	lab := netlab.NewForTest(t, netlab.Config{Nodes: n})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -61,7 +68,7 @@ func newFabric(t *testing.T, n int, routerMut func(*frr.Config)) *fabric {
 	}
 	t.Cleanup(func() { _ = host.Release() })
 	f := &fabric{t: t, lab: lab, router: host, speakers: map[string]*speakerProc{}}
-	f.frr = frr.StartForTest(t, host, routerConfig(routerMut))
+	startRouter(f)
 	for _, h := range lab.Nodes() {
 		f.in.Nodes = append(f.in.Nodes, bgp.Node{Name: h.Name, Addresses: []netip.Addr{h.Addr4, h.Addr6}})
 		f.speakers[h.Name] = startSpeaker(t, h)
