@@ -50,6 +50,7 @@ func TestBenchFailover(t *testing.T) {
 			tl.waitServedBy(t, rank[0], 20*time.Second)
 		}
 		victim := c.lab.Host(rank[0])
+		paths := c.detectPaths(t, rank[1:])
 		kill := c.killNode(victim)
 		for i, tl := range clients {
 			out, node, ok := tl.outageAfter(kill, 15*time.Second)
@@ -58,7 +59,7 @@ func TestBenchFailover(t *testing.T) {
 			}
 			outages[i] = append(outages[i], out)
 		}
-		t.Logf("run %d: IPv4 %v, IPv6 %v", run+1, outages[0][run].Round(time.Millisecond), outages[1][run].Round(time.Millisecond))
+		t.Logf("run %d (kill at %s): IPv4 %v, IPv6 %v; %v", run+1, kill.UTC().Format("15:04:05.000"), outages[0][run].Round(time.Millisecond), outages[1][run].Round(time.Millisecond), c.detectPaths(t, rank[1:]).minus(paths))
 		_ = c.agents[victim.Name].Wait()
 		if err := victim.SetLinkUp("eth0"); err != nil {
 			t.Fatal(err)
@@ -69,6 +70,44 @@ func TestBenchFailover(t *testing.T) {
 		med, worst := stats(outages[i])
 		t.Logf("BENCH failover %s: n=%d median=%v worst=%v all=%v", fam, len(outages[i]), med, worst, roundAll(outages[i]))
 	}
+}
+
+// detectPaths reads, from the surviving agents, how a node loss was found:
+// confirmed early (a failed probe and no ARP/NDP answer), an early drop
+// refused because the agent itself ran late (distrusted: gossip's
+// suspicion decided), or gossip's verdict alone.
+type detectPaths struct{ early, distrusted, failures float64 }
+
+func (c *cluster) detectPaths(t *testing.T, nodes []string) detectPaths {
+	t.Helper()
+	var p detectPaths
+	for _, n := range nodes {
+		h := c.lab.Host(n)
+		for _, m := range []struct {
+			name string
+			into *float64
+		}{
+			{"mooring_members_failures_confirmed_early_total", &p.early},
+			{"mooring_members_early_failures_distrusted_total", &p.distrusted},
+			{"mooring_members_failures_total", &p.failures},
+		} {
+			v, err := c.scrape(h, m.name)
+			if err != nil {
+				t.Logf("scraping %s on %s: %v", m.name, n, err)
+				continue
+			}
+			*m.into += v
+		}
+	}
+	return p
+}
+
+func (p detectPaths) minus(o detectPaths) detectPaths {
+	return detectPaths{early: p.early - o.early, distrusted: p.distrusted - o.distrusted, failures: p.failures - o.failures}
+}
+
+func (p detectPaths) String() string {
+	return fmt.Sprintf("survivors' early confirmations %.0f, distrusted %.0f, gossip verdicts %.0f", p.early, p.distrusted, p.failures-p.early)
 }
 
 func stats(ds []time.Duration) (median, worst time.Duration) {
@@ -385,6 +424,7 @@ func TestBenchChurn(t *testing.T) {
 	for run := range *benchTakeovers {
 		time.Sleep(2 * time.Second) // churn before each kill
 		victim := c.lab.Host(rank[0])
+		paths := c.detectPaths(t, rank[1:])
 		kill := c.killNode(victim)
 		for i, tl := range clients {
 			out, node, ok := tl.outageAfter(kill, 15*time.Second)
@@ -394,7 +434,7 @@ func TestBenchChurn(t *testing.T) {
 			}
 			outages[i] = append(outages[i], out)
 		}
-		t.Logf("takeover %d during the churn: IPv4 %v, IPv6 %v", run+1, outages[0][run].Round(time.Millisecond), outages[1][run].Round(time.Millisecond))
+		t.Logf("takeover %d during the churn (kill at %s): IPv4 %v, IPv6 %v; %v", run+1, kill.UTC().Format("15:04:05.000"), outages[0][run].Round(time.Millisecond), outages[1][run].Round(time.Millisecond), c.detectPaths(t, rank[1:]).minus(paths))
 		_ = c.agents[victim.Name].Wait()
 		if err := victim.SetLinkUp("eth0"); err != nil {
 			t.Fatal(err)

@@ -207,7 +207,7 @@ func (c Config) membershipConfig() membership.Config {
 		NodeCheckWait: c.NodeCheckWait, AgentLossTimeout: c.AgentLossTimeout,
 	}
 	if c.NodeCheckWait > 0 {
-		mc.NodeCheck = host.KernelCheck(c.NodeCheckWait)
+		mc.NodeCheck, mc.NodeCheckLateSafe = host.KernelCheck(c.NodeCheckWait), true
 	}
 	return mc
 }

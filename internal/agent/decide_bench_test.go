@@ -90,3 +90,39 @@ func BenchmarkDecideNewService10k(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecideMemberLoss10k is the decision of a node loss with 10,000
+// Services on 3 nodes: one peer leaves the member set and this node takes
+// its share of the lost node's addresses (about 1,700), the real responder
+// running over null sockets (its gratuitous round included). Each
+// iteration brings the peer back untimed.
+func BenchmarkDecideMemberLoss10k(b *testing.B) {
+	a, _ := snapshotBenchAgent(b, 10000)
+	m := responder.NewWithOpener(responder.Config{GratuitousCount: 1}, nil, prometheus.NewRegistry(), nullOpen)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	a.deps.Responder, a.loop.applied = m, false
+	if err := a.decide(ctx); err != nil {
+		b.Fatal(err)
+	}
+	mem := a.deps.Members.(*agenttest.Members)
+	owned := func() int { return len(a.loop.answered) }
+	before, after := owned(), 0
+	b.ReportAllocs()
+	for b.Loop() {
+		mem.Set("node-1", "node-3")
+		if err := a.decide(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		after = owned()
+		mem.Set("node-1", "node-2", "node-3")
+		if err := a.decide(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(after-before), "taken/op")
+}

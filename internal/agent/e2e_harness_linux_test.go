@@ -101,6 +101,20 @@ func newCluster(t *testing.T, nodes int, labels map[string]map[string]string) *c
 	return newClusterOpts(t, netlab.Config{Nodes: nodes}, labels)
 }
 
+// agentLogDir is where the agents' logs go: a test's temporary folder, or
+// MOORING_AGENT_LOGDIR (kept, for reading a benchmark's timeline after it).
+func agentLogDir(t *testing.T) string {
+	dir := os.Getenv("MOORING_AGENT_LOGDIR")
+	if dir == "" {
+		return t.TempDir()
+	}
+	dir = filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func newClusterOpts(t *testing.T, cfg netlab.Config, labels map[string]map[string]string) *cluster {
 	t.Helper()
 	netlab.RequirePrivileges(t)
@@ -109,7 +123,7 @@ func newClusterOpts(t *testing.T, cfg netlab.Config, labels map[string]map[strin
 	env := testenv.StartT(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	c := &cluster{t: t, ctx: ctx, env: env, lab: lab, dir: t.TempDir(), agents: map[string]*netlab.Process{}, kcs: map[string]string{}}
+	c := &cluster{t: t, ctx: ctx, env: env, lab: lab, dir: agentLogDir(t), agents: map[string]*netlab.Process{}, kcs: map[string]string{}}
 	u, err := url.Parse(env.Config.Host)
 	if err != nil {
 		t.Fatal(err)

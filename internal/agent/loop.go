@@ -28,6 +28,10 @@ import (
 // its burst; a membership change (a takeover) never waits.
 const coalesceWindow = 25 * time.Millisecond
 
+// manyChanges is how many changes in one pass make the decision log its
+// timing at debug level (a node loss at thousands of Services).
+const manyChanges = 100
+
 // publishEvery bounds how often new addresses alone publish the decision
 // (see publish).
 const publishEvery = time.Second
@@ -151,6 +155,9 @@ func (a *Agent) decide(ctx context.Context) error {
 		}
 	}
 	a.applyToResponder(changes)
+	if len(changes) >= manyChanges {
+		a.log.Debug("many changes handed to the responder", "changes", len(changes), "after", a.deps.Clock.Since(start).Round(time.Millisecond))
+	}
 	a.publishMeta()
 	a.afterApply(ctx)
 	a.elig.ConfirmApplied(a.gossip()) // only now may peers' returning nodes take

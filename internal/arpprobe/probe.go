@@ -119,6 +119,14 @@ func ProbeConn(ctx context.Context, conn net.PacketConn, hw net.HardwareAddr, ad
 	if err != nil || len(reqs) == 0 {
 		return nil, err
 	}
+	for _, r := range reqs {
+		if _, err := conn.WriteTo(r.frame, &packet.Addr{HardwareAddr: r.dst}); err != nil {
+			return nil, fmt.Errorf("arpprobe: sending the request for %s: %w", r.addr, err)
+		}
+	}
+	// The wait counts from the requests' departure, and collect reads
+	// what arrived before it concludes: a caller that ran late still waited
+	// the whole wait for the answers.
 	deadline := time.Now().Add(opts.Wait)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -126,14 +134,11 @@ func ProbeConn(ctx context.Context, conn net.PacketConn, hw net.HardwareAddr, ad
 	if err := conn.SetReadDeadline(deadline); err != nil {
 		return nil, fmt.Errorf("arpprobe: setting the read deadline: %w", err)
 	}
-	// Cancellation without a deadline still has to wake the blocked read.
+	// Cancellation without a deadline still has to wake the blocked read
+	// (at once if ctx already ended).
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
-	for _, r := range reqs {
-		if _, err := conn.WriteTo(r.frame, &packet.Addr{HardwareAddr: r.dst}); err != nil {
-			return nil, fmt.Errorf("arpprobe: sending the request for %s: %w", r.addr, err)
-		}
-	}
+	beforeCollect()
 	out, err := collect(conn, hw, reqs, opts)
 	for _, macs := range out {
 		slices.SortFunc(macs, func(a, b net.HardwareAddr) int { return bytes.Compare(a, b) })
@@ -180,23 +185,34 @@ func collect(conn net.PacketConn, hw net.HardwareAddr, reqs []request, opts Opti
 		want[r.addr] = true
 	}
 	out := Result{}
+	take := func(frame []byte) {
+		c, ok := parseClaim(frame)
+		if !ok || !want[c.addr] || !opts.counts(c, hw) ||
+			slices.ContainsFunc(out[c.addr], func(m net.HardwareAddr) bool { return bytes.Equal(m, c.mac) }) {
+			return
+		}
+		out[c.addr] = append(out[c.addr], slices.Clone(c.mac))
+	}
 	buf := make([]byte, 1<<16)
 	for {
 		n, _, err := conn.ReadFrom(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// Go reports a passed deadline without reading: a process
+			// that was starved or stopped past it would miss answers that
+			// are waiting in the socket. Read them without waiting.
+			drain(conn, buf, take)
 			return out, nil
 		}
 		if err != nil {
 			return out, fmt.Errorf("arpprobe: reading answers: %w", err)
 		}
-		c, ok := parseClaim(buf[:n])
-		if !ok || !want[c.addr] || !opts.counts(c, hw) ||
-			slices.ContainsFunc(out[c.addr], func(m net.HardwareAddr) bool { return bytes.Equal(m, c.mac) }) {
-			continue
-		}
-		out[c.addr] = append(out[c.addr], slices.Clone(c.mac))
+		take(buf[:n])
 	}
 }
+
+// beforeCollect runs between the requests and the collection of answers:
+// a test hook that makes the prober late (export_test.go).
+var beforeCollect = func() {}
 
 // counts applies opts' filters to a claim seen by the interface with MAC hw.
 func (o Options) counts(c claim, hw net.HardwareAddr) bool {

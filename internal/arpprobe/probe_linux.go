@@ -5,6 +5,9 @@ package arpprobe
 import (
 	"fmt"
 	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mdlayher/ethernet"
 	"github.com/mdlayher/packet"
@@ -31,3 +34,32 @@ func Listen(ifi *net.Interface, fam Family) (net.PacketConn, error) {
 	}
 	return c, nil
 }
+
+// drain hands each frame already queued on conn to take, without waiting
+// (MSG_DONTWAIT on the socket itself: Go's reads refuse to run once the
+// deadline passed). A conn without a file descriptor is left alone.
+func drain(conn net.PacketConn, buf []byte, take func([]byte)) {
+	sc, ok := conn.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	})
+	if !ok {
+		return
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = raw.Control(func(fd uintptr) {
+		for range maxDrained {
+			n, _, err := unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			if err != nil || n <= 0 {
+				return
+			}
+			take(buf[:n])
+		}
+	})
+}
+
+// maxDrained bounds one drain: the IPv6 socket sees every IPv6 frame on
+// the link, and a busy link must not keep the prober reading.
+const maxDrained = 4096

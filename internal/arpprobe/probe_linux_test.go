@@ -74,3 +74,21 @@ func TestProbeInterfaceExcludeOwn(t *testing.T) {
 		t.Fatalf("ProbeInterface from %s = %v, want only %s", nodes[0].Name, got, nodes[1].MAC)
 	}
 }
+
+// A prober that runs late (a starved or stopped process: its goroutine
+// gets the CPU only after the wait passed) still sees the answers that
+// came within the wait, instead of concluding that nobody answered. The
+// agent's early drop of a dead peer trusts a late check because of this.
+func TestProbeLateStillSeesAnswers(t *testing.T) {
+	l := netlab.NewForTest(t, netlab.Config{Nodes: 1})
+	c, node := l.Client(), l.Nodes()[0]
+	wait := 100 * time.Millisecond
+	arpprobe.SetBeforeCollect(func() { time.Sleep(3 * wait) })
+	t.Cleanup(func() { arpprobe.SetBeforeCollect(nil) })
+	got := probeFrom(t, c, []netip.Addr{node.Addr4, node.Addr6}, arpprobe.Options{Src4: c.Addr4, Src6: c.Addr6, Wait: wait})
+	for _, a := range []netip.Addr{node.Addr4, node.Addr6} {
+		if !slices.Equal(macStrings(got[a]), []string{node.MAC.String()}) {
+			t.Errorf("late probe of %s = %v, want %s: the answer waited in the socket", a, got[a], node.MAC)
+		}
+	}
+}

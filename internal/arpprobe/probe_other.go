@@ -6,3 +6,5 @@ import "net"
 
 // Listen reports ErrUnsupported: AF_PACKET sockets are Linux only.
 func Listen(*net.Interface, Family) (net.PacketConn, error) { return nil, ErrUnsupported }
+
+func drain(net.PacketConn, []byte, func([]byte)) {}

@@ -64,6 +64,13 @@ type Config struct {
 	NodeCheckWait     time.Duration
 	NodeCheckInterval time.Duration
 	AgentLossTimeout  time.Duration
+	// NodeCheckLateSafe says that NodeCheck counts its wait from its
+	// request's departure and reads every answer that arrived before it
+	// concludes "no answer", however late its goroutine ran (a starved or
+	// stopped agent): a check that took longer than its wait is then no
+	// reason to distrust an early drop (suspect.go). host.KernelCheck is
+	// (internal/arpprobe drains its socket).
+	NodeCheckLateSafe bool
 }
 
 // DefaultPort is memberlist's customary port.

@@ -204,7 +204,7 @@ func (m *Membership) forgetSuspect(name string) bool {
 // drop is refused, and gossip's suspicion (whose window lets the peer's
 // acks refute) decides as before, when this agent's own beat lagged since
 // shortly before the probe failed, or when the check took much longer than
-// its wait.
+// its wait (unless the check is late-safe: Config.NodeCheckLateSafe).
 
 // beatEvery is how often holdLoop's ticker beats; a tick delivered more
 // than lagLimit late is a gap in this agent's own running.
@@ -237,7 +237,7 @@ func (m *Membership) distrust(failed time.Time, took time.Duration) string {
 	switch {
 	case !m.lastGap.IsZero() && m.lastGap.After(failed.Add(-window)):
 		return fmt.Sprintf("this agent itself ran late (its beat lagged %s from the failed probe)", m.lastGap.Sub(failed).Round(time.Millisecond))
-	case took > m.cfg.NodeCheckWait+max(m.cfg.NodeCheckWait/2, 50*time.Millisecond):
+	case !m.cfg.NodeCheckLateSafe && took > m.cfg.NodeCheckWait+max(m.cfg.NodeCheckWait/2, 50*time.Millisecond):
 		return fmt.Sprintf("the check took %s, more than its %s wait allows", took.Round(time.Millisecond), m.cfg.NodeCheckWait)
 	}
 	return ""

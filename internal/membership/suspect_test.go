@@ -106,6 +106,18 @@ func TestDistrustEarlyDrop(t *testing.T) {
 			t.Errorf("%s: distrust = %q, want distrusted=%v", tc.name, why, tc.distrun)
 		}
 	}
+	// A late-safe check (it read every answer that came within its wait
+	// before concluding) is trusted however late it ran; a gap in this
+	// agent's own running still is not.
+	m.cfg.NodeCheckLateSafe = true
+	m.lastGap = time.Time{}
+	if why := m.distrust(failed, 3*m.cfg.NodeCheckWait); why != "" {
+		t.Errorf("late-safe check that ran late: distrust = %q, want trusted", why)
+	}
+	m.lastGap = failed.Add(time.Millisecond)
+	if why := m.distrust(failed, m.cfg.NodeCheckWait); why == "" {
+		t.Error("late-safe check after a gap in this agent's running: trusted, want distrusted")
+	}
 }
 
 // An agent that keeps running late (a starved node) never drops a peer

@@ -188,16 +188,16 @@ func solicitedGroup(a netip.Addr) ([6]byte, bool) {
 	return [6]byte(mac), true
 }
 
-// announce sends one round of gratuitous frames for a: both ARP forms for
-// IPv4, one unsolicited NA for IPv6. An address answered with another
-// node's MAC (a hand-over) is not announced: the node taking it does.
-func (l *link) announce(a netip.Addr) {
+// announcement returns one round of gratuitous frames for a, and the
+// connection and family they go out on: both ARP forms for IPv4, one
+// unsolicited NA for IPv6. An address answered with another node's MAC (a
+// hand-over) is not announced (nil): the node taking it does.
+func (l *link) announcement(a netip.Addr) (frames [][]byte, conn GroupConn, fam string) {
 	if mac, ok := l.claimed(a); !ok || mac != nil {
-		return
+		return nil, nil, ""
 	}
-	var frames [][]byte
 	var err error
-	conn, fam := l.ARP, familyIPv4
+	conn, fam = l.ARP, familyIPv4
 	if a.Is4() {
 		frames, err = GratuitousARP(l.MAC, a)
 	} else {
@@ -208,19 +208,22 @@ func (l *link) announce(a netip.Addr) {
 	}
 	if err != nil {
 		l.log.Error("cannot build announcement", "addr", a, "err", err)
-		return
+		return nil, nil, ""
 	}
+	return frames, conn, fam
+}
+
+// send writes one gratuitous frame for a (unless the agent is silent).
+func (l *link) send(conn GroupConn, fam string, a netip.Addr, f []byte) {
 	if l.silent != nil && l.silent() {
 		return
 	}
-	for _, f := range frames {
-		if _, err := conn.WriteTo(f, hwAddr(f)); err != nil {
-			l.met.errors.WithLabelValues("write").Inc()
-			l.log.Warn("cannot send announcement", "addr", a, "err", err)
-			continue
-		}
-		l.met.gratuitous.WithLabelValues(fam, l.Name).Inc()
+	if _, err := conn.WriteTo(f, hwAddr(f)); err != nil {
+		l.met.errors.WithLabelValues("write").Inc()
+		l.log.Warn("cannot send announcement", "addr", a, "err", err)
+		return
 	}
+	l.met.gratuitous.WithLabelValues(fam, l.Name).Inc()
 }
 
 // handler is HandleARPClaims or HandleNDPClaims.

@@ -567,11 +567,17 @@ func (s *runState) openLink(ifindex int) (*link, error) {
 	return l, nil
 }
 
-// sendDue sends every announcement whose time has come and reschedules the
-// repeats. An address no longer owned on that interface is dropped.
+// manyAnnounced is how many addresses in one gratuitous round make the
+// responder log the round's time at debug level.
+const manyAnnounced = 100
+
+// sendDue sends every announcement whose time has come (announceRound)
+// and reschedules the repeats. An address no longer owned on that
+// interface is dropped.
 func (s *runState) sendDue() {
 	now := s.m.cfg.Clock.Now()
 	kept := s.pending[:0]
+	var due []announcement
 	for _, a := range s.pending {
 		l, ok := s.links[a.ifindex]
 		if !ok || !l.owns(a.addr) {
@@ -581,7 +587,10 @@ func (s *runState) sendDue() {
 			kept = append(kept, a)
 			continue
 		}
-		l.announce(a.addr)
+		due = append(due, a)
+	}
+	s.announceRound(due)
+	for _, a := range due {
 		if a.left--; a.left > 0 {
 			a.due = now.Add(a.gap)
 			a.gap *= 2
@@ -590,6 +599,63 @@ func (s *runState) sendDue() {
 	}
 	clear(s.pending[len(kept):])
 	s.pending = kept
+	if len(due) >= manyAnnounced {
+		s.m.log.Debug("gratuitous round sent", "addresses", len(due), "took", s.m.cfg.Clock.Since(now).Round(time.Millisecond))
+	}
+}
+
+// announceRound sends one round of gratuitous frames for due. A node loss
+// at thousands of Services moves thousands of addresses at once, and each
+// frame costs a write (on a lab bridge, also every receiver's ARP
+// processing: 200-450 ms for 1,700 addresses on a loaded 2-core machine).
+// So the round goes out in the order that gets every address its first
+// frame soonest: the first frame of every address before any second one
+// (the second ARP form serves hosts that take only that form), IPv4 and
+// IPv6 alternating (the two families of a dual-stack Service move
+// together, and neither waits behind all of the other).
+func (s *runState) announceRound(due []announcement) {
+	type out struct {
+		l      *link
+		a      netip.Addr
+		conn   GroupConn
+		fam    string
+		frames [][]byte
+	}
+	var v4, v6 []out
+	for _, d := range due {
+		l := s.links[d.ifindex]
+		frames, conn, fam := l.announcement(d.addr)
+		if frames == nil {
+			continue
+		}
+		o := out{l: l, a: d.addr, conn: conn, fam: fam, frames: frames}
+		if d.addr.Is4() {
+			v4 = append(v4, o)
+		} else {
+			v6 = append(v6, o)
+		}
+	}
+	order := make([]out, 0, len(v4)+len(v6))
+	for i := range max(len(v4), len(v6)) {
+		if i < len(v4) {
+			order = append(order, v4[i])
+		}
+		if i < len(v6) {
+			order = append(order, v6[i])
+		}
+	}
+	for pass := 0; ; pass++ {
+		sent := false
+		for _, o := range order {
+			if pass < len(o.frames) {
+				o.l.send(o.conn, o.fam, o.a, o.frames[pass])
+				sent = true
+			}
+		}
+		if !sent {
+			return
+		}
+	}
 }
 
 func (s *runState) closeAll() {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,11 +17,16 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
+// writeSeq numbers every frame any fakeConn writes, to tell the order
+// across connections.
+var writeSeq atomic.Int64
+
 // fakeConn is a GroupConn fed by the test.
 type fakeConn struct {
 	in     chan []byte
 	mu     sync.Mutex
 	out    [][]byte
+	seqs   []int64 // writeSeq of each frame in out
 	groups map[string]bool
 	closed chan struct{}
 	once   sync.Once
@@ -43,6 +49,7 @@ func (c *fakeConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.out = append(c.out, append([]byte(nil), b...))
+	c.seqs = append(c.seqs, writeSeq.Add(1))
 	return len(b), nil
 }
 
@@ -71,6 +78,12 @@ func (c *fakeConn) written() [][]byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return append([][]byte(nil), c.out...)
+}
+
+func (c *fakeConn) writeSeqs() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int64(nil), c.seqs...)
 }
 
 func (c *fakeConn) hasGroup(a net.HardwareAddr) bool {
@@ -276,6 +289,42 @@ func TestManagerGratuitousSchedule(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if n := len(arpc.written()); n != arpBase {
 		t.Errorf("sent %d ARP frames after vip4 was removed", n-arpBase)
+	}
+}
+
+// A takeover of many addresses sends every address its first frame before
+// any second one, and alternates the families: the last address of a
+// round of thousands does not wait for both ARP forms of every other, nor
+// IPv6 for all of IPv4.
+func TestManagerRoundFirstFramesFirst(t *testing.T) {
+	h := startManager(t, 0)
+	var addrs []netip.Addr
+	for i := range 4 {
+		addrs = append(addrs, netip.AddrFrom4([4]byte{10, 9, 0, byte(10 + i)}), netip.AddrFrom16([16]byte{0: 0xfd, 3: 9, 15: byte(10 + i)}))
+	}
+	h.m.Apply(map[int][]netip.Addr{1: addrs})
+	eventually(t, "link open", func() bool { return h.net.link(1) != nil })
+	l := h.net.link(1)
+	arpc, ndpc := conn(l.ARP), conn(l.NDP)
+	eventually(t, "first round", func() bool { return len(arpc.written()) == 8 && len(ndpc.written()) == 4 })
+	frames, arpSeq, ndpSeq := arpc.written(), arpc.writeSeqs(), ndpc.writeSeqs()
+	const opOffset = 14 + 7 // Ethernet header, then the low byte of ARP's operation
+	for i, f := range frames {
+		want := arp.OperationRequest
+		if i >= 4 {
+			want = arp.OperationReply
+		}
+		if got := arp.Operation(f[opOffset]); got != want {
+			t.Errorf("ARP frame %d is %v, want %v (every first form before any second one)", i, got, want)
+		}
+	}
+	for i := range 4 {
+		if ndpSeq[i] != arpSeq[i]+1 {
+			t.Errorf("NA %d went out as frame %d, want right after IPv4 request %d (frame %d): families alternate", i, ndpSeq[i], i, arpSeq[i])
+		}
+		if ndpSeq[i] > arpSeq[4] {
+			t.Errorf("NA %d (frame %d) went out after the first second-form ARP (frame %d)", i, ndpSeq[i], arpSeq[4])
+		}
 	}
 }
 

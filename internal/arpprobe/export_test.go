@@ -1,0 +1,10 @@
+package arpprobe
+
+// SetBeforeCollect makes ProbeConn run f between sending its requests and
+// reading the answers (nil: nothing), for tests of a late prober.
+func SetBeforeCollect(f func()) {
+	if f == nil {
+		f = func() {}
+	}
+	beforeCollect = f
+}
