@@ -348,7 +348,7 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	}
 	c.Events = (*events)(m)
 	c.Delegate = (*delegate)(m)
-	c.Logger = log.New(&slogWriter{log: m.log, suspect: m.suspect}, "", 0)
+	c.Logger = log.New(&slogWriter{log: m.log, suspect: m.probeFailed}, "", 0)
 	return c, nil
 }
 
@@ -503,8 +503,11 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return b
 }
 func (d *delegate) NotifyMsg(b []byte) {
-	if len(b) > 1 && b[0] == msgTook {
+	switch {
+	case len(b) > 1 && b[0] == msgTook:
 		(*Membership)(d).receiveTook(b[1:])
+	case len(b) > 1 && b[0] == msgSuspect:
+		(*Membership)(d).receiveSuspect(b[1:])
 	}
 }
 func (d *delegate) GetBroadcasts(int, int) [][]byte     { return nil }

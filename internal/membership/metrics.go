@@ -18,6 +18,8 @@ type metrics struct {
 	metaRetries     prometheus.Counter
 	tookSent        prometheus.Counter
 	tookReceived    prometheus.Counter
+	suspectSent     prometheus.Counter
+	suspectReceived prometheus.Counter
 }
 
 // newMetrics builds the metrics and registers them on reg (nil: not
@@ -60,6 +62,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		tookReceived: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_took_received_total",
 			Help: "Took messages received from returning peers, before gossip carried the same in their metadata.",
+		}),
+		suspectSent: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_suspect_notices_sent_total",
+			Help: "Suspect notices this member sent its peers (one per peer) when its probe of a member failed: each peer checks that member's node at once.",
+		}),
+		suspectReceived: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_suspect_notices_received_total",
+			Help: "Suspect notices received from peers whose probe of a member failed; this member then checked that member's node at once (its own check decides).",
 		}),
 		earlyDistrusted: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_early_failures_distrusted_total",

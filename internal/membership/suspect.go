@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // Suspects: a member whose probe by this member fails (no direct ack
@@ -14,9 +16,9 @@ import (
 // delegate about failed probes or suspicions; it logs "Failed UDP ping:
 // NAME (timeout reached)" and "Suspect NAME has failed, no acks received"
 // (right before it marks the member suspect), and the logger hands either
-// line to suspect. Only this member's own probes are seen: a suspicion
-// gossiped by another member waits for this member's next probe of that
-// node (within about one probe round) or for gossip's verdict. With a
+// line to suspect. Only this member's own probes are seen; a member whose
+// probe failed tells the others (suspect notices, below), so each checks
+// at once too. With a
 // NodeCheck configured, the member's node is checked at once: no answer
 // confirms the death without waiting for the suspicion timeout (the member
 // is dropped from the live set, as when gossip declares it dead); an
@@ -57,21 +59,81 @@ const (
 	checkEarly          // dropped early: does its node answer again?
 )
 
-// suspect queues a check of name's node after this member's probe of it
-// failed: one check at a time, at most one per ProbeTimeout (a node that
-// answered the last check, its agent just killed, may have lost its link
-// since: the next failed probe asks again). Called from memberlist's
-// logger: it must not block.
-func (m *Membership) suspect(name string) {
-	if m.cfg.NodeCheck == nil {
+// Suspect notices: memberlist gossips a suspicion but tells no delegate,
+// and only this member's own probes are logged, so a member whose turn to
+// probe the dead node has not come waits for its next probe of it or for
+// gossip's verdict (the suspicion timeout, then a kernel check: ~0.55 s).
+// So a member whose probe failed and that queues a check tells every other
+// live member at once, best effort (a memberlist user message, encrypted
+// and authenticated like all gossip): each runs its own kernel check at
+// once, as after its own failed probe. A notice alone drops nobody — the
+// receiver's own check decides, under the receiver's own guard — and a
+// received notice is never passed on.
+
+// msgSuspect marks a suspect notice (the first byte of a user message);
+// the rest is the suspected member's name.
+const msgSuspect byte = 's'
+
+// probeFailed is suspect for this member's own failed probe of name (from
+// memberlist's logger): when a check is queued, the other members are
+// told. It must not block: the notices go out on their own goroutine.
+func (m *Membership) probeFailed(name string) {
+	if m.suspect(name) {
+		go m.tellSuspect(name)
+	}
+}
+
+// tellSuspect sends the suspect notice for name to every other live member.
+func (m *Membership) tellSuspect(name string) {
+	s := m.sender.Load()
+	if s == nil {
 		return
+	}
+	msg := append([]byte{msgSuspect}, name...)
+	m.mu.Lock()
+	to := make([]memberlist.Address, 0, len(m.live))
+	for peer, addr := range m.live {
+		if peer != m.cfg.NodeName && peer != name {
+			to = append(to, memberlist.Address{Addr: addr, Name: peer})
+		}
+	}
+	m.mu.Unlock()
+	for _, a := range to {
+		if err := s.SendToAddress(a, msg); err != nil {
+			m.log.Debug("telling a peer of a failed probe; its own probe or gossip follows", "peer", a.Name, "suspect", name, "err", err)
+			continue
+		}
+		m.met.suspectSent.Inc()
+	}
+}
+
+// receiveSuspect checks the node of the member a peer's probe found
+// failing, at once (suspect). A notice about this member itself, or one
+// that is not live here, changes nothing.
+func (m *Membership) receiveSuspect(b []byte) {
+	name := string(b)
+	if name == "" || name == m.cfg.NodeName {
+		return
+	}
+	m.met.suspectReceived.Inc()
+	m.suspect(name)
+}
+
+// suspect queues a check of name's node after a probe of it failed (this
+// member's, or a peer's notice): one check at a time, at most one per
+// ProbeTimeout (a node that answered the last check, its agent just
+// killed, may have lost its link since: the next failed probe asks
+// again). It reports whether it queued one. It must not block.
+func (m *Membership) suspect(name string) bool {
+	if m.cfg.NodeCheck == nil {
+		return false
 	}
 	m.mu.Lock()
 	where, live := m.live[name]
 	ap, err := netip.ParseAddrPort(where)
 	if !live || m.held[name] != nil || err != nil || ap.Addr().Unmap().IsUnspecified() {
 		m.mu.Unlock()
-		return
+		return false
 	}
 	s := m.suspects[name]
 	if s == nil {
@@ -80,14 +142,16 @@ func (m *Membership) suspect(name string) {
 	}
 	if s.checking || !s.checked.IsZero() && time.Since(s.checked) < m.cfg.ProbeTimeout {
 		m.mu.Unlock()
-		return
+		return false
 	}
+	queued := !s.due
 	s.due, s.failed = true, time.Now()
 	m.mu.Unlock()
 	select {
 	case m.holdKick <- struct{}{}:
 	default:
 	}
+	return queued
 }
 
 // dueSuspects marks and appends the suspects due their one check and the

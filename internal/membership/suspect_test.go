@@ -146,3 +146,48 @@ func TestSuspectNotDroppedEarlyWhileThisAgentRunsLate(t *testing.T) {
 		t.Fatalf("Members() = %v, early %v, distrusted %v: a lagging agent dropped a peer early", got, value(a.met.early), value(a.met.earlyDistrusted))
 	}
 }
+
+// A peer's failed probe reaches a member whose own turn to probe the dead
+// member has not come: b never probes within the test (one probe an hour)
+// and its suspicion would last 30 hours, yet it drops the crashed c early,
+// told by a, its own kernel check deciding. Without the notice b waits for
+// a's gossiped verdict (30 × a's 200 ms probe interval = 6 s).
+func TestSuspectNoticeChecksAtOnce(t *testing.T) {
+	kernel := &fakeKernel{} // every node silent: a crashed c, its link gone
+	a, _ := runMember(t, Config{NodeName: "a", BindAddr: "127.0.0.1", NodeCheck: kernel.check, SuspicionMult: 30,
+		NodeCheckInterval: 50 * time.Millisecond, AgentLossTimeout: time.Minute, Insecure: true})
+	b, _ := runMember(t, Config{NodeName: "b", BindAddr: "127.0.0.1", NodeCheck: kernel.check, SuspicionMult: 30,
+		ProbeInterval: time.Hour, NodeCheckInterval: 50 * time.Millisecond, AgentLossTimeout: time.Minute, Insecure: true})
+	c, _ := runMember(t, Config{NodeName: "c", BindAddr: "127.0.0.1", SuspicionMult: 30, Insecure: true})
+	waitFor(t, 5*time.Second, "a listening", func() bool { return a.Addr() != "" })
+	b.SetPeers([]string{a.Addr()})
+	c.SetPeers([]string{a.Addr()})
+	for _, m := range []*member{a, b, c} {
+		waitFor(t, 5*time.Second, "full membership", func() bool { return len(m.Members()) == 3 })
+	}
+	crash(c)
+	start := time.Now()
+	waitFor(t, 3*time.Second, "b dropped c before a's gossip could tell it", func() bool { return slices.Equal(b.Members(), []string{"a", "b"}) })
+	t.Logf("b dropped c %v after the crash", time.Since(start).Round(time.Millisecond))
+	if e, r, s := value(b.met.early), value(b.met.suspectReceived), value(a.met.suspectSent); e != 1 || r < 1 || s < 1 {
+		t.Fatalf("b: early drops %v, notices received %v; a: notices sent %v; want 1, >= 1, >= 1", e, r, s)
+	}
+	if s := value(b.met.suspectSent); s != 0 {
+		t.Errorf("b passed a notice on (%v sent): only a member's own failed probe is told", s)
+	}
+}
+
+// A notice alone drops nobody: the receiver's own check decides, so a
+// member whose node still answers stays.
+func TestSuspectNoticeWhoseNodeAnswersChangesNothing(t *testing.T) {
+	kernel := &fakeKernel{}
+	kernel.alive.Store(true)
+	a, _ := suspectPair(t, kernel)
+	drain(a)
+	(*delegate)(a.Membership).NotifyMsg(append([]byte{msgSuspect}, "b"...))
+	waitFor(t, 3*time.Second, "a checked b's node", func() bool { return kernel.asked.Load() > 0 })
+	time.Sleep(200 * time.Millisecond)
+	if !slices.Equal(a.Members(), []string{"a", "b"}) || value(a.met.early) != 0 || value(a.met.suspectReceived) != 1 {
+		t.Fatalf("after a notice about b, whose node answers: members %v, early %v, received %v", a.Members(), value(a.met.early), value(a.met.suspectReceived))
+	}
+}
