@@ -237,15 +237,23 @@ func checkLoadBalancer(t *testing.T, r *lab.Ready) {
 	if len(r.Service.Ingress) == 0 {
 		t.Fatal("the Service has no LoadBalancer address: the Mooring controller did not assign one")
 	}
+	// The lab is ready once both pods answer through the first address;
+	// kube-proxy programs each family's endpoints in its own sync (at most
+	// one a second), so the other family may still lead to one pod for a
+	// moment: each address gets up to 10 s.
 	for _, ip := range r.Service.Ingress {
 		url := "http://" + netip.AddrPortFrom(netip.MustParseAddr(ip), lab.DemoPort).String() + "/"
 		seen := map[string]bool{}
-		for i := 0; i < 40 && len(seen) < 2; i++ {
+		requests := 0
+		for deadline := time.Now().Add(10 * time.Second); len(seen) < 2 && time.Now().Before(deadline); requests++ {
 			body := get(t, r, "client", url)
 			seen[strings.Fields(body)[0]] = true
+			if requests >= 40 {
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
 		if len(seen) < 2 {
-			t.Errorf("%s: only %v answered in 40 requests, want both pods", url, seen)
+			t.Errorf("%s: only %v answered in %d requests over 10 s, want both pods", url, seen, requests)
 		}
 	}
 	vip := netip.MustParseAddr(r.Service.Ingress[0])
