@@ -3,6 +3,7 @@ package lab_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -210,7 +212,9 @@ type hostSnapshot struct {
 	mounts  []string // host mount namespace: mount point + fstype
 	cgroups []string // first-level cgroups named mooring-lab-*
 	dirs    map[string]bool
-	record  bool // realnode.HostFile exists
+	record  bool  // realnode.HostFile exists
+	self    bool  // this process is among its holders
+	others  []int // other live processes among its holders
 }
 
 func snapshotHost(t *testing.T) hostSnapshot {
@@ -239,8 +243,21 @@ func snapshotHost(t *testing.T) hostSnapshot {
 		_, err := os.Stat(d)
 		s.dirs[d] = err == nil
 	}
-	_, err = os.Stat(realnode.HostFile)
-	s.record = err == nil
+	if b, err := os.ReadFile(realnode.HostFile); err == nil {
+		s.record = true
+		var rec struct {
+			Holders map[string]int `json:"holders"`
+		}
+		_ = json.Unmarshal(b, &rec)
+		for _, pid := range rec.Holders {
+			switch {
+			case pid == os.Getpid():
+				s.self = true
+			case unix.Kill(pid, 0) == nil:
+				s.others = append(s.others, pid)
+			}
+		}
+	}
 	return s
 }
 
@@ -250,10 +267,15 @@ func snapshotHost(t *testing.T) hostSnapshot {
 // (overlay, nsfs, the node's bind targets, cgroups) count.
 func compareHost(t *testing.T, before, after hostSnapshot) {
 	t.Helper()
-	if before.record {
+	if after.self {
+		t.Errorf("this test's lab still holds %s", realnode.HostFile)
+	}
+	if before.record || len(after.others) > 0 {
 		// Another lab with real nodes held the host when this test
-		// started: the values it set stay (or go) with it.
-		t.Logf("another lab held %s when the test started: sysctls and mount points not compared", realnode.HostFile)
+		// started, or took it meanwhile (another developer's test on a
+		// shared machine): the values it set stay (or go) with it.
+		t.Logf("another lab held %s when the test started (%v) or holds it now (PIDs %v): sysctls and mount points not compared",
+			realnode.HostFile, before.record, after.others)
 		before.sysctls, before.dirs, before.record = after.sysctls, after.dirs, after.record
 	}
 	if !maps.Equal(before.sysctls, after.sysctls) {
