@@ -65,23 +65,6 @@ type proc struct {
 	killed bool // guarded by Cluster.mu: a kill, not a crash
 }
 
-// Ready is what Run hands its caller once the lab is ready.
-type Ready struct {
-	Kubeconfig string
-	Service    ServiceState
-	// URL reaches the Service (its LoadBalancer address with Mooring, its
-	// ClusterIP from a node without); From names the host to use it from.
-	URL, From string
-	// Elapsed is the time from Run's start until ready.
-	Elapsed time.Duration
-	// KubectlDir holds only `kubectl`, a link to the one built with the
-	// control plane (its version matches the apiserver's), for $PATH; ""
-	// when the kubebin folder has none.
-	KubectlDir string
-	// Cluster gives the caller (tests, `mooring failover`) the namespaces.
-	Cluster *Cluster
-}
-
 // Run brings the lab up, calls ready once it serves the demo Service, and
 // keeps it until ctx ends or `lab down` asks; then it removes everything it
 // made: processes, namespaces and the state dir.
