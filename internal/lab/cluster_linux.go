@@ -41,7 +41,11 @@ type Cluster struct {
 	mu     sync.Mutex
 	procs  []*proc
 	killed map[string]bool
+	// traces stops the following of a node's reboot (traceReboot).
+	traces map[string]context.CancelFunc
 	wg     sync.WaitGroup
+	// life is Run's context: it ends when the lab goes down.
+	life   context.Context
 	down   context.CancelFunc
 	objErr <-chan error // the result of installMooring; nil once received
 	// closing is set by close: no process starts after it (a restart).
@@ -72,7 +76,8 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Log, paths: newPaths(cfg.StateDir), killed: map[string]bool{}, start: time.Now()}
+	c := &Cluster{cfg: cfg, log: cfg.Log, paths: newPaths(cfg.StateDir), killed: map[string]bool{},
+		traces: map[string]context.CancelFunc{}, start: time.Now()}
 	if err := netlab.Check(); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
@@ -80,7 +85,7 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	c.down = cancel
+	c.life, c.down = ctx, cancel
 	defer func() { err = errors.Join(err, c.close(cancel)) }()
 
 	c.log.Info("lab: bringing up a control plane and the nodes; on an idle 2-core machine ready in 6-15 s",
@@ -264,6 +269,13 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	if err := c.routePods(); err != nil {
 		return nil, err
 	}
+	// Real nodes boot their runtime (containerd, images) beside the
+	// control plane starting; their kubelets wait for apiReady.
+	apiReady := make(chan struct{})
+	var nodesBooted func() error
+	if c.cfg.realNodes() {
+		nodesBooted = c.startRealNodes(ctx, apiReady)
+	}
 	// Mooring's resources go in as soon as the apiserver takes writes,
 	// which is before /readyz: in parallel with the rest.
 	crdsUp := make(chan struct{})
@@ -279,6 +291,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		return nil, err
 	}
 	c.progress("apiserver ready")
+	close(apiReady)
 	if c.cfg.mooringProcesses() {
 		// The controller and the agents watch Mooring's resources from the
 		// start, so they wait for the CRDs (usually in before /readyz). The
@@ -327,8 +340,8 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			}
 		}
 	}
-	if c.cfg.realNodes() {
-		if err := c.startRealNodes(ctx); err != nil {
+	if nodesBooted != nil {
+		if err := nodesBooted(); err != nil {
 			return nil, err
 		}
 		c.progress("real nodes booted")

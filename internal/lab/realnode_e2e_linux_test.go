@@ -3,6 +3,7 @@ package lab_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -211,6 +212,8 @@ type hostSnapshot struct {
 	cgroups []string // first-level cgroups named mooring-lab-*
 	dirs    map[string]bool
 	record  bool // realnode.HostFile exists
+	// holders are the PIDs of the labs the record names.
+	holders []int
 }
 
 func snapshotHost(t *testing.T) hostSnapshot {
@@ -239,8 +242,16 @@ func snapshotHost(t *testing.T) hostSnapshot {
 		_, err := os.Stat(d)
 		s.dirs[d] = err == nil
 	}
-	_, err = os.Stat(realnode.HostFile)
-	s.record = err == nil
+	if b, err := os.ReadFile(realnode.HostFile); err == nil {
+		s.record = true
+		var rec struct {
+			Holders map[string]int `json:"holders"`
+		}
+		if err := json.Unmarshal(b, &rec); err != nil {
+			t.Fatalf("%s: %v", realnode.HostFile, err)
+		}
+		s.holders = slices.Sorted(maps.Values(rec.Holders))
+	}
 	return s
 }
 
@@ -254,6 +265,15 @@ func compareHost(t *testing.T, before, after hostSnapshot) {
 		// Another lab with real nodes held the host when this test
 		// started: the values it set stay (or go) with it.
 		t.Logf("another lab held %s when the test started: sysctls and mount points not compared", realnode.HostFile)
+		before.sysctls, before.dirs, before.record = after.sysctls, after.dirs, after.record
+	}
+	if after.record && !before.record {
+		if slices.Contains(after.holders, os.Getpid()) {
+			t.Errorf("%s still names this test's lab (PID %d) after it went down: %v", realnode.HostFile, os.Getpid(), after.holders)
+		}
+		// Another lab with real nodes (another test process on this
+		// machine) came while this one ran: it holds the values now.
+		t.Logf("labs %v took %s while the test ran: sysctls and mount points not compared", after.holders, realnode.HostFile)
 		before.sysctls, before.dirs, before.record = after.sysctls, after.dirs, after.record
 	}
 	if !maps.Equal(before.sysctls, after.sysctls) {
