@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -461,16 +463,33 @@ func checkRealExec(t *testing.T, cs kubernetes.Interface, r *lab.Ready) {
 // counts only once its containers started after the kill: a Ready
 // condition left over from before the kill proves nothing.
 func checkRealKillRestore(t *testing.T, cs kubernetes.Interface, r *lab.Ready, ns, node string) {
+	parent := fmt.Sprintf("/mooring-lab-%d/%s", os.Getpid(), node)
+	old := containerCgroups(t, parent)
+	if len(old) == 0 {
+		t.Errorf("no container cgroups below %s before the kill", parent)
+	}
 	killed := time.Now()
 	if err := r.Cluster.Kill(node); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
-	pids, err := realnode.CgroupPIDs(fmt.Sprintf("/mooring-lab-%d/%s", os.Getpid(), node))
+	pids, err := realnode.CgroupPIDs(parent)
 	if err != nil || len(pids) > 0 {
 		t.Errorf("processes left in %s's cgroup after the kill: %v (%v)", node, pids, err)
 	}
 	if err := r.Cluster.Restore(node); err != nil {
 		t.Fatalf("restore: %v", err)
+	}
+	// A rebooted machine has no cgroups of its old containers: left
+	// there, each costs the kubelet's cAdvisor 3.1 s of retries at start
+	// before it syncs any pod.
+	var stale []string
+	for _, d := range old {
+		if _, err := os.Stat(d); err == nil {
+			stale = append(stale, d)
+		}
+	}
+	if len(stale) > 0 {
+		t.Errorf("cgroups of %s's killed containers still there after the restore: %v", node, stale)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -490,6 +509,28 @@ func checkRealKillRestore(t *testing.T, cs kubernetes.Interface, r *lab.Ready, n
 		time.Sleep(time.Second)
 	}
 }
+
+// containerCgroups are the cgroup folders of the containers below parent,
+// in every hierarchy (named by their 64-hex container ID).
+func containerCgroups(t *testing.T, parent string) []string {
+	t.Helper()
+	roots, err := filepath.Glob(filepath.Join(realnode.CgroupMountRoot, "*", parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && containerID.MatchString(d.Name()) {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+var containerID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // restartedSince: p is Ready and each of its containers runs, started at
 // or after t (container start times have whole seconds).
