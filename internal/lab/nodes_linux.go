@@ -129,7 +129,8 @@ func (c *Cluster) restarts(node string) []component {
 // its IPv6 address and routes), then the kubelet stand-in (which restarts
 // the node's pods), kube-proxy and the agent. The Node turns Ready again
 // at its first heartbeat. Commands recorded with RecordRestart run again
-// last.
+// last. A real node reboots instead of the stand-in (bootRealNode), and the
+// lab logs its way back until every pod on it is Ready (traceReboot).
 func (c *Cluster) Restore(node string) error {
 	n, err := c.node(node)
 	if err != nil {
