@@ -45,10 +45,11 @@ import (
 // sandboxes' addresses are given back (containerd calls DEL for them once
 // its agent serves again), the store again holds exactly the live pods,
 // and each pod has its old addresses again (docs/lab.md says why that is
-// the agent's doing). A pod deleted while its node is dead leaks its
-// addresses until the restarted kubelet's garbage collection removes its
-// old sandbox, whose network containerd tears down with a DEL: containerd
-// never calls CNI GC, and the agents' logs say no GC was served.
+// the agent's doing). In the cluster-pool lab, a pod deleted while its
+// node is dead leaks its addresses until the restarted kubelet's garbage
+// collection removes its old sandbox, whose network containerd tears down
+// with a DEL: containerd never calls CNI GC, and the agents' logs say no
+// GC was served.
 func TestRealNodesPodIPAM(t *testing.T) {
 	for _, mode := range []string{lab.PodIPAMClusterPool, lab.PodIPAMKubernetes, lab.PodIPAMMultiPool} {
 		t.Run(mode, func(t *testing.T) { testRealNodesPodIPAM(t, mode) })
