@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-
 )
 
 // Suspects: a member whose probe by this member fails (no direct ack
