@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command mooring-ipam is Mooring's CNI IPAM plugin; see internal/cni.
 //
 // The plugin is a process per CNI call, so its start and exit are part of

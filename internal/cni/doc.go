@@ -14,4 +14,7 @@
 //     plugin; without it a runtime's GC would never reach the agent.
 //
 // The plugin holds no state: the agent (internal/ipamd) owns allocations.
+// Its commands (plugin_linux.go) are Linux-only, as the CNI library's skel
+// is; the config and DefaultSocket, which the agent's flags use, build
+// anywhere.
 package cni

@@ -41,7 +41,11 @@ type Cluster struct {
 	mu     sync.Mutex
 	procs  []*proc
 	killed map[string]bool
+	// traces stops the following of a node's reboot (traceReboot).
+	traces map[string]context.CancelFunc
 	wg     sync.WaitGroup
+	// life is Run's context: it ends when the lab goes down.
+	life   context.Context
 	down   context.CancelFunc
 	objErr <-chan error // the result of installMooring; nil once received
 	// closing is set by close: no process starts after it (a restart).
@@ -65,23 +69,6 @@ type proc struct {
 	killed bool // guarded by Cluster.mu: a kill, not a crash
 }
 
-// Ready is what Run hands its caller once the lab is ready.
-type Ready struct {
-	Kubeconfig string
-	Service    ServiceState
-	// URL reaches the Service (its LoadBalancer address with Mooring, its
-	// ClusterIP from a node without); From names the host to use it from.
-	URL, From string
-	// Elapsed is the time from Run's start until ready.
-	Elapsed time.Duration
-	// KubectlDir holds only `kubectl`, a link to the one built with the
-	// control plane (its version matches the apiserver's), for $PATH; ""
-	// when the kubebin folder has none.
-	KubectlDir string
-	// Cluster gives the caller (tests, `mooring failover`) the namespaces.
-	Cluster *Cluster
-}
-
 // Run brings the lab up, calls ready once it serves the demo Service, and
 // keeps it until ctx ends or `lab down` asks; then it removes everything it
 // made: processes, namespaces and the state dir.
@@ -89,7 +76,8 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	c := &Cluster{cfg: cfg, log: cfg.Log, paths: newPaths(cfg.StateDir), killed: map[string]bool{}, start: time.Now()}
+	c := &Cluster{cfg: cfg, log: cfg.Log, paths: newPaths(cfg.StateDir), killed: map[string]bool{},
+		traces: map[string]context.CancelFunc{}, start: time.Now()}
 	if err := netlab.Check(); err != nil {
 		return fmt.Errorf("lab: %w", err)
 	}
@@ -97,7 +85,7 @@ func Run(ctx context.Context, cfg Config, ready func(*Ready)) (err error) {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	c.down = cancel
+	c.life, c.down = ctx, cancel
 	defer func() { err = errors.Join(err, c.close(cancel)) }()
 
 	c.log.Info("lab: bringing up a control plane and the nodes; on an idle 2-core machine ready in 6-15 s",
@@ -281,6 +269,13 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 	if err := c.routePods(); err != nil {
 		return nil, err
 	}
+	// Real nodes boot their runtime (containerd, images) beside the
+	// control plane starting; their kubelets wait for apiReady.
+	apiReady := make(chan struct{})
+	var nodesBooted func() error
+	if c.cfg.realNodes() {
+		nodesBooted = c.startRealNodes(ctx, apiReady)
+	}
 	// Mooring's resources go in as soon as the apiserver takes writes,
 	// which is before /readyz: in parallel with the rest.
 	crdsUp := make(chan struct{})
@@ -296,6 +291,7 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 		return nil, err
 	}
 	c.progress("apiserver ready")
+	close(apiReady)
 	if c.cfg.mooringProcesses() {
 		// The controller and the agents watch Mooring's resources from the
 		// start, so they wait for the CRDs (usually in before /readyz). The
@@ -344,8 +340,8 @@ func (c *Cluster) bringUp(ctx context.Context) (*Ready, error) {
 			}
 		}
 	}
-	if c.cfg.realNodes() {
-		if err := c.startRealNodes(ctx); err != nil {
+	if nodesBooted != nil {
+		if err := nodesBooted(); err != nil {
 			return nil, err
 		}
 		c.progress("real nodes booted")

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,91 +127,6 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	return out.Close()
 }
 
-// startRealNodes boots every node at once.
-func (c *Cluster) startRealNodes(ctx context.Context) error {
-	var wg sync.WaitGroup
-	errs := make([]error, len(c.nodes))
-	for i, n := range c.nodes {
-		wg.Go(func() { errs[i] = c.bootRealNode(ctx, n.Name, true) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// bootRealNode starts a node as a machine boots: an empty run/ (a tmpfs
-// on a real machine), the mount namespace, containerd, the images (first
-// boot only: containerd's root is the node's disk), then the kubelet,
-// which starts the node's pods.
-func (c *Cluster) bootRealNode(ctx context.Context, name string, first bool) error {
-	rn := c.real.nodes[name]
-	start := time.Now()
-	if err := os.RemoveAll(rn.RunDir()); err != nil {
-		return err
-	}
-	for _, b := range rn.Binds() {
-		if err := os.MkdirAll(b.Source, 0o755); err != nil {
-			return err
-		}
-	}
-	ready := filepath.Join(rn.RunDir(), "mounts.ready")
-	args := []string{"--mount", "--propagation", "slave", "--", c.cfg.Self, "lab", "node-mounts", "--ready=" + ready}
-	for _, b := range rn.Binds() {
-		args = append(args, "--bind="+b.Source+"="+b.Target)
-	}
-	holder := component{Name: "node-mounts/" + name, Host: name, Path: "unshare", Args: args, Env: c.cfg.SelfEnv}
-	if p, err := exec.LookPath("unshare"); err == nil {
-		holder.Path = p
-	}
-	if err := c.startComponent(holder); err != nil {
-		return err
-	}
-	pid, err := c.waitHolder(ctx, holder.Name, ready)
-	if err != nil {
-		return err
-	}
-	enter := []string{"--mount=/proc/" + strconv.Itoa(pid) + "/ns/mnt", "--"}
-	path := "PATH=" + rn.Containerd + ":" + os.Getenv("PATH")
-	ctrd := component{Name: "containerd/" + name, Host: name, Path: c.real.nsent,
-		Args: append(append(enter[:2:2], filepath.Join(rn.Containerd, "containerd")), rn.ContainerdArgs()...), Env: []string{path}}
-	if err := c.startComponent(ctrd); err != nil {
-		return err
-	}
-	if err := c.waitContainerd(ctx, rn, enter); err != nil {
-		return err
-	}
-	if first {
-		if err := c.importImages(ctx, rn, enter); err != nil {
-			return err
-		}
-	}
-	kl := component{Name: "kubelet/" + name, Host: name, Path: c.real.nsent,
-		Args: append(append(enter[:2:2], rn.Kubelet), rn.KubeletArgs()...)}
-	if err := c.startComponent(kl); err != nil {
-		return err
-	}
-	c.log.Info("real node booted", "node", name, "took", time.Since(start).Round(time.Millisecond))
-	if first {
-		c.wg.Go(func() { c.registered(ctx, name) })
-	}
-	return nil
-}
-
-// waitHolder waits for the mount namespace's first process to report its
-// binds made, and returns its PID.
-func (c *Cluster) waitHolder(ctx context.Context, name, ready string) (int, error) {
-	err := poll(ctx, 10*time.Millisecond, func() (bool, error) {
-		if c.exited(name) {
-			return false, fmt.Errorf("lab: %s exited: %s", name, tailFile(filepath.Join(c.paths.Logs, logName(name)), 5))
-		}
-		_, err := os.Stat(ready)
-		return err == nil, nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return c.latestPID(name)
-}
-
 // latestPID is the PID of the newest process called name.
 func (c *Cluster) latestPID(name string) (int, error) {
 	c.mu.Lock()
@@ -234,36 +148,6 @@ func (c *Cluster) ctr(ctx context.Context, rn *realnode.Node, enter []string, ar
 		return out, fmt.Errorf("lab: %s: ctr %s: %w: %s", rn.Name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return out, nil
-}
-
-func (c *Cluster) waitContainerd(ctx context.Context, rn *realnode.Node, enter []string) error {
-	var last error
-	err := poll(ctx, 50*time.Millisecond, func() (bool, error) {
-		if c.exited("containerd/" + rn.Name) {
-			return false, fmt.Errorf("lab: containerd on %s exited: %s", rn.Name, tailFile(filepath.Join(c.paths.Logs, logName("containerd/"+rn.Name)), 5))
-		}
-		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		_, last = c.ctr(actx, rn, enter, "version")
-		return last == nil, nil
-	})
-	if err != nil {
-		return fmt.Errorf("lab: containerd on %s not serving (last: %v): %w", rn.Name, last, err)
-	}
-	return nil
-}
-
-// importImages side-loads the lab's images into the node's containerd,
-// as `ctr -n k8s.io images import` (the k8s.io namespace is the CRI's).
-func (c *Cluster) importImages(ctx context.Context, rn *realnode.Node, enter []string) error {
-	for _, img := range c.real.images {
-		start := time.Now()
-		if _, err := c.ctr(ctx, rn, enter, "images", "import", "--base-name", img.Repository, img.Archive); err != nil {
-			return err
-		}
-		c.log.Debug("image imported", "node", rn.Name, "image", img.Ref(), "took", time.Since(start).Round(time.Millisecond))
-	}
-	return nil
 }
 
 // registered waits for the kubelet to register its Node, then adds the

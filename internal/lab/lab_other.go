@@ -5,22 +5,12 @@ package lab
 import (
 	"context"
 	"errors"
-	"time"
 )
 
 var errLinux = errors.New("lab: the lab needs Linux network namespaces")
 
 // Cluster is a running lab (Linux only).
 type Cluster struct{}
-
-// Ready is what Run hands its caller (Linux only).
-type Ready struct {
-	Kubeconfig string
-	Service    ServiceState
-	URL, From  string
-	Elapsed    time.Duration
-	Cluster    *Cluster
-}
 
 // Run reports that the lab needs Linux.
 func Run(context.Context, Config, func(*Ready)) error { return errLinux }

@@ -81,6 +81,9 @@ func (c *Cluster) Kill(node string) error {
 		}
 	}
 	c.killed[node] = true
+	if stop := c.traces[node]; stop != nil {
+		stop() // the reboot being followed ends here
+	}
 	c.mu.Unlock()
 	others, err := killNetNS(ns, 5*time.Second)
 	errs = append(errs, err, c.killRealNode(node), h.SetLinkDown("eth0"))
@@ -126,7 +129,8 @@ func (c *Cluster) restarts(node string) []component {
 // its IPv6 address and routes), then the kubelet stand-in (which restarts
 // the node's pods), kube-proxy and the agent. The Node turns Ready again
 // at its first heartbeat. Commands recorded with RecordRestart run again
-// last.
+// last. A real node reboots instead of the stand-in (bootRealNode), and the
+// lab logs its way back until every pod on it is Ready (traceReboot).
 func (c *Cluster) Restore(node string) error {
 	n, err := c.node(node)
 	if err != nil {
@@ -138,6 +142,7 @@ func (c *Cluster) Restore(node string) error {
 	if !killed {
 		return fmt.Errorf("lab: %s is not killed", node)
 	}
+	start := time.Now()
 	h := c.net.Host(node)
 	if err := h.SetLinkUp("eth0"); err != nil {
 		return err
@@ -151,11 +156,12 @@ func (c *Cluster) Restore(node string) error {
 	if err := c.routeNode(n); err != nil {
 		return err
 	}
+	link := time.Since(start)
 	comps := []component{kubeletComponent(&c.cfg, c.paths, n), kubeProxyComponent(&c.cfg, c.paths, n)}
 	if c.cfg.realNodes() {
 		// A reboot: containerd, the kubelet, then the pods it restarts.
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		err := c.bootRealNode(ctx, node, false)
+		ctx, cancel := context.WithTimeout(c.life, time.Minute)
+		err := c.bootRealNode(ctx, node, false, nil)
 		cancel()
 		if err != nil {
 			return err
@@ -173,8 +179,17 @@ func (c *Cluster) Restore(node string) error {
 	}
 	c.mu.Lock()
 	c.killed[node] = false
+	if c.cfg.realNodes() {
+		ctx, cancel := context.WithCancel(c.life)
+		c.traces[node] = cancel
+		c.wg.Go(func() {
+			defer cancel()
+			c.traceReboot(ctx, node, start)
+		})
+	}
 	c.mu.Unlock()
-	c.log.Info("node restored", "node", node)
+	c.log.Info("node restored", "node", node, "link and routes", link.Round(time.Millisecond),
+		"took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

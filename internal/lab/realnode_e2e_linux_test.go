@@ -3,12 +3,15 @@ package lab_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -211,6 +214,8 @@ type hostSnapshot struct {
 	cgroups []string // first-level cgroups named mooring-lab-*
 	dirs    map[string]bool
 	record  bool // realnode.HostFile exists
+	// holders are the PIDs of the labs the record names.
+	holders []int
 }
 
 func snapshotHost(t *testing.T) hostSnapshot {
@@ -239,8 +244,16 @@ func snapshotHost(t *testing.T) hostSnapshot {
 		_, err := os.Stat(d)
 		s.dirs[d] = err == nil
 	}
-	_, err = os.Stat(realnode.HostFile)
-	s.record = err == nil
+	if b, err := os.ReadFile(realnode.HostFile); err == nil {
+		s.record = true
+		var rec struct {
+			Holders map[string]int `json:"holders"`
+		}
+		if err := json.Unmarshal(b, &rec); err != nil {
+			t.Fatalf("%s: %v", realnode.HostFile, err)
+		}
+		s.holders = slices.Sorted(maps.Values(rec.Holders))
+	}
 	return s
 }
 
@@ -254,6 +267,15 @@ func compareHost(t *testing.T, before, after hostSnapshot) {
 		// Another lab with real nodes held the host when this test
 		// started: the values it set stay (or go) with it.
 		t.Logf("another lab held %s when the test started: sysctls and mount points not compared", realnode.HostFile)
+		before.sysctls, before.dirs, before.record = after.sysctls, after.dirs, after.record
+	}
+	if after.record && !before.record {
+		if slices.Contains(after.holders, os.Getpid()) {
+			t.Errorf("%s still names this test's lab (PID %d) after it went down: %v", realnode.HostFile, os.Getpid(), after.holders)
+		}
+		// Another lab with real nodes (another test process on this
+		// machine) came while this one ran: it holds the values now.
+		t.Logf("labs %v took %s while the test ran: sysctls and mount points not compared", after.holders, realnode.HostFile)
 		before.sysctls, before.dirs, before.record = after.sysctls, after.dirs, after.record
 	}
 	if !maps.Equal(before.sysctls, after.sysctls) {
@@ -441,16 +463,33 @@ func checkRealExec(t *testing.T, cs kubernetes.Interface, r *lab.Ready) {
 // counts only once its containers started after the kill: a Ready
 // condition left over from before the kill proves nothing.
 func checkRealKillRestore(t *testing.T, cs kubernetes.Interface, r *lab.Ready, ns, node string) {
+	parent := fmt.Sprintf("/mooring-lab-%d/%s", os.Getpid(), node)
+	old := containerCgroups(t, parent)
+	if len(old) == 0 {
+		t.Errorf("no container cgroups below %s before the kill", parent)
+	}
 	killed := time.Now()
 	if err := r.Cluster.Kill(node); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
-	pids, err := realnode.CgroupPIDs(fmt.Sprintf("/mooring-lab-%d/%s", os.Getpid(), node))
+	pids, err := realnode.CgroupPIDs(parent)
 	if err != nil || len(pids) > 0 {
 		t.Errorf("processes left in %s's cgroup after the kill: %v (%v)", node, pids, err)
 	}
 	if err := r.Cluster.Restore(node); err != nil {
 		t.Fatalf("restore: %v", err)
+	}
+	// A rebooted machine has no cgroups of its old containers: left
+	// there, each costs the kubelet's cAdvisor 3.1 s of retries at start
+	// before it syncs any pod.
+	var stale []string
+	for _, d := range old {
+		if _, err := os.Stat(d); err == nil {
+			stale = append(stale, d)
+		}
+	}
+	if len(stale) > 0 {
+		t.Errorf("cgroups of %s's killed containers still there after the restore: %v", node, stale)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
@@ -470,6 +509,28 @@ func checkRealKillRestore(t *testing.T, cs kubernetes.Interface, r *lab.Ready, n
 		time.Sleep(time.Second)
 	}
 }
+
+// containerCgroups are the cgroup folders of the containers below parent,
+// in every hierarchy (named by their 64-hex container ID).
+func containerCgroups(t *testing.T, parent string) []string {
+	t.Helper()
+	roots, err := filepath.Glob(filepath.Join(realnode.CgroupMountRoot, "*", parent))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() && containerID.MatchString(d.Name()) {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+var containerID = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // restartedSince: p is Ready and each of its containers runs, started at
 // or after t (container start times have whole seconds).
