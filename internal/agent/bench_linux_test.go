@@ -6,7 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
@@ -410,7 +413,10 @@ func TestBenchChurn(t *testing.T) {
 	stop := make(chan struct{})
 	churned := make(chan churnResult)
 	go func() { churned <- c.churn(*benchRate, stop) }()
-	time.Sleep(*benchChurnFor)
+	if *benchAPIProfile != "" {
+		c.apiProfile(*benchAPIProfile, *benchChurnFor-2*time.Second)
+	}
+	time.Sleep(*benchChurnFor - time.Since(start))
 	after = snap()
 	quiet := time.Since(start)
 	for _, n := range append(slices.Clone(rank), "kube-apiserver", "etcd") {
@@ -447,7 +453,7 @@ func TestBenchChurn(t *testing.T) {
 	close(stop)
 	res := <-churned
 	elapsed := time.Since(start)
-	t.Logf("BENCH churn: %d Services present, %d created in %v (%.1f/s, asked %d/s), %d late ticks; create+status p50 %v p99 %v max %v",
+	t.Logf("BENCH churn (%s): %d Services present, %d changes in %v (%.1f/s, asked %d/s), %d late ticks; change p50 %v p99 %v max %v", *benchChurnKind,
 		*benchSvcs, res.created, elapsed.Round(time.Millisecond), float64(res.created)/elapsed.Seconds(), *benchRate, res.late, res.p50, res.p99, res.max)
 	took := time.Since(phase2)
 	for _, n := range rank[1:] { // the victim restarted: its counter began anew
@@ -460,10 +466,46 @@ func TestBenchChurn(t *testing.T) {
 }
 
 var (
-	benchRate      = flag.Int("agent.bench.rate", 30, "Service creations a second in TestBenchChurn")
-	benchTakeovers = flag.Int("agent.bench.takeovers", 10, "node losses during the churn in TestBenchChurn")
-	benchChurnFor  = flag.Duration("agent.bench.churnfor", time.Minute, "churn alone before the takeovers in TestBenchChurn")
+	benchRate       = flag.Int("agent.bench.rate", 30, "Service creations a second in TestBenchChurn")
+	benchTakeovers  = flag.Int("agent.bench.takeovers", 10, "node losses during the churn in TestBenchChurn")
+	benchChurnFor   = flag.Duration("agent.bench.churnfor", time.Minute, "churn alone before the takeovers in TestBenchChurn")
+	benchChurnKind  = flag.String("agent.bench.churnkind", "create", "the churn's changes in TestBenchChurn: create (new Services) or readdress (a new address for a Service present)")
+	benchAPIProfile = flag.String("agent.bench.apiprofile", "", "write the API server's CPU profile over the churn alone to this file (TestBenchChurn)")
 )
+
+// apiProfile writes the API server's CPU profile over d to path (its
+// /debug/pprof, on by default), for finding what sets the churn's pace.
+func (c *cluster) apiProfile(path string, d time.Duration) {
+	c.t.Helper()
+	b, err := c.env.Clientset.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + 30*time.Second).DoRaw(c.ctx)
+	if err != nil {
+		c.t.Fatalf("API server CPU profile: %v", err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Logf("API server CPU profile over %v of churn: %s", d, path)
+}
+
+// churnOne makes the i-th change of the churn: a new Service
+// (-agent.bench.churnkind=create), or a new address for one of the
+// -agent.bench.services Services present (readdress: one status patch, a
+// release and a take for the agents, and no ClusterIP allocation, which
+// sets the pace of creations in the API server: docs/benchmarks.md).
+func (c *cluster) churnOne(i int) error {
+	a := netip.AddrFrom4([4]byte{10, 101 + byte(i>>16), byte(i >> 8), byte(i)})
+	switch *benchChurnKind {
+	case "create":
+		return c.createLB(fmt.Sprintf("churn-%05d", i), a)
+	case "readdress":
+		patch := fmt.Sprintf(`{"status":{"loadBalancer":{"ingress":[{"ip":%q}]}}}`, a)
+		_, err := c.env.Clientset.CoreV1().Services("default").Patch(c.ctx, fmt.Sprintf("svc-%04d", i%*benchSvcs),
+			types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "status")
+		return err
+	}
+	return fmt.Errorf("-agent.bench.churnkind=%q: want create or readdress", *benchChurnKind)
+}
 
 type churnResult struct {
 	created, late int
@@ -485,9 +527,8 @@ func (c *cluster) churn(rate int, stop <-chan struct{}) churnResult {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				a := netip.AddrFrom4([4]byte{10, 101, byte((i + 1) >> 8), byte(i + 1)})
 				t0 := time.Now()
-				if err := c.createLB(fmt.Sprintf("churn-%05d", i), a); err != nil {
+				if err := c.churnOne(i); err != nil {
 					c.t.Error(err)
 					continue
 				}

@@ -8,3 +8,12 @@ func SetBeforeCollect(f func()) {
 	}
 	beforeCollect = f
 }
+
+// SetBeforeSend makes ProbeConn run f between opening its socket and
+// sending its requests (nil: nothing).
+func SetBeforeSend(f func()) {
+	if f == nil {
+		f = func() {}
+	}
+	beforeSend = f
+}

@@ -119,6 +119,7 @@ func ProbeConn(ctx context.Context, conn net.PacketConn, hw net.HardwareAddr, ad
 	if err != nil || len(reqs) == 0 {
 		return nil, err
 	}
+	beforeSend()
 	for _, r := range reqs {
 		if _, err := conn.WriteTo(r.frame, &packet.Addr{HardwareAddr: r.dst}); err != nil {
 			return nil, fmt.Errorf("arpprobe: sending the request for %s: %w", r.addr, err)
@@ -213,6 +214,10 @@ func collect(conn net.PacketConn, hw net.HardwareAddr, reqs []request, opts Opti
 // beforeCollect runs between the requests and the collection of answers:
 // a test hook that makes the prober late (export_test.go).
 var beforeCollect = func() {}
+
+// beforeSend runs between the socket's opening and the requests: a test
+// hook that lets frames queue on the socket first (export_test.go).
+var beforeSend = func() {}
 
 // counts applies opts' filters to a claim seen by the interface with MAC hw.
 func (o Options) counts(c claim, hw net.HardwareAddr) bool {

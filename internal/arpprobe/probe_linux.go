@@ -7,6 +7,7 @@ import (
 	"net"
 	"syscall"
 
+	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/mdlayher/ethernet"
@@ -20,19 +21,45 @@ import (
 // afterwards. Needs CAP_NET_RAW.
 func Listen(ifi *net.Interface, fam Family) (net.PacketConn, error) {
 	var proto ethernet.EtherType
+	cfg := &packet.Config{}
 	switch fam {
 	case IPv4:
 		proto = ethernet.EtherTypeARP
 	case IPv6:
 		proto = ethernet.EtherTypeIPv6
+		cfg.Filter = neighborAdvertisements
 	default:
 		return nil, fmt.Errorf("arpprobe: listen: unknown %v", fam)
 	}
-	c, err := packet.Listen(ifi, packet.Raw, int(proto), nil)
+	c, err := packet.Listen(ifi, packet.Raw, int(proto), cfg)
 	if err != nil {
 		return nil, fmt.Errorf("arpprobe: opening an %v packet socket on ifindex %d: %w", fam, ifi.Index, err)
 	}
 	return c, nil
+}
+
+// neighborAdvertisements keeps only ICMPv6 neighbour advertisements on
+// the IPv6 socket, in the kernel, from before it is bound: without it the
+// socket queues every IPv6 frame on the link, and while the prober is
+// starved a busy link fills the socket's buffer (a few hundred frames) and
+// the kernel drops the answer that came in time. An NA carries no
+// extension headers (RFC 4861: hop limit 255, ICMPv6 right after the
+// header).
+var neighborAdvertisements = mustAssemble([]bpf.Instruction{
+	bpf.LoadAbsolute{Off: 14 + 6, Size: 1},                                  // IPv6 next header
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.IPPROTO_ICMPV6, SkipFalse: 3}, // not ICMPv6: drop
+	bpf.LoadAbsolute{Off: 14 + 40, Size: 1},                                 // ICMPv6 type
+	bpf.JumpIf{Cond: bpf.JumpEqual, Val: 136, SkipFalse: 1},                 // not an NA: drop
+	bpf.RetConstant{Val: 1 << 16},
+	bpf.RetConstant{Val: 0},
+})
+
+func mustAssemble(prog []bpf.Instruction) []bpf.RawInstruction {
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		panic(err)
+	}
+	return raw
 }
 
 // drain hands each frame already queued on conn to take, without waiting

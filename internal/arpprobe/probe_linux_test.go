@@ -92,3 +92,55 @@ func TestProbeLateStillSeesAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A late prober on a busy IPv6 link still sees the answer: another host
+// floods the prober with IPv6 datagrams, and the prober is starved twice:
+// 50 ms between opening its socket and sending its request (the flood
+// queues behind it), then past its wait. Without the socket's filter the
+// flood fills the socket's buffer before the answer comes, the kernel
+// drops the answer, and the check concludes that nobody answered.
+func TestProbeLateOnFloodedLinkStillSeesAnswers(t *testing.T) {
+	l := netlab.NewForTest(t, netlab.Config{Nodes: 2})
+	c, node, flooder := l.Client(), l.Nodes()[0], l.Nodes()[1]
+	stop := make(chan struct{})
+	flooded := make(chan int, 1)
+	go func() {
+		sent := 0
+		_ = flooder.Do(func() error {
+			conn, err := net.DialUDP("udp6", nil, &net.UDPAddr{IP: c.Addr6.AsSlice(), Port: 9})
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			payload := make([]byte, 1200)
+			deadline := time.Now().Add(5 * time.Second) // bounded whatever happens
+			for time.Now().Before(deadline) {
+				select {
+				case <-stop:
+					return nil
+				default:
+				}
+				if _, err := conn.Write(payload); err == nil {
+					sent++
+				}
+			}
+			return nil
+		})
+		flooded <- sent
+	}()
+	time.Sleep(20 * time.Millisecond) // the flood is on before the probe
+	wait := 100 * time.Millisecond
+	arpprobe.SetBeforeSend(func() { time.Sleep(50 * time.Millisecond) })
+	arpprobe.SetBeforeCollect(func() { time.Sleep(3 * wait) })
+	t.Cleanup(func() { arpprobe.SetBeforeSend(nil); arpprobe.SetBeforeCollect(nil) })
+	got := probeFrom(t, c, []netip.Addr{node.Addr6}, arpprobe.Options{Src6: c.Addr6, Wait: wait})
+	close(stop)
+	sent := <-flooded
+	t.Logf("%d flood datagrams sent", sent)
+	if sent < 1000 {
+		t.Fatalf("only %d flood datagrams: the test did not flood", sent)
+	}
+	if !slices.Equal(macStrings(got[node.Addr6]), []string{node.MAC.String()}) {
+		t.Fatalf("late probe of %s on a flooded link = %v, want %s", node.Addr6, got[node.Addr6], node.MAC)
+	}
+}

@@ -60,7 +60,11 @@ type Config struct {
 	// to AgentLossTimeout (default 5s), re-checked every NodeCheckInterval
 	// (default 500ms); NodeCheckWait is how long one check may wait for an
 	// answer (the caller's; used to bound it, default 150ms).
-	NodeCheck         NodeCheck
+	NodeCheck NodeCheck
+	// RingInterval is how often a member with a NodeCheck pings its
+	// successor in name order (ring.go); default ProbeInterval, negative:
+	// no ring pings.
+	RingInterval      time.Duration
 	NodeCheckWait     time.Duration
 	NodeCheckInterval time.Duration
 	AgentLossTimeout  time.Duration
@@ -134,6 +138,7 @@ func (c Config) withDefaults() Config {
 	setDur(&c.RejoinInterval, d.RejoinInterval)
 	setDur(&c.LeaveTimeout, d.LeaveTimeout)
 	setDur(&c.KeyReloadInterval, 10*time.Second)
+	setDur(&c.RingInterval, c.ProbeInterval)
 	setDur(&c.NodeCheckWait, 150*time.Millisecond)
 	setDur(&c.NodeCheckInterval, 500*time.Millisecond)
 	setDur(&c.AgentLossTimeout, 5*time.Second)

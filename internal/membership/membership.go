@@ -202,6 +202,7 @@ func (m *Membership) Run(ctx context.Context) error {
 		m.stop(ml, graceful)
 	}()
 	wg.Go(func() { m.holdLoop(loopCtx) })
+	wg.Go(func() { m.ringLoop(loopCtx, ml) })
 	if m.cfg.KeyFile != "" {
 		wg.Go(func() { m.keyLoop(loopCtx, mc.Keyring) })
 	}

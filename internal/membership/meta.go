@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -64,15 +65,28 @@ type NodeMeta struct {
 // gossip's limit; a returning node left out waits its bounded maximum.
 const MaxCounted = 8
 
-// FitCounted returns m with Counted shortened until m encodes within
-// gossip's limit (long node names); a name left out is not confirmed, and
-// its node waits its bounded maximum. HW goes first: without it peers hand
-// addresses over answering with their own MACs.
+// FitCounted returns m within gossip's limit, giving up what matters least
+// first: long names in Counted are replaced by their short keys (CountKey:
+// a node name can be 253 bytes, so eight long ones did not fit beside HW);
+// then HW goes (peers hand addresses over answering with their own MACs);
+// then Counted is shortened (a name left out is not confirmed, and its node
+// waits its bounded maximum).
 func (m NodeMeta) FitCounted() NodeMeta {
+	m.Counted = m.Counted[:min(len(m.Counted), MaxCounted):min(len(m.Counted), MaxCounted)]
+	if _, err := m.Encode(); err == nil {
+		return m
+	}
+	keyed := make([]string, len(m.Counted))
+	for i, name := range m.Counted {
+		keyed[i] = name
+		if len(name) > len(countKeyPrefix)+countKeyLen {
+			keyed[i] = CountKey(name)
+		}
+	}
+	m.Counted = keyed
 	if _, err := m.Encode(); err != nil {
 		m.HW = nil
 	}
-	m.Counted = m.Counted[:min(len(m.Counted), MaxCounted):min(len(m.Counted), MaxCounted)]
 	for len(m.Counted) > 0 {
 		if _, err := m.Encode(); err == nil {
 			break
@@ -80,6 +94,21 @@ func (m NodeMeta) FitCounted() NodeMeta {
 		m.Counted = m.Counted[:len(m.Counted)-1]
 	}
 	return m
+}
+
+// countKeyPrefix marks a short key in Counted; no node name contains '#'
+// (a Kubernetes name is a DNS subdomain).
+const (
+	countKeyPrefix = "#"
+	countKeyLen    = 16
+)
+
+// CountKey is the short form FitCounted publishes in Counted for a long
+// node name: '#' and the first 8 bytes of its SHA-256 in hex. Counts
+// accepts a name in either form.
+func CountKey(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return countKeyPrefix + hex.EncodeToString(sum[:countKeyLen/2])
 }
 
 // MAC returns the MAC m publishes for its interface ifname, nil if none.
@@ -94,7 +123,7 @@ func (m NodeMeta) MAC(ifname string) net.HardwareAddr {
 // Counts reports whether m confirms that its agent counts name (see
 // Counted).
 func (m NodeMeta) Counts(name string) bool {
-	return slices.Contains(m.Counted, name)
+	return slices.Contains(m.Counted, name) || slices.Contains(m.Counted, CountKey(name))
 }
 
 // metaVersion prefixes the encoding, so that a future format is told apart

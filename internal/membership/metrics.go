@@ -14,6 +14,7 @@ type metrics struct {
 	refuted         prometheus.Counter
 	early           prometheus.Counter
 	earlyDistrusted prometheus.Counter
+	ringFailed      prometheus.Counter
 	insecure        prometheus.Gauge
 	metaRetries     prometheus.Counter
 	tookSent        prometheus.Counter
@@ -70,6 +71,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		suspectReceived: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_suspect_notices_received_total",
 			Help: "Suspect notices received from peers whose probe of a member failed; this member then checked that member's node at once (its own check decides).",
+		}),
+		ringFailed: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_ring_pings_failed_total",
+			Help: "Pings of this member's successor in name order (one per probe interval) that got no ack in the probe timeout: each queued a kernel check of that node and told the other members, as a failed probe of memberlist's own.",
 		}),
 		earlyDistrusted: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_early_failures_distrusted_total",

@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-
-	"github.com/hashicorp/memberlist"
 )
 
 // Suspects: a member whose probe by this member fails (no direct ack
@@ -89,22 +87,8 @@ func (m *Membership) tellSuspect(name string) {
 	if s == nil {
 		return
 	}
-	msg := append([]byte{msgSuspect}, name...)
-	m.mu.Lock()
-	to := make([]memberlist.Address, 0, len(m.live))
-	for peer, addr := range m.live {
-		if peer != m.cfg.NodeName && peer != name {
-			to = append(to, memberlist.Address{Addr: addr, Name: peer})
-		}
-	}
-	m.mu.Unlock()
-	for _, a := range to {
-		if err := s.SendToAddress(a, msg); err != nil {
-			m.log.Debug("telling a peer of a failed probe; its own probe or gossip follows", "peer", a.Name, "suspect", name, "err", err)
-			continue
-		}
-		m.met.suspectSent.Inc()
-	}
+	sent := m.sendToPeers(s, append([]byte{msgSuspect}, name...), "telling a peer of a failed probe of "+name+"; its own probe or gossip follows", name)
+	m.met.suspectSent.Add(float64(sent))
 }
 
 // receiveSuspect checks the node of the member a peer's probe found

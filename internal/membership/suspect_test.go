@@ -1,6 +1,7 @@
 package membership
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -189,5 +190,57 @@ func TestSuspectNoticeWhoseNodeAnswersChangesNothing(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if !slices.Equal(a.Members(), []string{"a", "b"}) || value(a.met.early) != 0 || value(a.met.suspectReceived) != 1 {
 		t.Fatalf("after a notice about b, whose node answers: members %v, early %v, received %v", a.Members(), value(a.met.early), value(a.met.suspectReceived))
+	}
+}
+
+// A hostile or broken member (one holding the gossip key) floods notices:
+// about a member whose node answers, about itself-the-receiver, about
+// names nobody knows, and garbage. Nothing moves, the receiver keeps no
+// state for unknown names, and the kernel checks stay bounded by the
+// receiver's own pace (one per member per ProbeTimeout, one at a time),
+// not by the flood's.
+func TestSuspectNoticeFloodIsBounded(t *testing.T) {
+	kernel := &fakeKernel{}
+	kernel.alive.Store(true)
+	a, _ := suspectPair(t, kernel)
+	drain(a)
+	d := (*delegate)(a.Membership)
+	start := time.Now()
+	flood := 0
+	for i := 0; time.Since(start) < time.Second; i++ {
+		flood++
+		switch i % 4 {
+		case 0:
+			d.NotifyMsg(append([]byte{msgSuspect}, "b"...))
+		case 1:
+			d.NotifyMsg(append([]byte{msgSuspect}, "a"...))
+		case 2:
+			d.NotifyMsg(append([]byte{msgSuspect}, fmt.Sprintf("ghost-%d", i)...))
+		default:
+			d.NotifyMsg([]byte{msgSuspect})
+		}
+	}
+	took := time.Since(start)
+	if flood < 1000 {
+		t.Fatalf("only %d notices in %v", flood, took)
+	}
+	time.Sleep(300 * time.Millisecond) // let queued checks finish
+	elapsed := time.Since(start)
+	asked := int(kernel.asked.Load())
+	// One check per ProbeTimeout (100 ms) at most while the flood lasts,
+	// plus the one in flight at its end.
+	limit := int(elapsed/a.cfg.ProbeTimeout) + 2
+	t.Logf("%d notices in %v: %d kernel checks over %v (limit %d)", flood, took.Round(time.Millisecond), asked, elapsed.Round(time.Millisecond), limit)
+	if asked == 0 || asked > limit {
+		t.Fatalf("%d kernel checks for %d notices over %v; want 1..%d", asked, flood, elapsed, limit)
+	}
+	if !slices.Equal(a.Members(), []string{"a", "b"}) || value(a.met.early) != 0 {
+		t.Fatalf("after the flood: members %v, early drops %v; want a and b, 0", a.Members(), value(a.met.early))
+	}
+	a.mu.Lock()
+	kept := len(a.suspects)
+	a.mu.Unlock()
+	if kept > 1 {
+		t.Fatalf("a keeps %d suspects after notices about unknown names; want at most b's", kept)
 	}
 }

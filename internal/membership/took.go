@@ -2,6 +2,7 @@ package membership
 
 import (
 	"encoding/json"
+	"slices"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -43,21 +44,31 @@ func (m *Membership) Took(since int64) {
 	if err != nil {
 		return
 	}
-	msg := append([]byte{msgTook}, b...)
+	sent := m.sendToPeers(s, append([]byte{msgTook}, b...), "telling a peer this node took its addresses; the metadata follows")
+	m.met.tookSent.Add(float64(sent))
+}
+
+// sendToPeers sends msg to every live member but this one and except,
+// best effort: one UDP send each, a failed one logged at debug with why.
+// It reports how many sends succeeded.
+func (m *Membership) sendToPeers(s userSender, msg []byte, why string, except ...string) int {
 	m.mu.Lock()
 	to := make([]memberlist.Address, 0, len(m.live))
 	for name, addr := range m.live {
-		if name != m.cfg.NodeName {
+		if name != m.cfg.NodeName && !slices.Contains(except, name) {
 			to = append(to, memberlist.Address{Addr: addr, Name: name})
 		}
 	}
 	m.mu.Unlock()
+	sent := 0
 	for _, a := range to {
 		if err := s.SendToAddress(a, msg); err != nil {
-			m.log.Debug("telling a peer this node took its addresses; the metadata follows", "peer", a.Name, "err", err)
+			m.log.Debug(why, "peer", a.Name, "err", err)
+			continue
 		}
+		sent++
 	}
-	m.met.tookSent.Add(float64(len(to)))
+	return sent
 }
 
 // receiveTook records a peer's took message: until its metadata carries

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"slices"
@@ -612,7 +613,11 @@ func (s *runState) sendDue() {
 // frame soonest: the first frame of every address before any second one
 // (the second ARP form serves hosts that take only that form), IPv4 and
 // IPv6 alternating (the two families of a dual-stack Service move
-// together, and neither waits behind all of the other).
+// together, and neither waits behind all of the other), and each family's
+// addresses in a random order: in address order the same Services (the
+// highest addresses) went out last at every takeover, ~half a round after
+// the average one; shuffled, every address waits half a round on average
+// and none is last every time.
 func (s *runState) announceRound(due []announcement) {
 	type out struct {
 		l      *link
@@ -635,6 +640,8 @@ func (s *runState) announceRound(due []announcement) {
 			v6 = append(v6, o)
 		}
 	}
+	rand.Shuffle(len(v4), func(i, j int) { v4[i], v4[j] = v4[j], v4[i] })
+	rand.Shuffle(len(v6), func(i, j int) { v6[i], v6[j] = v6[j], v6[i] })
 	order := make([]out, 0, len(v4)+len(v6))
 	for i := range max(len(v4), len(v6)) {
 		if i < len(v4) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -411,5 +412,32 @@ func TestManagerReannounce(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if n := len(arpc.written()); n != 4 {
 		t.Errorf("%d ARP frames after re-announcing unowned addresses, want 4", n)
+	}
+}
+
+// A round's addresses go out in a random order within each family, so the
+// highest addresses are not the last of every takeover (in address order
+// the same Services waited for the whole round each time).
+func TestManagerRoundNotInAddressOrder(t *testing.T) {
+	h := startManager(t, 0)
+	var addrs []netip.Addr
+	for i := range 64 {
+		addrs = append(addrs, netip.AddrFrom4([4]byte{10, 9, 1, byte(i)}))
+	}
+	h.m.Apply(map[int][]netip.Addr{1: addrs})
+	eventually(t, "link open", func() bool { return h.net.link(1) != nil })
+	arpc := conn(h.net.link(1).ARP)
+	eventually(t, "first round", func() bool { return len(arpc.written()) >= 128 })
+	const spaOffset = 14 + 14 // Ethernet header, then ARP's sender protocol address
+	var sent []netip.Addr
+	for _, f := range arpc.written()[:64] {
+		sent = append(sent, netip.AddrFrom4([4]byte(f[spaOffset:spaOffset+4])))
+	}
+	if slices.IsSortedFunc(sent, netip.Addr.Compare) {
+		t.Fatalf("the first frames went out in address order: %v", sent)
+	}
+	slices.SortFunc(sent, netip.Addr.Compare)
+	if !slices.Equal(sent, addrs) {
+		t.Fatalf("the first 64 frames name %v, want each of the 64 addresses once", sent)
 	}
 }
