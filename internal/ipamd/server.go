@@ -212,11 +212,13 @@ func (s *Server) handle(ctx context.Context, req Request) (Response, Key) {
 		return reply(&al, err), k
 	case req.Op == OpGC && req.GC != nil:
 		freed, err := s.Alloc.GC(req.GC.Network, req.GC.Valid)
-		if len(freed) > 0 && s.Log != nil {
-			s.Log.Info("CNI GC freed stale allocations", "network", req.GC.Network, "count", len(freed))
-		}
+		// Every GC is logged, freeing or not: runtimes call it rarely, and
+		// whether one calls it at all decides what frees a sandbox it
+		// forgot (containerd v2.4.2 never does: docs/podipam.md).
 		if err != nil && s.Log != nil {
 			s.Log.Warn("CNI GC refused", "network", req.GC.Network, "err", err)
+		} else if s.Log != nil {
+			s.Log.Info("CNI GC served", "network", req.GC.Network, "valid", len(req.GC.Valid), "freed", len(freed))
 		}
 		r := reply(nil, err)
 		if err == nil {

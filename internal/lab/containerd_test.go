@@ -110,7 +110,7 @@ func TestRealNodePodIPAM(t *testing.T) {
 	s := strings.Join(podIPAMChartArgs(c), " ")
 	for _, want := range []string{"--set controller.flags.podIpamMode=cluster-pool", "--set controller.flags.clusterPoolIpv4Cidr=10.244.0.0/16",
 		"--set controller.flags.clusterPoolIpv6Cidr=fd00:244::/112", "--set controller.flags.clusterPoolIpv4MaskSize=24",
-		"--set agent.flags.podIpamReleaseGrace=10s", "--set agent.cni.network=ptp"} {
+		"--set agent.flags.podIpamReleaseGrace=1m0s", "--set agent.cni.network=ptp"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("chart args %q lack %q", s, want)
 		}

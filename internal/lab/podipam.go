@@ -199,7 +199,8 @@ func podIPAMControllerArgs(c *Config) []string {
 // podIPAMChartArgs are the `helm template` values of the mode on real
 // nodes: what docs/podipam.md tells a user to set (the mode, and the
 // node's network written by the chart's install-cni with the main plugin
-// of --pod-network), the lab's CIDRs, and the lab's short release grace.
+// of --pod-network), the lab's CIDRs, and the lab's short release grace
+// (RealNodesPodIPAMReleaseGrace).
 func podIPAMChartArgs(c *Config) []string {
 	if !c.usesPodIPAM() {
 		return nil
@@ -209,7 +210,7 @@ func podIPAMChartArgs(c *Config) []string {
 		network = PodNetworkPTP
 	}
 	set := []string{"controller.flags.podIpamMode=" + c.PodIPAM, "agent.cni.network=" + network,
-		"agent.flags.podIpamReleaseGrace=" + PodIPAMReleaseGrace.String()}
+		"agent.flags.podIpamReleaseGrace=" + RealNodesPodIPAMReleaseGrace.String()}
 	if c.PodIPAM == PodIPAMClusterPool {
 		set = append(set,
 			"controller.flags.clusterPoolIpv4Cidr="+PodIPAMCIDR4.String(), "controller.flags.clusterPoolIpv4MaskSize="+strconv.Itoa(PodIPAMMask4),
@@ -252,6 +253,15 @@ func podIPAMAgentArgs(c *Config, p paths, node string) []string {
 	return []string{"--pod-ipam-socket=" + cp.Socket, "--pod-ipam-state-dir=" + cp.IPAMState, "--pod-routes=direct",
 		"--pod-ipam-release-grace=" + PodIPAMReleaseGrace.String()}
 }
+
+// RealNodesPodIPAMReleaseGrace is PodIPAMReleaseGrace on real nodes. A
+// pod of a pool its node holds no block of fails its first ADD, which
+// makes the agent ask for a block, and the kubelet retries the pod 10-15 s
+// later (kubelet.go backOffPeriod 10 s, pod worker jitter 0.5): a block
+// released sooner is gone again by then. With 10 s, a multi-pool pod
+// waited over two minutes for its address in one of four runs of
+// TestRealNodesPodIPAM (each retry found the new block released).
+const RealNodesPodIPAMReleaseGrace = time.Minute
 
 // PodIPAMReleaseGrace is how long the lab's agents keep an empty block
 // before giving it back (5 min by default): short enough to watch.

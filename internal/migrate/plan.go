@@ -54,6 +54,11 @@ const (
 	// CheckSpeakersKept: every speaker pod that ran before the migration
 	// still runs, the same pod (BGP: pinning them restarted none).
 	CheckSpeakersKept CheckID = "metallb-speakers-kept"
+	// CheckGossipPort: Mooring's agents do not gossip on the port MetalLB's
+	// speakers hold for memberlist (both default to 7946, both on the
+	// nodes' network): else the agents cannot form their cluster while
+	// the speakers run.
+	CheckGossipPort CheckID = "gossip-port-free"
 	// CheckBGPNodeHandedOver: the step's node runs no MetalLB speaker and
 	// its Mooring BGPSpeaker shows every session Established.
 	CheckBGPNodeHandedOver CheckID = "bgp-node-handed-over"
@@ -137,7 +142,7 @@ func Plan(f Facts) []Step {
 			fmt.Sprintf("record the addresses of %d LoadBalancer Services", len(f.Services)),
 			"the Mooring controller must run with --adopt-only (it never gives a Service a new address) and the agents on every node that may announce",
 		},
-		Checks:           append([]CheckID{CheckStrictARP, CheckAdoptOnly, CheckResponders}, always...),
+		Checks:           append([]CheckID{CheckStrictARP, CheckAdoptOnly, CheckGossipPort, CheckResponders}, always...),
 		MaxResponders:    1,
 		MetalLBAnnounces: true,
 		Rollback:         []string{"nothing changed"},

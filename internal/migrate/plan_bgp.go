@@ -37,7 +37,7 @@ func planBGP(f Facts) []Step {
 		Name:     "pre-checks",
 		Why:      "refuse to start on a cluster whose addresses or controller would not survive the hand-over",
 		Actions:  []string{fmt.Sprintf("record the addresses of %d LoadBalancer Services", len(f.Services)), "the Mooring controller must run with --adopt-only and the agents with --bgp on every node MetalLB's speakers run on"},
-		Checks:   append([]CheckID{CheckAdoptOnly}, always...),
+		Checks:   append([]CheckID{CheckAdoptOnly, CheckGossipPort}, always...),
 		Rollback: []string{"nothing changed"},
 	}, {
 		Kind:     KindPinSpeakers,

@@ -41,6 +41,11 @@ func TestPlanOrderAndRollback(t *testing.T) {
 			t.Errorf("step %q does not check --adopt-only", steps[i].Name)
 		}
 	}
+	// The agents must be able to gossip beside the speakers before
+	// anything changes.
+	if !slices.Contains(steps[0].Checks, CheckGossipPort) {
+		t.Errorf("the pre-checks do not check the gossip port: %v", steps[0].Checks)
+	}
 	if !slices.Contains(steps[0].Checks, CheckResponders) || steps[0].MaxResponders != 1 || !steps[0].MetalLBAnnounces || steps[2].MetalLBAnnounces {
 		t.Errorf("responder checks: %+v %+v", steps[0], steps[2])
 	}
@@ -96,6 +101,9 @@ func TestPlanBGPNodeByNode(t *testing.T) {
 		if slices.Contains(s.Checks, CheckResponders) || slices.Contains(s.Checks, CheckMooringAnnounces) {
 			t.Errorf("step %q checks L2 announcements in a BGP hand-over", s.Name)
 		}
+	}
+	if !slices.Contains(steps[0].Checks, CheckGossipPort) {
+		t.Errorf("the BGP pre-checks do not check the gossip port: %v", steps[0].Checks)
 	}
 	want := []string{"pre-checks:", "pin-bgp-speakers:", "apply:", "hand-over-bgp-node:node-1", "hand-over-bgp-node:node-2", "remove-metallb:", "serve-new-services:"}
 	if !slices.Equal(kinds, want) {

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -95,12 +98,19 @@ func installMetalLBPool(t *testing.T, cs kubernetes.Interface, dc dynamic.Interf
 		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "metallb", "component": c}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: c, Image: "quay.io/metallb/" + c + ":v0.16.0"}}}}
 	}
+	speaker := tmpl("speaker")
+	// As metallb-native.yaml runs it: memberlist on (bind address and
+	// labels set), on its default port 7946, on the nodes' network.
+	speaker.Spec.HostNetwork = true
+	speaker.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: "METALLB_ML_BIND_ADDR", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+		{Name: "METALLB_ML_LABELS", Value: "app=metallb,component=speaker"}}
 	sel := func(c string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"app": "metallb", "component": c}}
 	}
 	_, err = cs.AppsV1().DaemonSets("metallb-system").Create(ctx, &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: "speaker", Labels: map[string]string{"app": "metallb", "component": "speaker"}},
-		Spec:       appsv1.DaemonSetSpec{Selector: sel("speaker"), Template: tmpl("speaker")}}, metav1.CreateOptions{})
+		Spec:       appsv1.DaemonSetSpec{Selector: sel("speaker"), Template: speaker}}, metav1.CreateOptions{})
 	must(t, err)
 	_, err = cs.AppsV1().Deployments("metallb-system").Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "controller", Labels: map[string]string{"app": "metallb", "component": "controller"}},
@@ -215,7 +225,14 @@ func TestMigrateRun(t *testing.T) {
 	_, err = cs.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
 	must(t, err)
 
-	// 3. The whole migration.
+	// 2c. Mooring's agents (the chart's DaemonSet) on the speakers' memberlist
+	// port, both on the nodes' network: refused, naming the chart value.
+	checkGossipClash(t, ctx, cs, dc, o)
+
+	// 3. The whole migration, with a pod of MetalLB's controller running
+	// (stop.go's path: its Deployment and ReplicaSet deleted orphaning,
+	// the pod with a grace period, waited for until gone).
+	stopped := runControllerPod(t, ctx, cs)
 	playAgent(t, ctx, cs, env.Client)
 	o.reader = env.Client
 	out.Reset()
@@ -247,6 +264,7 @@ func TestMigrateRun(t *testing.T) {
 			t.Errorf("%s not removed: %v", what, err)
 		}
 	}
+	stopped.check(t)
 	saved, err := os.ReadFile(filepath.Join(dir, "saved", "metallb-objects.yaml"))
 	if err != nil || !strings.Contains(string(saved), "192.0.2.200-192.0.2.210") {
 		t.Errorf("saved MetalLB objects: %v\n%s", err, saved)
@@ -307,3 +325,150 @@ func controllerLease(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 }
 
 func getErr[T any](_ T, err error) error { return err }
+
+// checkGossipClash installs Mooring's agent DaemonSet as the chart renders
+// it by default (hostNetwork, --gossip-port=7946): run refuses before
+// changing anything and names agent.flags.gossipPort; with the port moved
+// (as `--set agent.flags.gossipPort=7947` renders it) the check passes.
+func checkGossipClash(t *testing.T, ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, o Options) {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/name": "mooring", "app.kubernetes.io/component": "agent"}
+	ds, err := cs.AppsV1().DaemonSets(controller.DefaultLeaseNamespace).Create(ctx, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "mooring-agent", Labels: labels},
+		Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "agent", Image: "ghcr.io/mooringlb/mooring:test",
+				Args: []string{"agent", "--gossip-port=7946", "--node-name=$(NODE_NAME)"}}}}}}}, metav1.CreateOptions{})
+	must(t, err)
+	var out, errOut bytes.Buffer
+	err = Run(ctx, o, cs, dc, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "pre-check failed, nothing was changed") || !strings.Contains(err.Error(), "gossip-port-free") ||
+		!strings.Contains(err.Error(), "hold port 7946") || !strings.Contains(err.Error(), "--set agent.flags.gossipPort=7947") {
+		t.Fatalf("agents on the speakers' memberlist port: err %v", err)
+	}
+	t.Logf("refused: %v", err)
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cs.AppsV1().DaemonSets(ds.Namespace).Get(ctx, ds.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Spec.Template.Spec.Containers[0].Args[1] = "--gossip-port=7947"
+		_, err = cs.AppsV1().DaemonSets(ds.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
+}
+
+// controllerStop is what the stand-in kubelet and garbage collector of
+// runControllerPod saw.
+type controllerStop struct {
+	mu sync.Mutex
+	// grace is the pod's deletion grace period; orphaned the objects
+	// deleted orphaning their dependents (the "orphan" finalizer), as
+	// first seen deleted; rsFirst says the ReplicaSet was deleted when the
+	// pod was (else it could have replaced the pod).
+	grace    *int64
+	orphaned []string
+	deleted  []string
+	rsFirst  bool
+}
+
+// runControllerPod gives MetalLB's controller Deployment a ReplicaSet and
+// a pod bound to node-1, as kube-controller-manager would, and stands in
+// for what the test's API server lacks (until ctx ends): the kubelet,
+// which confirms a deleted pod's removal once its container stopped (at
+// once here), and the garbage collector, which finishes an orphaning
+// delete (takes the "orphan" finalizer off).
+func runControllerPod(t *testing.T, ctx context.Context, cs kubernetes.Interface) *controllerStop {
+	t.Helper()
+	dep, err := cs.AppsV1().Deployments("metallb-system").Get(ctx, "controller", metav1.GetOptions{})
+	must(t, err)
+	labels := dep.Spec.Selector.MatchLabels
+	rs, err := cs.AppsV1().ReplicaSets("metallb-system").Create(ctx, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "controller-7d4f", Labels: labels, OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "apps/v1", Kind: "Deployment", Name: dep.Name, UID: dep.UID, Controller: ptr.To(true)}}},
+		Spec: appsv1.ReplicaSetSpec{Selector: dep.Spec.Selector, Template: dep.Spec.Template}}, metav1.CreateOptions{})
+	must(t, err)
+	_, err = cs.CoreV1().Pods("metallb-system").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "controller-7d4f-x2x9k", Labels: labels, OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: ptr.To(true)}}},
+		Spec: *dep.Spec.Template.Spec.DeepCopy()}, metav1.CreateOptions{})
+	must(t, err)
+	// Bound to a node: the API server then keeps the deleted pod until
+	// its kubelet confirms (an unbound pod goes at once, whatever grace).
+	must(t, cs.CoreV1().Pods("metallb-system").Bind(ctx, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "controller-7d4f-x2x9k"},
+		Target: corev1.ObjectReference{Kind: "Node", Name: "node-1"}}, metav1.CreateOptions{}))
+	st := &controllerStop{}
+	seen := map[string]bool{}
+	note := func(what string, fin []string) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if !seen[what] {
+			seen[what] = true
+			st.deleted = append(st.deleted, what)
+			if slices.Contains(fin, metav1.FinalizerOrphanDependents) {
+				st.orphaned = append(st.orphaned, what)
+			}
+		}
+	}
+	// The garbage collector's part: take the "orphan" finalizer off.
+	noOrphan := func(f []string) []string {
+		return slices.DeleteFunc(f, func(s string) bool { return s == metav1.FinalizerOrphanDependents })
+	}
+	deps, rss := cs.AppsV1().Deployments("metallb-system"), cs.AppsV1().ReplicaSets("metallb-system")
+	go func() {
+		for ctx.Err() == nil {
+			time.Sleep(50 * time.Millisecond)
+			if d, err := deps.Get(ctx, "controller", metav1.GetOptions{}); err == nil && d.DeletionTimestamp != nil {
+				note("Deployment", d.Finalizers)
+				_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					d, err := deps.Get(ctx, "controller", metav1.GetOptions{})
+					if err == nil {
+						d.Finalizers = noOrphan(d.Finalizers)
+						_, err = deps.Update(ctx, d, metav1.UpdateOptions{})
+					}
+					return err
+				})
+			}
+			if r, err := rss.Get(ctx, rs.Name, metav1.GetOptions{}); err == nil && r.DeletionTimestamp != nil {
+				note("ReplicaSet", r.Finalizers)
+				_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					r, err := rss.Get(ctx, rs.Name, metav1.GetOptions{})
+					if err == nil {
+						r.Finalizers = noOrphan(r.Finalizers)
+						_, err = rss.Update(ctx, r, metav1.UpdateOptions{})
+					}
+					return err
+				})
+			}
+			if p, err := cs.CoreV1().Pods("metallb-system").Get(ctx, "controller-7d4f-x2x9k", metav1.GetOptions{}); err == nil && p.DeletionTimestamp != nil {
+				note("Pod", p.Finalizers)
+				r, err := rss.Get(ctx, rs.Name, metav1.GetOptions{})
+				st.mu.Lock()
+				st.grace = p.DeletionGracePeriodSeconds
+				st.rsFirst = apierrors.IsNotFound(err) || (err == nil && r.DeletionTimestamp != nil)
+				st.mu.Unlock()
+				_ = cs.CoreV1().Pods("metallb-system").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			}
+		}
+	}()
+	return st
+}
+
+// check: the Deployment and its ReplicaSet went orphaning, the ReplicaSet
+// before the pod, which was deleted with a grace period (its kubelet
+// removes it from the API only once its container stopped); Run waited
+// until the pod was gone.
+func (st *controllerStop) check(t *testing.T) {
+	t.Helper()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	slices.Sort(st.deleted)
+	slices.Sort(st.orphaned)
+	if !slices.Equal(st.deleted, []string{"Deployment", "Pod", "ReplicaSet"}) || !slices.Equal(st.orphaned, []string{"Deployment", "ReplicaSet"}) || !st.rsFirst {
+		t.Errorf("MetalLB's controller: deleted %v, orphaning %v, the ReplicaSet before the pod: %v; want all three, the Deployment and ReplicaSet orphaning, the ReplicaSet first",
+			st.deleted, st.orphaned, st.rsFirst)
+	}
+	if st.grace == nil || *st.grace == 0 {
+		t.Errorf("MetalLB's controller pod deleted with grace %v: a pod deleted with 0 leaves the API before its container stopped", st.grace)
+	}
+}

@@ -416,6 +416,8 @@ func (r *Runner) checkOnce(ctx context.Context, s migrate.Step) error {
 			err = r.responders(ctx, s)
 		case migrate.CheckAdoptOnly:
 			err = r.adoptOnly(ctx)
+		case migrate.CheckGossipPort:
+			err = r.gossipPortFree(ctx)
 		case migrate.CheckTraffic:
 			if r.Traffic != nil {
 				if n, last := r.Traffic.FailuresSinceLastCheck(); n > 0 {
