@@ -123,7 +123,9 @@ func (a *Agent) runAll(ctx context.Context, p runParts) error {
 	g.Go(func() error { return p.mem.Run(handoff.AfterClosed(stay, answering)) })
 	g.Go(func() error { return health.Serve(ctx, cfg.MetricsAddr, p.reg, a.readyz, log) })
 	g.Go(func() error { watchLinks(ctx, host.Links{}, a.Trigger, log); return nil })
-	g.Go(func() error { return ipam.Run(ctx, cfg.PodIPAM, cfg.NodeName, p.restCfg, log.With("sub", "podipam")) })
+	g.Go(func() error {
+		return ipam.Run(ctx, cfg.PodIPAM, cfg.NodeName, p.restCfg, p.reg, log.With("sub", "podipam"))
+	})
 	// The first decision must see complete caches (a partial Service list
 	// would withdraw addresses for a moment), or a whole snapshot.
 	g.Go(func() error { return a.startFrom(stay, store.AllSynced{p.informers, p.compact}, p.src) })

@@ -90,9 +90,9 @@ func ParseConfig(stdin []byte) (*Config, error) {
 	return &c, nil
 }
 
-// podArgs reads K8S_POD_NAMESPACE and K8S_POD_NAME from CNI_ARGS
-// ("K=V;K=V"); anything else is ignored.
-func podArgs(args string) (namespace, pod string) {
+// podArgs reads K8S_POD_NAMESPACE, K8S_POD_NAME and K8S_POD_UID from
+// CNI_ARGS ("K=V;K=V"); anything else is ignored.
+func podArgs(args string) (namespace, pod, uid string) {
 	for _, kv := range strings.Split(args, ";") {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
@@ -103,9 +103,11 @@ func podArgs(args string) (namespace, pod string) {
 			namespace = v
 		case "K8S_POD_NAME":
 			pod = v
+		case "K8S_POD_UID":
+			uid = v
 		}
 	}
-	return namespace, pod
+	return namespace, pod, uid
 }
 
 func ipNet(ip net.IP, bits int) *net.IPNet {

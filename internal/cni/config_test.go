@@ -44,8 +44,8 @@ func TestParseConfig(t *testing.T) {
 			}
 		})
 	}
-	if ns, pod := podArgs("IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=x"); ns != "tenant-a" || pod != "web-0" {
-		t.Fatalf("podArgs: %q %q", ns, pod)
+	if ns, pod, uid := podArgs("IgnoreUnknown=1;K8S_POD_NAMESPACE=tenant-a;K8S_POD_NAME=web-0;K8S_POD_INFRA_CONTAINER_ID=x;K8S_POD_UID=u-1"); ns != "tenant-a" || pod != "web-0" || uid != "u-1" {
+		t.Fatalf("podArgs: %q %q %q", ns, pod, uid)
 	}
 }
 

@@ -46,8 +46,8 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if c.Chained {
 		return passThrough(c)
 	}
-	ns, pod := podArgs(args.Args)
-	al, err := cl.Add(ctx, ipamd.AddRequest{Key: attachment(c, args), Namespace: ns, Pod: pod})
+	ns, pod, uid := podArgs(args.Args)
+	al, err := cl.Add(ctx, ipamd.AddRequest{Key: attachment(c, args), Namespace: ns, Pod: pod, PodUID: uid})
 	if err != nil {
 		return cniError("ADD", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mooringlb/mooring/internal/ipalloc"
 	"github.com/mooringlb/mooring/internal/podipam"
@@ -37,6 +38,12 @@ type Allocator struct {
 	used      map[netip.Addr]Key
 	pending   map[string]int // pool -> ADDs refused for lack of room since the last Usage
 	last      lastAddrs      // what each pod's last freed allocation held
+	// since is when this agent got each allocation (its ADD, or the
+	// agent's start for one loaded from disk): reconciliation frees
+	// nothing younger than its minimum age, and an agent restart starts
+	// that count again (the journal keeps no times).
+	since map[Key]time.Time
+	now   func() time.Time
 }
 
 // NewAllocator loads every stored allocation before it returns, so nothing
@@ -47,11 +54,21 @@ func NewAllocator(store Store, poolOf PoolOf) (*Allocator, error) {
 		return nil, fmt.Errorf("ipamd: load allocations: %w", err)
 	}
 	a := &Allocator{store: store, poolOf: poolOf, pools: map[string]Pool{}, releasing: map[netip.Prefix]bool{},
-		allocs: map[Key]Allocation{}, used: map[netip.Addr]Key{}, pending: map[string]int{}, last: newLastAddrs(maxLastAddrs)}
+		allocs: map[Key]Allocation{}, used: map[netip.Addr]Key{}, pending: map[string]int{}, last: newLastAddrs(maxLastAddrs),
+		since: map[Key]time.Time{}, now: time.Now}
+	start := a.now()
 	for _, al := range saved {
 		a.record(al)
+		a.since[al.Key] = start
 	}
 	return a, nil
+}
+
+// SetClock replaces the clock that stamps new allocations (tests).
+func (a *Allocator) SetClock(now func() time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.now = now
 }
 
 // SetPools replaces the node's pools and blocks. Addresses already handed
@@ -107,7 +124,7 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 		a.pending[pool]++
 		return Allocation{}, fmt.Errorf("pool %q: %w: this node holds no block of it yet; the agent asked the controller for one, retry shortly", pool, ErrNoBlock)
 	}
-	al := Allocation{Key: req.Key, Pool: pool, Namespace: req.Namespace, Pod: req.Pod}
+	al := Allocation{Key: req.Key, Pool: pool, Namespace: req.Namespace, Pod: req.Pod, PodUID: req.PodUID}
 	hint := a.last.get(podOf(al))
 	for _, f := range pl.Families {
 		ip, ok := a.again(pl, f, hint)
@@ -133,6 +150,7 @@ func (a *Allocator) Add(ctx context.Context, req AddRequest) (Allocation, error)
 		a.forget(al)
 		return Allocation{}, fmt.Errorf("ipamd: save allocation: %w", err)
 	}
+	a.since[req.Key] = a.now()
 	a.last.drop(podOf(al))
 	return al, nil
 }
@@ -210,6 +228,8 @@ func (a *Allocator) lookup(k Key) (Allocation, bool, error) {
 	}
 	a.forget(old)
 	a.record(al)
+	a.since[al.Key] = a.since[old.Key]
+	delete(a.since, old.Key)
 	return al, true, nil
 }
 
@@ -236,10 +256,13 @@ func (a *Allocator) Del(k Key) error {
 		a.record(al)
 		return fmt.Errorf("ipamd: save release: %w", err)
 	}
+	delete(a.since, k)
 	a.last.put(al)
 	return nil
 }
 
+// forget unindexes al; its since stays until the store dropped it too
+// (a failed save records it again).
 func (a *Allocator) forget(al Allocation) {
 	delete(a.allocs, al.Key)
 	for _, ip := range al.IPs {
@@ -307,9 +330,56 @@ func (a *Allocator) GC(network string, valid []Key) ([]Allocation, error) {
 		return nil, fmt.Errorf("ipamd: save release: %w", err)
 	}
 	for _, al := range gone {
+		delete(a.since, al.Key)
 		a.last.put(al)
 	}
 	return gone, nil
+}
+
+// Held returns every allocation with since when this agent knows it, for
+// Reconcile.
+func (a *Allocator) Held() []Held {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Held, 0, len(a.allocs))
+	for _, al := range a.sorted() {
+		out = append(out, Held{Allocation: al, Since: a.since[al.Key]})
+	}
+	return out
+}
+
+// Release frees what Reconcile chose and returns what it freed: each only
+// while it is still the same allocation (held since the same time), so an
+// attachment freed and added again after the snapshot keeps its new one.
+// Nothing goes into the per-pod hints: the pod is gone.
+func (a *Allocator) Release(gone []Held) ([]Allocation, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var freed []Allocation
+	for _, h := range gone {
+		al, ok := a.allocs[h.Key]
+		if ok && a.since[h.Key].Equal(h.Since) {
+			freed = append(freed, al)
+		}
+	}
+	if len(freed) == 0 {
+		return nil, nil
+	}
+	keys := make([]Key, 0, len(freed))
+	for _, al := range freed {
+		a.forget(al)
+		keys = append(keys, al.Key)
+	}
+	if err := a.store.Delete(keys...); err != nil {
+		for _, al := range freed {
+			a.record(al)
+		}
+		return nil, fmt.Errorf("ipamd: save release: %w", err)
+	}
+	for _, k := range keys {
+		delete(a.since, k)
+	}
+	return freed, nil
 }
 
 // Status returns nil when some pool has a free address of each of its

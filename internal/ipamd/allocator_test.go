@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/mooringlb/mooring/internal/podipam"
 )
@@ -180,5 +181,51 @@ func TestAllocatorFailedADDKeepsNothing(t *testing.T) {
 	}
 	if n := used(); n != 0 {
 		t.Fatalf("IPv4 block uses %d addresses after every pod's DEL, want 0 (it could never be released)", n)
+	}
+}
+
+// Held stamps each allocation with its ADD's time (a loaded one with the
+// agent's start, the journal keeps no times), records the pod's UID across
+// a restart, and Release frees only an allocation still held since the
+// same time: one DEL'd and added again after Reconcile's snapshot stays.
+func TestAllocatorHeldAndRelease(t *testing.T) {
+	dir := t.TempDir()
+	a, st := open(t, dir)
+	now := t0
+	a.SetClock(func() time.Time { return now })
+	ctx := context.Background()
+	req := func(id string) AddRequest {
+		return AddRequest{Key: Key{Network: "pods", ContainerID: id, IfName: "eth0"}, Namespace: "d", Pod: "p-" + id, PodUID: "u-" + id}
+	}
+	for _, id := range []string{"c1", "c2"} {
+		if _, err := a.Add(ctx, req(id)); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	h := a.Held()
+	if len(h) != 2 || !h[0].Since.Equal(t0) || !h[1].Since.Equal(t0.Add(time.Minute)) || h[0].PodUID != "u-c1" {
+		t.Fatalf("held %+v", h)
+	}
+	// c2 freed and added again after the snapshot: a new allocation.
+	if err := a.Del(h[1].Key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Add(ctx, req("c2")); err != nil {
+		t.Fatal(err)
+	}
+	freed, err := a.Release(h)
+	if err != nil || len(freed) != 1 || freed[0].ContainerID != "c1" {
+		t.Fatalf("released %+v, %v: want c1 only", freed, err)
+	}
+	if all := a.All(); len(all) != 1 || all[0].ContainerID != "c2" {
+		t.Fatalf("left %+v", all)
+	}
+	st.Close()
+	b, st2 := open(t, dir)
+	defer st2.Close()
+	start := time.Now()
+	if h := b.Held(); len(h) != 1 || h[0].ContainerID != "c2" || h[0].PodUID != "u-c2" || h[0].Since.Before(start.Add(-time.Minute)) {
+		t.Fatalf("after a restart: %+v (want c2 with its UID, held since the restart)", h)
 	}
 }

@@ -10,6 +10,11 @@
 // they are still free (lastaddrs.go: an in-memory hint per pod, a
 // preference, never a reservation); otherwise the lowest free address.
 //
+// Reconcile (reconcile.go) decides, from successful lists of the node's
+// pods, which allocations lost their pod without a DEL (a runtime that
+// forgot the sandbox); it frees nothing on doubt. The agent's adapter
+// (internal/podipamctl) lists and calls Allocator.Release.
+//
 // The allocator reads every stored allocation before it serves (restart
 // safety); blocks come from the caller (internal/podipamctl's node side) via
 // SetPools, and Usage/MarkReleasing feed podipam.Demand. It imports nothing

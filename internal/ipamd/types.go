@@ -60,7 +60,10 @@ type Allocation struct {
 	Pool      string `json:"pool"`
 	Namespace string `json:"namespace,omitempty"`
 	Pod       string `json:"pod,omitempty"`
-	IPs       []IP   `json:"ips"`
+	// PodUID is the pod's UID (CNI_ARGS K8S_POD_UID, which containerd and
+	// CRI-O pass): it tells a pod from a later one of the same name.
+	PodUID string `json:"podUID,omitempty"`
+	IPs    []IP   `json:"ips"`
 }
 
 // AddRequest is an ADD as the plugin sends it.
@@ -68,6 +71,7 @@ type AddRequest struct {
 	Key
 	Namespace string `json:"namespace,omitempty"`
 	Pod       string `json:"pod,omitempty"`
+	PodUID    string `json:"podUID,omitempty"`
 }
 
 // Pool is what the node holds of one pool: the families the pool has (an

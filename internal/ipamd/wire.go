@@ -35,6 +35,10 @@ func appendRequest(b []byte, req Request) []byte {
 			b = append(b, `,"pod":`...)
 			b = appendString(b, req.Add.Pod)
 		}
+		if req.Add.PodUID != "" {
+			b = append(b, `,"podUID":`...)
+			b = appendString(b, req.Add.PodUID)
+		}
 		b = append(b, '}')
 	}
 	if req.Key != nil {
@@ -192,6 +196,8 @@ func (a *answer) allocation(al *Allocation) error {
 			return a.str(&al.Namespace)
 		case "pod":
 			return a.str(&al.Pod)
+		case "podUID":
+			return a.str(&al.PodUID)
 		case "ips":
 			return a.nullable(func() error {
 				al.IPs = []IP{}

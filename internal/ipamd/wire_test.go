@@ -21,7 +21,7 @@ func randKey(r *rand.Rand) Key {
 }
 
 func randAllocation(r *rand.Rand) Allocation {
-	al := Allocation{Key: randKey(r), Pool: randString(r), Namespace: randString(r), Pod: randString(r)}
+	al := Allocation{Key: randKey(r), Pool: randString(r), Namespace: randString(r), Pod: randString(r), PodUID: randString(r)}
 	switch r.IntN(3) {
 	case 0: // nil IPs
 	case 1:
@@ -48,7 +48,7 @@ func TestWireAgreesWithEncodingJSON(t *testing.T) {
 	for i := range 3000 {
 		req := Request{Op: []string{OpAdd, OpDel, OpCheck, OpGC, OpStatus, randString(r)}[r.IntN(6)], TimeoutMs: int64(r.IntN(3) * 10000)}
 		if r.IntN(2) == 0 {
-			req.Add = &AddRequest{Key: randKey(r), Namespace: randString(r), Pod: randString(r)}
+			req.Add = &AddRequest{Key: randKey(r), Namespace: randString(r), Pod: randString(r), PodUID: randString(r)}
 		}
 		if r.IntN(2) == 0 {
 			k := randKey(r)
@@ -159,11 +159,11 @@ func FuzzDecodeResponse(f *testing.F) {
 func TestWireKnowsEveryField(t *testing.T) {
 	want := map[reflect.Type]string{
 		reflect.TypeFor[Request]():    "op timeoutMs add key gc",
-		reflect.TypeFor[AddRequest](): "network containerID ifName namespace pod",
+		reflect.TypeFor[AddRequest](): "network containerID ifName namespace pod podUID",
 		reflect.TypeFor[GCRequest]():  "network valid",
 		reflect.TypeFor[Response]():   "error allocation gc",
 		reflect.TypeFor[ErrorBody]():  "kind message",
-		reflect.TypeFor[Allocation](): "network containerID ifName pool namespace pod ips",
+		reflect.TypeFor[Allocation](): "network containerID ifName pool namespace pod podUID ips",
 		reflect.TypeFor[IP]():         "address gateway",
 		reflect.TypeFor[GCResponse](): "freed",
 	}

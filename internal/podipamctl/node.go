@@ -65,7 +65,14 @@ type NodeConfig struct {
 	// SetRoutes installs the routes; nil means ApplyRoutes in the agent's
 	// namespace. Tests pass one that records or works in a test namespace.
 	SetRoutes func([]podipam.Route) error
-	Log       *slog.Logger
+	// ReconcileInterval is how often the node's pods are listed to free
+	// the addresses of pods that left the API without a DEL (0: never);
+	// ReconcileMinAge is how long an allocation is held before it may be
+	// found leaked (reconcile.go, ipamd.Reconcile).
+	ReconcileInterval, ReconcileMinAge time.Duration
+	// Metrics may be nil (tests).
+	Metrics *NodeMetrics
+	Log     *slog.Logger
 }
 
 // Validate names what is missing.
@@ -77,6 +84,8 @@ func (c *NodeConfig) Validate() error {
 		return errors.New("pod IPAM agent: --pod-ipam-state-dir and --pod-ipam-socket must not be empty")
 	case c.Interval <= 0 || c.Grace < 0 || c.PreAllocate < 0:
 		return errors.New("pod IPAM agent: interval must be positive, grace and pre-allocation not negative")
+	case c.ReconcileInterval < 0 || c.ReconcileMinAge < 0:
+		return errors.New("--pod-ipam-reconcile-interval and --pod-ipam-reconcile-min-age must not be negative (an interval of 0 turns reconciliation off)")
 	case c.PodRoutes != "" && c.PodRoutes != "direct" && c.PodRoutes != "none":
 		return fmt.Errorf("--pod-routes %q: use direct or none", c.PodRoutes)
 	}
@@ -194,6 +203,7 @@ func (n *nodeSide) loop(ctx context.Context, errc <-chan error) (error, int) {
 				return err, running
 			}
 		}
+		n.reconcile(ctx, time.Now())
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx), running
@@ -231,6 +241,10 @@ type nodeSide struct {
 	// timeout) is retried on the next tick, where deciding again would
 	// wait a whole grace period more for each lost write.
 	releasing map[netip.Prefix]bool
+	// missing and lastReconcile are the reconciliation's memory: what
+	// earlier lists of the node's pods missed, and when it last listed.
+	missing       ipamd.Missing
+	lastReconcile time.Time
 }
 
 type modeChanged struct{ from, to Mode }

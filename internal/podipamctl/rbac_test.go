@@ -3,6 +3,7 @@ package podipamctl_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -47,7 +48,8 @@ func (l *lockedBuffer) String() string {
 // IPAM with ServiceAccount credentials bound by their own roles only
 // (config/rbac/controller-pod-ipam and config/rbac/agent-pod-ipam):
 // the mode is recorded, blocks are cut and written, a pod gets an address,
-// and nothing is refused.
+// a deleted pod's leaked address is reconciled away (the node's Node read
+// and its pods listed with the agent's role), and nothing is refused.
 func TestRunsWithItsRole(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
@@ -107,7 +109,7 @@ func TestRunsWithItsRole(t *testing.T) {
 	go func() {
 		done <- podipamctl.RunNode(nodeCtx, podipamctl.NodeConfig{REST: agentCfg, NodeName: "node-1", Namespace: ns,
 			StateDir: filepath.Join(dir, "state"), Socket: filepath.Join(dir, "s.sock"), PreAllocate: 8, Grace: time.Minute,
-			Interval: 100 * time.Millisecond, Log: log})
+			Interval: 100 * time.Millisecond, ReconcileInterval: 100 * time.Millisecond, Log: log})
 	}()
 	defer func() {
 		cancel()
@@ -115,10 +117,19 @@ func TestRunsWithItsRole(t *testing.T) {
 			t.Errorf("RunNode: %v", err)
 		}
 	}()
-	al := add(t, c, ipamd.NewClient(filepath.Join(dir, "s.sock")), "web", "default", "web")
+	cl := ipamd.NewClient(filepath.Join(dir, "s.sock"))
+	al := add(t, c, cl, "web", "default", "web")
 	if len(al.IPs) != 1 {
 		t.Fatalf("allocation %+v", al)
 	}
+	add(t, c, cl, "gone", "default", "gone")
+	deletePod(t, c, "default", "gone")
+	eventually(t, 10*time.Second, "the deleted pod's address reconciled away", func() error {
+		if got := stored(t, filepath.Join(dir, "state")); len(got) != 1 || got[0] != "web" {
+			return fmt.Errorf("store holds %v, want web only", got)
+		}
+		return nil
+	})
 	eventually(t, 10*time.Second, "pool status written", func() error {
 		if s := pool(t, c, "default").Status; s.IPv4 == nil || s.IPv4.Blocks != 1 {
 			return errString("no pool status yet")

@@ -3,10 +3,12 @@ package ipam
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"k8s.io/client-go/rest"
@@ -25,18 +27,43 @@ type Config struct {
 	Grace       time.Duration
 	// Routes is "direct" or "none" (see podipamctl.NodeConfig.PodRoutes).
 	Routes string
+	// ReconcileInterval and ReconcileMinAge tune the freeing of addresses
+	// whose pod left the API without a DEL (0 interval: off).
+	ReconcileInterval, ReconcileMinAge time.Duration
+}
+
+// MinReleaseGrace is the shortest --pod-ipam-release-grace that does not
+// race the kubelet: a pod of a pool its node holds no block of fails its
+// first ADD, the agent asks for a block, and the kubelet retries the pod
+// only 10-15 s later (its backOffPeriod of 10 s, pod worker jitter 0.5).
+// A block released before the retry is gone again when it comes: with
+// 10 s, one of four real-node multi-pool runs left a pod without an
+// address for over two minutes.
+const MinReleaseGrace = 15 * time.Second
+
+// Warnings names settings that work but are risky, each with its fix; the
+// agent logs them at start.
+func (p Config) Warnings() []string {
+	if p.Socket == "" || p.Grace >= MinReleaseGrace {
+		return nil
+	}
+	return []string{fmt.Sprintf("--pod-ipam-release-grace=%s is shorter than %s: in multi-pool a block cut for a pod waiting on its first ADD can be released before the kubelet retries that pod (10-15 s later), and the pod may wait minutes for an address; set --pod-ipam-release-grace=1m or more (the default is 5m; Helm: agent.flags.podIpamReleaseGrace)", p.Grace, MinReleaseGrace)}
 }
 
 // Run serves pod IPAM on node until ctx ends (nothing when p.Socket is
 // empty); log already names the part.
-func Run(ctx context.Context, p Config, node string, rest *rest.Config, log *slog.Logger) error {
+func Run(ctx context.Context, p Config, node string, rest *rest.Config, reg prometheus.Registerer, log *slog.Logger) error {
 	if p.Socket == "" {
 		return nil
+	}
+	for _, w := range p.Warnings() {
+		log.Warn(w)
 	}
 	nc := podipamctl.NodeConfig{
 		REST: rest, NodeName: node, Namespace: p.Namespace, StateDir: p.StateDir, Socket: p.Socket,
 		PreAllocate: p.PreAllocate, Grace: p.Grace, Interval: time.Second, PodRoutes: p.Routes,
-		Log: log,
+		ReconcileInterval: p.ReconcileInterval, ReconcileMinAge: p.ReconcileMinAge,
+		Metrics: podipamctl.NewNodeMetrics(reg), Log: log,
 	}
 	if err := nc.Validate(); err != nil {
 		return err

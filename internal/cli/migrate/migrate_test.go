@@ -192,9 +192,15 @@ func TestMigrateRun(t *testing.T) {
 	if l, _ := dc.Resource(pools).List(ctx, metav1.ListOptions{}); len(l.Items) != 0 {
 		t.Fatal("a refused run applied pools")
 	}
-	kp.Data["config.conf"] = "mode: ipvs\nipvs:\n  strictARP: true\n"
-	_, err = cs.CoreV1().ConfigMaps("kube-system").Update(ctx, kp, metav1.UpdateOptions{})
-	must(t, err)
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cs.CoreV1().ConfigMaps(kp.Namespace).Get(ctx, kp.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.Data["config.conf"] = "mode: ipvs\nipvs:\n  strictARP: true\n"
+		_, err = cs.CoreV1().ConfigMaps(kp.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
 
 	// 2. A stale kube-ipvs0-style address on node-3 (as its agent reports it).
 	svc, err := cs.CoreV1().Services("d").Get(ctx, "web", metav1.GetOptions{})
@@ -214,16 +220,12 @@ func TestMigrateRun(t *testing.T) {
 
 	// 2b. A Mooring controller that would write MetalLB's Services (it
 	// publishes its flags on its Lease): refused, naming the fix.
-	lease.Annotations[controller.AnnotationAdoptOnly] = "false"
-	lease, err = cs.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
-	must(t, err)
+	setAdoptOnly(t, ctx, cs, lease, "false")
 	err = Run(ctx, o, cs, dc, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "pre-check failed") || !strings.Contains(err.Error(), "restart it with --adopt-only") {
 		t.Fatalf("controller without --adopt-only: err %v", err)
 	}
-	lease.Annotations[controller.AnnotationAdoptOnly] = "true"
-	_, err = cs.CoordinationV1().Leases(lease.Namespace).Update(ctx, lease, metav1.UpdateOptions{})
-	must(t, err)
+	setAdoptOnly(t, ctx, cs, lease, "true")
 
 	// 2c. Mooring's agents (the chart's DaemonSet) on the speakers' memberlist
 	// port, both on the nodes' network: refused, naming the chart value.
@@ -322,6 +324,25 @@ func controllerLease(t *testing.T, ctx context.Context, cs kubernetes.Interface,
 	}, metav1.CreateOptions{})
 	must(t, err)
 	return l
+}
+
+// setAdoptOnly publishes --adopt-only=value on the controller's Lease, as
+// a restarted controller would; read-modify-write with retry, since the
+// test's other writers (and the apiserver's own) may bump the Lease.
+func setAdoptOnly(t *testing.T, ctx context.Context, cs kubernetes.Interface, lease *coordinationv1.Lease, value string) {
+	t.Helper()
+	must(t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := cs.CoordinationV1().Leases(lease.Namespace).Get(ctx, lease.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[controller.AnnotationAdoptOnly] = value
+		_, err = cs.CoordinationV1().Leases(lease.Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}))
 }
 
 func getErr[T any](_ T, err error) error { return err }
