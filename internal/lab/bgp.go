@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -60,7 +61,25 @@ type BGPConfig struct {
 	// router's neighbours a BFD profile of the same timers. Ignored with
 	// MetalLB, whose native speaker has no BFD.
 	BFD bool
+	// Password is the TCP-MD5 key (RFC 2385) of every session between
+	// Mooring's speakers and the router ("": DefaultBGPPassword): the
+	// router's neighbours and listen range get it, the lab a Secret
+	// holding it and the BGPPeer names that Secret. NoPassword leaves
+	// TCP-MD5 out. Not with MetalLB: its BGPPeer, the migration's input
+	// (docs/migration.md), has none.
+	Password   string
+	NoPassword bool
 }
+
+// DefaultBGPPassword is the BGP lab's TCP-MD5 key: the lab shows the setup
+// a fabric should run (docs/bgp.md, "In the lab"). It is no secret — the
+// lab prints it in the router's configuration — only a key both sides
+// must share.
+const DefaultBGPPassword = "mooring-lab-md5"
+
+// bgpPasswordSecret is the Secret (in Mooring's namespace, key
+// mooringv1.BGPPasswordSecretKey) the lab's BGPPeer names.
+const bgpPasswordSecret = RouterHost + "-bgp-password"
 
 // The lab's BFD timers (docs/bgp.md): a dead node is detected after
 // three missed packets, 0.9 s.
@@ -73,12 +92,32 @@ const (
 // bgpBFD reports whether the lab's speakers and router run BFD.
 func (c *Config) bgpBFD() bool { return c.BGP.Enabled && c.BGP.BFD && c.MetalLB == "" }
 
+// bgpPassword is the TCP-MD5 key of the lab's sessions, "" for none.
+func (c *Config) bgpPassword() string {
+	switch {
+	case !c.BGP.Enabled || c.BGP.NoPassword || c.MetalLB != "":
+		return ""
+	case c.BGP.Password == "":
+		return DefaultBGPPassword
+	}
+	return c.BGP.Password
+}
+
 // validateBGP checks the BGP settings against the rest of the lab.
 func (c *Config) validateBGP() error {
 	b := c.BGP
 	switch {
 	case !b.Enabled && b.HoldTime != 0:
 		return errors.New("lab: --bgp-hold-time needs --bgp")
+	case !b.Enabled && b.Password != "":
+		return errors.New("lab: --bgp-password needs --bgp")
+	case b.Password != "" && c.MetalLB != "":
+		return errors.New("lab: --bgp-password with --metallb: the lab gives MetalLB's BGPPeer no password (it is the migration's input); leave it out")
+	case b.Password != "" && b.NoPassword:
+		return errors.New("lab: a BGP password and none at once")
+	case len(b.Password) > 80 || strings.ContainsAny(b.Password, " \t\r\n"):
+		// The kernel's TCP-MD5 key and FRR's configuration line.
+		return errors.New("lab: --bgp-password: up to 80 characters without white space")
 	case !b.Enabled:
 		return nil
 	case b.HoldTime != 0 && (b.HoldTime < 3*time.Second || b.HoldTime%time.Second != 0):
@@ -105,7 +144,9 @@ var routerSysctls = map[string]string{
 
 // routerConfig is the lab router's FRR configuration: every node is a
 // configured neighbour (eBGP), with BFD when bfd is set; a listen range
-// over the segment takes any other speaker (without BFD). The speakers'
+// over the segment takes any other speaker (without BFD). With a password
+// both the neighbours and the listen range's peer group require TCP-MD5:
+// the router's kernel then drops every unsigned SYN from the segment. The speakers'
 // hold time wins (FRR proposes 180 s, the lower one is used), and up to
 // 64 equal paths make one ECMP route.
 //
@@ -117,14 +158,14 @@ var routerSysctls = map[string]string{
 // and resets BGP, and the next session starts over — BFD never stays up.
 // A configured neighbour's BFD session is re-keyed once, at its first
 // establishment, and is stable after that (docs/bgp.md, "BFD").
-func routerConfig(net netlab.Config, router netip.Addr, nodes []netip.Addr, bfd bool) frr.Config {
+func routerConfig(net netlab.Config, router netip.Addr, nodes []netip.Addr, bfd bool, password string) frr.Config {
 	c := frr.Config{
 		Hostname: RouterHost, ASN: RouterASN, RouterID: router,
 		ListenRanges: []netip.Prefix{net.Subnet4, net.Subnet6},
-		Dynamic:      frr.Peer{RemoteAS: "external"},
+		Dynamic:      frr.Peer{RemoteAS: "external", Password: password},
 	}
 	for _, a := range nodes {
-		n := frr.Neighbor{Addr: a, Peer: frr.Peer{RemoteAS: "external"}}
+		n := frr.Neighbor{Addr: a, Peer: frr.Peer{RemoteAS: "external", Password: password}}
 		if bfd {
 			n.BFD = &frr.BFD{Interval: BFDInterval, Multiplier: BFDMultiplier}
 		}
@@ -135,19 +176,32 @@ func routerConfig(net netlab.Config, router netip.Addr, nodes []netip.Addr, bfd 
 
 // Mooring's BGP objects in the BGP lab: every node peers with the router
 // (eBGP, IPv4 and IPv6 over the IPv4 session, the hold time of
-// --bgp-hold-time, else Mooring's default, and with --bgp-bfd the
-// BFDProfile `fast`, BFDInterval × BFDMultiplier), and the demo pool is
-// advertised to it.
+// --bgp-hold-time, else Mooring's default, with --bgp-bfd the
+// BFDProfile `fast`, BFDInterval × BFDMultiplier, and unless
+// --bgp-password="" the TCP-MD5 password of a Secret), and the demo pool
+// is advertised to it.
 var (
 	bgpPeerGVR    = mooringv1.GroupVersion.WithResource("bgppeers")
 	bgpAdvGVR     = mooringv1.GroupVersion.WithResource("bgpadvertisements")
 	bfdProfileGVR = mooringv1.GroupVersion.WithResource("bfdprofiles")
+	secretGVR     = corev1.SchemeGroupVersion.WithResource("secrets")
 )
 
+// labBGP is what the lab's Mooring BGP objects are made of; the zero
+// value (no router) is the L2 lab.
+type labBGP struct {
+	router   netip.Addr
+	hold     time.Duration
+	bfd      bool
+	password string
+}
+
 // mooringBGPObjects are the BGPPeer (the router), the BGPAdvertisement
-// (the demo pool) and, with bfd, the BFDProfile of the BGP lab without
-// MetalLB.
-func mooringBGPObjects(router netip.Addr, hold time.Duration, bfd bool) []labObject {
+// (the demo pool), with bfd the BFDProfile and with a password its Secret
+// (in Mooring's namespace, where the agents' --bgp-secret-namespace
+// looks) of the BGP lab without MetalLB. What a peer names comes first.
+func mooringBGPObjects(b labBGP) []labObject {
+	router, hold, bfd := b.router, b.hold, b.bfd
 	meta := func(kind, name string) (metav1.TypeMeta, metav1.ObjectMeta) {
 		return metav1.TypeMeta{APIVersion: mooringv1.GroupVersion.String(), Kind: kind}, metav1.ObjectMeta{Name: name}
 	}
@@ -168,6 +222,15 @@ func mooringBGPObjects(router netip.Addr, hold time.Duration, bfd bool) []labObj
 		prof.TypeMeta, prof.ObjectMeta = meta("BFDProfile", bfdProfileName)
 		peer.Spec.BFDProfile = bfdProfileName
 		objs = append([]labObject{{bfdProfileGVR, prof}}, objs...)
+	}
+	if b.password != "" {
+		sec := &corev1.Secret{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+			ObjectMeta: metav1.ObjectMeta{Name: bgpPasswordSecret, Namespace: mooringNamespace},
+			StringData: map[string]string{mooringv1.BGPPasswordSecretKey: b.password},
+		}
+		peer.Spec.PasswordSecret = &mooringv1.SecretName{Name: bgpPasswordSecret}
+		objs = append([]labObject{{secretGVR, sec}}, objs...)
 	}
 	return objs
 }

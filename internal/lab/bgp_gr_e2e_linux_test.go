@@ -68,6 +68,9 @@ func (b *bgpLab) restart(node string, kill bool, v6 bool) restartResult {
 			b.t.FailNow()
 		}
 	}
+	if b.beforeStart != nil {
+		b.beforeStart(node)
+	}
 	t1 := time.Now()
 	if err := b.r.Cluster.StartAgent(node); err != nil {
 		b.t.Fatal(err)

@@ -40,7 +40,7 @@ func (c *Cluster) buildBGP(ctx context.Context) error {
 	for _, h := range c.net.Nodes() {
 		nodes = append(nodes, h.Addr4)
 	}
-	if b.frr, err = frr.Start(ctx, b.router, "", routerConfig(c.net.Config(), b.router.Addr4, nodes, c.cfg.bgpBFD())); err != nil {
+	if b.frr, err = frr.Start(ctx, b.router, "", routerConfig(c.net.Config(), b.router.Addr4, nodes, c.cfg.bgpBFD(), c.cfg.bgpPassword())); err != nil {
 		return fmt.Errorf("lab: starting the router: %w", err)
 	}
 	c.progress("router up (FRR in namespace " + RouterHost + "), client behind it")

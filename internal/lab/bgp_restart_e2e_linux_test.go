@@ -40,6 +40,9 @@ type bgpLab struct {
 	// paths, so the rest of the test shows what that costs.
 	checkTheCheck bool
 	bfd           bool // the lab runs BFD
+	// beforeStart, when set, runs in restart between the old agent's
+	// end and the new one's start.
+	beforeStart func(node string)
 }
 
 // envRestartBFD=1 runs the restart tests' lab with BFD (300 ms × 3), as
@@ -49,6 +52,10 @@ type bgpLab struct {
 // (TestLabBGPMooring and the speaker's TestBFD cover BFD).
 const envRestartBFD = "MOORING_BGP_RESTART_BFD"
 
+// envNoPassword=1 runs the restart tests' lab without TCP-MD5
+// (--bgp-password=): TestLabBGPAPIServerStopped's MD5 check must then fail.
+const envNoPassword = "MOORING_BGP_NO_PASSWORD"
+
 // startBGPLab runs a three-node BGP lab with Mooring's agents (BFD with
 // envRestartBFD; the node-monitor grace period grace, 0: the lab's) and waits until it is whole: both families' routes over
 // the three nodes, every session up for 5 s (and BFD up with each).
@@ -56,7 +63,7 @@ func startBGPLab(t *testing.T, grace time.Duration) *bgpLab {
 	t.Helper()
 	bfd := os.Getenv(envRestartBFD) == "1"
 	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, LogLevel: slog.LevelWarn,
-		BGP: lab.BGPConfig{Enabled: true, BFD: bfd}, NodeMonitorGracePeriod: grace})
+		BGP: lab.BGPConfig{Enabled: true, BFD: bfd, NoPassword: os.Getenv(envNoPassword) == "1"}, NodeMonitorGracePeriod: grace})
 	t.Cleanup(func() { keepLogsOnFailure(t, r) })
 	b := &bgpLab{t: t, ctx: ctx, r: r, router: r.Cluster.Router(), bfd: bfd,
 		addr4: map[string]netip.Addr{}, addr6: map[string]netip.Addr{}}

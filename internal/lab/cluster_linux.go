@@ -422,15 +422,22 @@ func (c *Cluster) installMooring(ctx context.Context, crdsUp chan<- struct{}) er
 		// pools and policies.
 		return <-chartErr
 	}
-	var router netip.Addr
+	var bgp labBGP
 	if c.bgp != nil {
-		router = c.bgp.router.Addr4
+		bgp = labBGP{router: c.bgp.router.Addr4, hold: c.cfg.BGP.HoldTime, bfd: c.cfg.bgpBFD(), password: c.cfg.bgpPassword()}
+		if bgp.password != "" {
+			// The password's Secret lives there; createCore makes it
+			// too, beside this.
+			if err := ensureNamespace(ctx, c.cs, mooringNamespace); err != nil {
+				return errors.Join(err, <-chartErr)
+			}
+		}
 	}
-	if err := errors.Join(createMooringObjects(ctx, c.dyn, router, c.cfg.BGP.HoldTime, c.cfg.bgpBFD()), <-chartErr); err != nil {
+	if err := errors.Join(createMooringObjects(ctx, c.dyn, bgp), <-chartErr); err != nil {
 		return err
 	}
 	if c.bgp != nil {
-		c.progress("demo pool and BGP peer, advertisement, BFD profile created")
+		c.progress("demo pool and BGP objects created (peer, advertisement; BFD profile, password Secret as configured)")
 		return nil
 	}
 	c.progress("demo pool and L2 policy created")

@@ -3,11 +3,9 @@ package lab
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -191,11 +189,11 @@ type labObject struct {
 }
 
 // createMooringObjects creates the demo pool and L2 policy (the CRDs must
-// be established); in the BGP lab (router valid) the pool and the BGP
+// be established); in the BGP lab (bgp.router valid) the pool and the BGP
 // objects instead of the policy (bgp.go): the client sits behind the
 // router, and an address announced both ways on one segment is a mistake
-// docs/bgp.md warns about.
-func createMooringObjects(ctx context.Context, dyn dynamic.Interface, router netip.Addr, hold time.Duration, bfd bool) error {
+// docs/bgp.md warns about. A namespaced object's namespace must exist.
+func createMooringObjects(ctx context.Context, dyn dynamic.Interface, bgp labBGP) error {
 	pool := &mooringv1.LoadBalancerIPPool{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mooringv1.GroupVersion.String(), Kind: "LoadBalancerIPPool"},
 		ObjectMeta: metav1.ObjectMeta{Name: demoName},
@@ -215,8 +213,8 @@ func createMooringObjects(ctx context.Context, dyn dynamic.Interface, router net
 		},
 	}
 	objs := []labObject{{poolGVR, pool}, {policyGVR, policy}}
-	if router.IsValid() {
-		objs = append(objs[:1], mooringBGPObjects(router, hold, bfd)...)
+	if bgp.router.IsValid() {
+		objs = append(objs[:1], mooringBGPObjects(bgp)...)
 	}
 	for _, o := range objs {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o.obj)
@@ -224,7 +222,11 @@ func createMooringObjects(ctx context.Context, dyn dynamic.Interface, router net
 			return err
 		}
 		u := &unstructured.Unstructured{Object: m}
-		if _, err := dyn.Resource(o.gvr).Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		var r dynamic.ResourceInterface = dyn.Resource(o.gvr)
+		if ns := u.GetNamespace(); ns != "" {
+			r = dyn.Resource(o.gvr).Namespace(ns)
+		}
+		if _, err := r.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("lab: creating %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}

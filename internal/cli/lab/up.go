@@ -23,6 +23,7 @@ func newUpCommand(deps *cliutil.Deps, stateDir *string) *cobra.Command {
 		Timeout:                lab.DefaultTimeout,
 	}
 	noMooring, metallb := false, false
+	var bgpPassword string
 	fault := ""
 	cmd := &cobra.Command{
 		Use:   "up",
@@ -45,7 +46,7 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
   sudo bin/mooring lab up --nodes 5 --node-monitor-grace-period 50s
   sudo bin/mooring lab up --no-mooring      # a bench for another LoadBalancer implementation
   sudo bin/mooring lab up --metallb         # MetalLB serves; Mooring only adopts (to try mooring migrate metallb run)
-  sudo bin/mooring lab up --bgp             # Mooring's agents peer with a router (FRR, BFD); the client sits behind it
+  sudo bin/mooring lab up --bgp             # Mooring's agents peer with a router (FRR, BFD, TCP-MD5); the client sits behind it
   sudo bin/mooring lab up --bgp --metallb   # MetalLB's native BGP speakers peer with the router instead
   sudo bin/mooring lab up --pod-ipam multi-pool   # pods set up through CNI with mooring-ipam
   sudo bin/mooring lab up --install=chart   # Mooring from its Helm chart, its pods run by the lab's nodes
@@ -54,12 +55,16 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 		Args: cobra.NoArgs,
 		// Flag mistakes are usage errors (exit 2), found before anything
 		// is built or looked for.
-		PreRunE: func(*cobra.Command, []string) error {
+		PreRunE: func(cmd *cobra.Command, _ []string) error {
 			if fault != "" {
 				var err error
 				if cfg.Fault, err = lab.ParseFault(fault); err != nil {
 					return cliutil.UsageError{Err: err}
 				}
+			}
+			if f := cmd.Flags().Lookup("bgp-password"); f.Changed {
+				// Given: that key, or "" for none; left out: the lab's.
+				cfg.BGP.Password, cfg.BGP.NoPassword = bgpPassword, bgpPassword == ""
 			}
 			check := cfg
 			check.Mooring = !noMooring
@@ -112,9 +117,10 @@ the state dir), also when its output has gone away (e.g. ` + "`make demo | tee l
 	f.StringVar(&cfg.CNIPlugins, "cni-plugins", "", "with --pod-ipam: folder with the bridge, ptp and loopback plugins (default: $"+lab.EnvCNIPlugins+", else the newest hack/cniplugins build under ~/.cache/mooring/cniplugins)")
 	f.StringVar(&cfg.IPAMPlugin, "ipam-plugin", "", "with --pod-ipam: the mooring-ipam plugin (default: mooring-ipam beside this executable, where make build puts it)")
 	addRuntimeFlags(f, &cfg)
-	f.BoolVar(&cfg.BGP.Enabled, "bgp", false, "the BGP lab: a router namespace on the nodes' segment running FRR (bgpd, bfdd, zebra; make deps) that every node may peer with, and the client behind it, reaching Service addresses only through the router's ECMP routes. Mooring's agents peer with it (a BGPPeer with BFD 300 ms x 3 and a BGPAdvertisement of the demo pool, no L2 policy); with --metallb MetalLB's native BGP speakers do")
+	f.BoolVar(&cfg.BGP.Enabled, "bgp", false, "the BGP lab: a router namespace on the nodes' segment running FRR (bgpd, bfdd, zebra; make deps) that every node may peer with, and the client behind it, reaching Service addresses only through the router's ECMP routes. Mooring's agents peer with it (a BGPPeer with BFD 300 ms x 3 and a TCP-MD5 password, and a BGPAdvertisement of the demo pool, no L2 policy); with --metallb MetalLB's native BGP speakers do")
 	f.DurationVar(&cfg.BGP.HoldTime, "bgp-hold-time", 0, "with --bgp: the hold time the nodes' speakers propose (default: the speaker's own, 9s for Mooring, 90s for MetalLB)")
 	f.BoolVar(&cfg.BGP.BFD, "bgp-bfd", true, "with --bgp and Mooring's agents: BFD 300 ms x 3 between the nodes and the router (a BFDProfile on the BGPPeer, BFD on the router's neighbours); --bgp-bfd=false leaves failure detection to the hold time")
+	f.StringVar(&bgpPassword, "bgp-password", lab.DefaultBGPPassword, "with --bgp and Mooring's agents: the TCP-MD5 password of every session between the nodes and the router (the router requires it from the nodes' addresses, a Secret in mooring-system holds it and the BGPPeer names the Secret); --bgp-password= leaves TCP-MD5 out")
 	f.BoolVar(&noMooring, "no-mooring", false, "run no Mooring controller or agents and create the demo Service without loadBalancerClass, so that another implementation can serve it (until then it has only a ClusterIP)")
 	return cmd
 }
