@@ -482,13 +482,22 @@ func sumMetric(r io.Reader, metric string) (float64, error) {
 	return sum, sc.Err()
 }
 
-// events returns the reasons of the Events recorded on a Service.
+// events returns the Events Mooring's components recorded on a Service.
+// The API server's own controllers record some too (the ClusterIP repair
+// loop's ClusterIPNotAllocated when a Service is created while it runs):
+// they are not Mooring's writes, so they are left out.
 func (c *cluster) events(svc string) []corev1.Event {
 	evs, err := c.env.Clientset.CoreV1().Events("default").List(c.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + svc})
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return evs.Items
+	var out []corev1.Event
+	for _, e := range evs.Items {
+		if strings.HasPrefix(e.ReportingController, "mooring") || strings.HasPrefix(e.Source.Component, "mooring") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func (c *cluster) waitEvent(svc, reason string, within time.Duration) corev1.Event {

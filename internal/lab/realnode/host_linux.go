@@ -38,6 +38,25 @@ type Host struct {
 	// ID names the lab (its state dir); PID is its process.
 	ID  string
 	PID int
+
+	// recordFile and sysctlDir replace HostFile and /proc/sys when set
+	// (tests run the record's rules on a private file and tree, so they
+	// need not wait for the labs that hold the real host).
+	recordFile, sysctlDir string
+}
+
+func (h Host) record() string {
+	if h.recordFile != "" {
+		return h.recordFile
+	}
+	return HostFile
+}
+
+func (h Host) sysctls() sysctlTree {
+	if h.sysctlDir != "" {
+		return sysctlTree(h.sysctlDir)
+	}
+	return "/proc/sys"
 }
 
 // HostFile is the shared record.
@@ -52,10 +71,11 @@ type hostRecord struct {
 // Acquire registers the lab, sets KernelDefaults (recording the host's
 // values first) and creates the missing mount points.
 func (h Host) Acquire(mountPoints []string) error {
-	return withHostRecord(func(r *hostRecord) error {
+	sys := h.sysctls()
+	return withHostRecord(h.record(), func(r *hostRecord) error {
 		r.Holders[h.ID] = h.PID
 		for _, k := range slices.Sorted(maps.Keys(KernelDefaults)) {
-			cur, err := readSysctl(k)
+			cur, err := sys.read(k)
 			if err != nil {
 				return err
 			}
@@ -63,7 +83,7 @@ func (h Host) Acquire(mountPoints []string) error {
 				r.Sysctls[k] = cur
 			}
 			if cur != KernelDefaults[k] {
-				if err := writeSysctl(k, KernelDefaults[k]); err != nil {
+				if err := sys.write(k, KernelDefaults[k]); err != nil {
 					return err
 				}
 			}
@@ -81,19 +101,19 @@ func (h Host) Acquire(mountPoints []string) error {
 // sysctls and removes the created folders (deepest first; a folder
 // something else has since filled is left, and reported).
 func (h Host) Release() error {
-	return withHostRecord(func(r *hostRecord) error {
+	return withHostRecord(h.record(), func(r *hostRecord) error {
 		delete(r.Holders, h.ID)
 		if len(r.Holders) > 0 {
 			return nil
 		}
-		return restoreHost(r)
+		return restoreHost(r, h.sysctls())
 	})
 }
 
-func restoreHost(r *hostRecord) error {
+func restoreHost(r *hostRecord, sys sysctlTree) error {
 	var errs []error
 	for _, k := range slices.Sorted(maps.Keys(r.Sysctls)) {
-		if err := writeSysctl(k, r.Sysctls[k]); err != nil {
+		if err := sys.write(k, r.Sysctls[k]); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -129,11 +149,11 @@ func mkdirRecorded(d string, r *hostRecord) error {
 	return nil
 }
 
-// withHostRecord runs fn on the record under an exclusive lock on /run,
-// dropping dead holders first, and writes the record back (or removes the
-// file once nothing is left to remember).
-func withHostRecord(fn func(*hostRecord) error) error {
-	lock, err := os.Open(filepath.Dir(HostFile))
+// withHostRecord runs fn on the record in file under an exclusive lock on
+// its folder (/run for HostFile), dropping dead holders first, and writes
+// the record back (or removes the file once nothing is left to remember).
+func withHostRecord(file string, fn func(*hostRecord) error) error {
+	lock, err := os.Open(filepath.Dir(file))
 	if err != nil {
 		return err
 	}
@@ -142,9 +162,9 @@ func withHostRecord(fn func(*hostRecord) error) error {
 		return fmt.Errorf("realnode: locking %s: %w", lock.Name(), err)
 	}
 	r := &hostRecord{Holders: map[string]int{}, Sysctls: map[string]string{}}
-	if b, err := os.ReadFile(HostFile); err == nil {
+	if b, err := os.ReadFile(file); err == nil {
 		if err := json.Unmarshal(b, r); err != nil {
-			return fmt.Errorf("realnode: %s is damaged (%w): restore the values it names by hand and remove it", HostFile, err)
+			return fmt.Errorf("realnode: %s is damaged (%w): restore the values it names by hand and remove it", file, err)
 		}
 		if r.Holders == nil {
 			r.Holders = map[string]int{}
@@ -162,32 +182,35 @@ func withHostRecord(fn func(*hostRecord) error) error {
 	}
 	ferr := fn(r)
 	if len(r.Holders) == 0 && len(r.Sysctls) == 0 && len(r.Dirs) == 0 {
-		if err := os.Remove(HostFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(file); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return errors.Join(ferr, err)
 		}
 		return ferr
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err == nil {
-		err = os.WriteFile(HostFile, append(b, '\n'), 0o600)
+		err = os.WriteFile(file, append(b, '\n'), 0o600)
 	}
 	return errors.Join(ferr, err)
 }
 
-func sysctlFile(key string) string {
-	return filepath.Join("/proc/sys", strings.ReplaceAll(key, ".", "/"))
+// sysctlTree is /proc/sys, or a copy of its layout in a test.
+type sysctlTree string
+
+func (t sysctlTree) file(key string) string {
+	return filepath.Join(string(t), strings.ReplaceAll(key, ".", "/"))
 }
 
-func readSysctl(key string) (string, error) {
-	b, err := os.ReadFile(sysctlFile(key))
+func (t sysctlTree) read(key string) (string, error) {
+	b, err := os.ReadFile(t.file(key))
 	if err != nil {
 		return "", fmt.Errorf("realnode: reading %s: %w", key, err)
 	}
 	return strings.TrimSpace(string(b)), nil
 }
 
-func writeSysctl(key, v string) error {
-	if err := os.WriteFile(sysctlFile(key), []byte(v), 0); err != nil {
+func (t sysctlTree) write(key, v string) error {
+	if err := os.WriteFile(t.file(key), []byte(v), 0); err != nil {
 		return fmt.Errorf("realnode: setting %s=%s: %w", key, v, err)
 	}
 	return nil
@@ -198,7 +221,7 @@ func writeSysctl(key, v string) error {
 func ReadSysctls() (map[string]string, error) {
 	out := map[string]string{}
 	for k := range KernelDefaults {
-		v, err := readSysctl(k)
+		v, err := sysctlTree("/proc/sys").read(k)
 		if err != nil {
 			return nil, err
 		}
