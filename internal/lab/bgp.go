@@ -124,8 +124,6 @@ func (c *Config) validateBGP() error {
 		return fmt.Errorf("lab: --bgp-hold-time %s: use whole seconds, 3s or more (RFC 4271)", b.HoldTime)
 	case c.MetalLB == "" && !c.Mooring:
 		return errors.New("lab: --bgp needs a BGP speaker: Mooring's agents (leave out --no-mooring) or --metallb")
-	case c.MetalLB == "" && c.Install == InstallChart:
-		return errors.New("lab: --bgp with --install chart is not wired yet: leave out --install (the agents run as lab processes with --bgp)")
 	}
 	return frr.Check()
 }

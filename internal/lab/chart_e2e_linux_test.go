@@ -159,12 +159,7 @@ func podReady(p corev1.Pod) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
 		return false
 	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return kube.PodReady(&p)
 }
 
 // checkAnnouncers: each node's agent wrote its L2Announcer, which the

@@ -78,6 +78,7 @@ func (c *Cluster) chartArgs(key string) []string {
 	}
 	args = append(args, podIPAMChartArgs(&c.cfg)...)
 	args = append(args, metallbChartArgs(&c.cfg)...)
+	args = append(args, bgpChartArgs(&c.cfg)...)
 	return args
 }
 

@@ -357,3 +357,14 @@ func bgpAgentArgs(c *Config) []string {
 	}
 	return nil
 }
+
+// bgpChartArgs turn the speaker on through the chart as a user does
+// (agent.flags.bgp, which also binds the mooring-agent-bgp role); the
+// password Secret stays in the release namespace, where the chart's
+// agents read it.
+func bgpChartArgs(c *Config) []string {
+	if c.BGP.Enabled {
+		return []string{"--set", "agent.flags.bgp=true"}
+	}
+	return nil
+}

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mooringlb/mooring/internal/kube"
 )
 
 // rebootTraceLimit bounds how long traceReboot follows a restored node.
@@ -56,7 +58,7 @@ func (c *Cluster) traceReboot(ctx context.Context, node string, since time.Time)
 				started[name] = time.Since(since)
 				log("reboot: pod's containers started", "pod", name)
 			}
-			if _, ok := podsReady[name]; !ok && containersStartedSince(&p, since) && podIsReady(&p) {
+			if _, ok := podsReady[name]; !ok && containersStartedSince(&p, since) && kube.PodReady(&p) {
 				podsReady[name] = time.Since(since)
 				log("reboot: pod Ready", "pod", name)
 			}
@@ -100,13 +102,4 @@ func containersStartedSince(p *corev1.Pod, t time.Time) bool {
 		}
 	}
 	return true
-}
-
-func podIsReady(p *corev1.Pod) bool {
-	for _, cd := range p.Status.Conditions {
-		if cd.Type == corev1.PodReady {
-			return cd.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }

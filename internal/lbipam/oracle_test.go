@@ -372,7 +372,10 @@ func (w *world) exhaustedIsFalse(in Service, f Family, ps, enabled []Pool) strin
 		if len(others) == 0 && !oAvoids(owner, x) && !w.requestedByOther(in, x) {
 			return x.String() + " is free in pool " + owner.Name
 		}
-		if len(others) > 0 && in.SharingKey != "" && !slices.ContainsFunc(others, func(o Service) bool { return !mayShare(in, o) }) {
+		// An address the pool avoids (avoidBuggyIPs: .0, .255) is joined
+		// by no one, as keyAddrs says: its holders got it before the pool
+		// avoided it, or by request.
+		if len(others) > 0 && in.SharingKey != "" && !oAvoids(owner, x) && !slices.ContainsFunc(others, func(o Service) bool { return !mayShare(in, o) }) {
 			return x.String() + " could be shared"
 		}
 	}

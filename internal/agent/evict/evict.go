@@ -26,6 +26,7 @@ import (
 	"github.com/mooringlb/mooring/internal/agent/convert"
 	"github.com/mooringlb/mooring/internal/agent/status"
 	"github.com/mooringlb/mooring/internal/conntrack"
+	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/membership"
 )
 
@@ -411,7 +412,7 @@ func (e *Evictor) markNotReady(ctx context.Context, node *corev1.Node) (int, err
 	var errs []error
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !podReady(p) {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || !kube.PodReady(p) {
 			continue
 		}
 		err := e.deps.Client.Status().Patch(ctx, p, client.RawPatch(types.StrategicMergePatchType, patch))
@@ -426,15 +427,6 @@ func (e *Evictor) markNotReady(ctx context.Context, node *corev1.Node) (int, err
 		}
 	}
 	return n, errors.Join(errs...)
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // notReadyPatch is the strategic-merge patch of a pod's status that sets

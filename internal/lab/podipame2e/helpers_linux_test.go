@@ -175,12 +175,7 @@ func (e *env) gone(pods []podSpec, limit time.Duration) {
 }
 
 func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue && len(p.Status.PodIPs) > 0
-		}
-	}
-	return false
+	return kube.PodReady(p) && len(p.Status.PodIPs) > 0
 }
 
 // podIPs returns a pod's addresses, IPv4 first.
