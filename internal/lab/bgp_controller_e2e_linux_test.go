@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/frr"
 	"github.com/mooringlb/mooring/internal/lab"
 )
 
@@ -104,17 +105,9 @@ func TestLabBGPControllerRestart(t *testing.T) {
 // dropped, per node: a withdrawal, even one re-advertised between two
 // route samples, moves it.
 func (b *bgpLab) updatesReceived() string {
-	b.t.Helper()
-	ss, err := b.router.Sessions(b.ctx)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	var parts []string
-	for _, n := range b.nodes {
-		s := ss[b.addr4[n]]
-		parts = append(parts, fmt.Sprintf("%s: %d updates, %d drops", n, s.Messages.UpdatesRecv, s.ConnectionsDropped))
-	}
-	return strings.Join(parts, ", ")
+	return b.perNode(func(s frr.Session) string {
+		return fmt.Sprintf("%d updates, %d drops", s.Messages.UpdatesRecv, s.ConnectionsDropped)
+	})
 }
 
 // ingressText is a Service's LoadBalancer addresses, sorted.

@@ -56,23 +56,7 @@ func TestLabBGPMooring(t *testing.T) {
 		BGP: lab.BGPConfig{Enabled: true, BFD: true}})
 	dyn := labDynamic(t, r)
 	router := r.Cluster.Router()
-	var nodes4, nodes6 []netip.Addr
-	for i := 1; i <= 3; i++ {
-		h := r.Cluster.Host(netlab.NodeName(i))
-		nodes4, nodes6 = append(nodes4, h.Addr4), append(nodes6, h.Addr6)
-	}
-	var vip4, vip6 netip.Prefix
-	for _, in := range r.Service.Ingress {
-		a := netip.MustParseAddr(in)
-		if a.Is4() {
-			vip4 = netip.PrefixFrom(a, 32)
-		} else {
-			vip6 = netip.PrefixFrom(a, 128)
-		}
-	}
-	if !vip4.IsValid() || !vip6.IsValid() {
-		t.Fatalf("the demo Service has ingress %v, want an IPv4 and an IPv6 address", r.Service.Ingress)
-	}
+	nodes4, nodes6, vip4, vip6 := demoRoutes(t, r)
 	waitNexthops(t, ctx, router, vip4, nodes4, 30*time.Second)
 	waitNexthops(t, ctx, router, vip6, nodes6, 30*time.Second)
 	checkKernelECMP(t, r.Cluster.Host(lab.RouterHost), vip4, nodes4)
@@ -100,6 +84,27 @@ func TestLabBGPMooring(t *testing.T) {
 	waitNexthops(t, ctx, router, vip4, nodes4, 30*time.Second)
 	checkFailoverCLI(t, r, 1, hold*2/3-500*time.Millisecond, hold+5*time.Second)
 	waitNexthops(t, ctx, router, vip4, nodes4, 2*time.Minute)
+}
+
+// demoRoutes are the three nodes' addresses (the next hops the router
+// should hold) and the demo Service's IPv4 and IPv6 host prefixes.
+func demoRoutes(t *testing.T, r *lab.Ready) (nodes4, nodes6 []netip.Addr, vip4, vip6 netip.Prefix) {
+	t.Helper()
+	for i := 1; i <= 3; i++ {
+		h := r.Cluster.Host(netlab.NodeName(i))
+		nodes4, nodes6 = append(nodes4, h.Addr4), append(nodes6, h.Addr6)
+	}
+	for _, in := range r.Service.Ingress {
+		if a := netip.MustParseAddr(in); a.Is4() {
+			vip4 = netip.PrefixFrom(a, 32)
+		} else {
+			vip6 = netip.PrefixFrom(a, 128)
+		}
+	}
+	if !vip4.IsValid() || !vip6.IsValid() {
+		t.Fatalf("the demo Service has ingress %v, want an IPv4 and an IPv6 address", r.Service.Ingress)
+	}
+	return nodes4, nodes6, vip4, vip6
 }
 
 // labDynamic is a dynamic client of the lab's apiserver.

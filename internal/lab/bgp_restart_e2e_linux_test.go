@@ -190,6 +190,14 @@ func (b *bgpLab) nodePaths(node string) (v4, v6 frr.Path, err error) {
 // notifications are the router's counts of NOTIFICATIONs received from
 // each node (FRR keeps counting over a configured neighbour's sessions).
 func (b *bgpLab) notifications() string {
+	return b.perNode(func(s frr.Session) string {
+		return fmt.Sprintf("%d received (last %q)", s.Messages.NotificationsRecv, s.LastNotification)
+	})
+}
+
+// perNode is one line of the router's view of every node's session,
+// "node: what(session)", nodes in order.
+func (b *bgpLab) perNode(what func(frr.Session) string) string {
 	b.t.Helper()
 	ss, err := b.router.Sessions(b.ctx)
 	if err != nil {
@@ -197,8 +205,7 @@ func (b *bgpLab) notifications() string {
 	}
 	var parts []string
 	for _, n := range b.nodes {
-		s := ss[b.addr4[n]]
-		parts = append(parts, fmt.Sprintf("%s: %d received (last %q)", n, s.Messages.NotificationsRecv, s.LastNotification))
+		parts = append(parts, n+": "+what(ss[b.addr4[n]]))
 	}
 	return strings.Join(parts, ", ")
 }

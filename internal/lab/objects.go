@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -136,11 +137,30 @@ func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec, 
 		return fmt.Errorf("lab: creating Service %s: %w", DemoService, err)
 	}
 	for i, n := range nodes[:2] {
-		if _, err := cs.CoreV1().Pods(DemoNamespace).Create(ctx, pod(fmt.Sprintf("echo-%d", i+1), n.Name), metav1.CreateOptions{}); err != nil {
+		if err := createPod(ctx, cs, pod(fmt.Sprintf("echo-%d", i+1), n.Name)); err != nil {
 			return fmt.Errorf("lab: creating echo pod on %s: %w", n.Name, err)
 		}
 	}
 	return nil
+}
+
+// createPod creates p in DemoNamespace. With real nodes the apiserver admits a pod only
+// once its namespace's default ServiceAccount exists, which the
+// serviceaccount controller creates a moment after it starts (seen on CI:
+// `error looking up service account default/default`): that refusal is
+// retried for up to 30 s, every other error returned.
+func createPod(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod) error {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := cs.CoreV1().Pods(DemoNamespace).Create(ctx, p, metav1.CreateOptions{})
+		if err == nil || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "service account") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // demoService is the echo Service. Without Mooring it has no

@@ -2,7 +2,6 @@ package lab_test
 
 import (
 	"context"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -35,22 +34,7 @@ func TestRealNodesBGPChart(t *testing.T) {
 	dyn := labDynamic(t, r)
 	t.Run("chart pods Running and Ready", func(t *testing.T) { waitChartPodsReady(t, cs, 2*time.Minute) })
 	router := r.Cluster.Router()
-	var nodes4, nodes6 []netip.Addr
-	for i := 1; i <= 3; i++ {
-		h := r.Cluster.Host(netlab.NodeName(i))
-		nodes4, nodes6 = append(nodes4, h.Addr4), append(nodes6, h.Addr6)
-	}
-	var vip4, vip6 netip.Prefix
-	for _, in := range r.Service.Ingress {
-		if a := netip.MustParseAddr(in); a.Is4() {
-			vip4 = netip.PrefixFrom(a, 32)
-		} else {
-			vip6 = netip.PrefixFrom(a, 128)
-		}
-	}
-	if !vip4.IsValid() || !vip6.IsValid() {
-		t.Fatalf("the demo Service has ingress %v, want an IPv4 and an IPv6 address", r.Service.Ingress)
-	}
+	nodes4, nodes6, vip4, vip6 := demoRoutes(t, r)
 	waitNexthops(t, ctx, router, vip4, nodes4, time.Minute)
 	waitNexthops(t, ctx, router, vip6, nodes6, time.Minute)
 	checkKernelECMP(t, r.Cluster.Host(lab.RouterHost), vip4, nodes4)
