@@ -539,8 +539,16 @@ func (l *localLab) rollout() {
 	}
 	t.Logf("rolling update (%s → %s) took %s; client: %s; %d route samples, %d without a backend of before",
 		before, after, took.Round(time.Millisecond), load, len(samples), len(withdrawn))
-	if failed := load.failed(); len(failed) > 0 || len(load) < 20 {
+	failed, rehashed := splitRehashed(load.failed(), samples)
+	if len(failed) > 0 || len(load) < 20 {
 		t.Errorf("requests through the router during the rolling update: %s:\n%s", load, lines(failed))
+	}
+	if len(rehashed) > 0 {
+		// The router's ECMP (hash-threshold, not resilient) moves some
+		// flows when a next hop comes or goes: a connection whose packets
+		// land on another node mid-request is reset there (no conntrack
+		// entry), as the kept connections below are (docs/bgp.md).
+		t.Logf("requests reset while a next hop came or went (ECMP rehash, in flight across the change):\n%s", lines(rehashed))
 	}
 	if broken := load.broken(); len(broken) > 0 {
 		t.Logf("kept connections broken although no request failed (a next hop left):\n%s", lines(broken))
@@ -551,4 +559,33 @@ func (l *localLab) rollout() {
 	if len(withdrawn) == 0 {
 		t.Errorf("no route sample lacked a node of before (%v): the rolling update moved no next hop, the test saw nothing", before)
 	}
+}
+
+// splitRehashed separates from failed the requests reset by the peer
+// while in flight across a change of the route's next hops (a sample
+// whose next hops differ from the one before, within the client's 3 s
+// timeout after the request started); the rest are failures.
+func splitRehashed(failed []request, samples []routeSample) (rest, rehashed []request) {
+	var changes []time.Time
+	last := map[netip.Prefix][]netip.Addr{}
+	for _, s := range samples {
+		if s.err != nil {
+			continue
+		}
+		if prev, ok := last[s.p]; ok && !slices.Equal(prev, s.hops) {
+			changes = append(changes, s.at)
+		}
+		last[s.p] = s.hops
+	}
+	for _, r := range failed {
+		across := slices.ContainsFunc(changes, func(c time.Time) bool {
+			return !c.Before(r.start) && c.Sub(r.start) <= 3*time.Second
+		})
+		if across && r.err != nil && strings.Contains(r.err.Error(), "connection reset by peer") {
+			rehashed = append(rehashed, r)
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	return rest, rehashed
 }
