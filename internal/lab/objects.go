@@ -144,11 +144,11 @@ func createCore(ctx context.Context, cs kubernetes.Interface, nodes []nodeSpec, 
 	return nil
 }
 
-// createPod creates p in DemoNamespace. With real nodes the apiserver admits a pod only
-// once its namespace's default ServiceAccount exists, which the
-// serviceaccount controller creates a moment after it starts (seen on CI:
-// `error looking up service account default/default`): that refusal is
-// retried for up to 30 s, every other error returned.
+// createPod creates p in DemoNamespace. With real nodes the apiserver
+// admits a pod only once its namespace's default ServiceAccount exists,
+// which the serviceaccount controller creates a moment after it starts
+// (seen on CI: `error looking up service account default/default`): that
+// refusal is retried for up to 30 s, every other error returned.
 func createPod(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod) error {
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		_, err := cs.CoreV1().Pods(DemoNamespace).Create(ctx, p, metav1.CreateOptions{})

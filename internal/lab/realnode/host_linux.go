@@ -56,8 +56,11 @@ func (h Host) sysctls() sysctlTree {
 	if h.sysctlDir != "" {
 		return sysctlTree(h.sysctlDir)
 	}
-	return "/proc/sys"
+	return procSys
 }
+
+// procSys is the kernel's sysctl tree.
+const procSys sysctlTree = "/proc/sys"
 
 // HostFile is the shared record.
 const HostFile = "/run/mooring-lab-host.json"
@@ -221,7 +224,7 @@ func (t sysctlTree) write(key, v string) error {
 func ReadSysctls() (map[string]string, error) {
 	out := map[string]string{}
 	for k := range KernelDefaults {
-		v, err := sysctlTree("/proc/sys").read(k)
+		v, err := procSys.read(k)
 		if err != nil {
 			return nil, err
 		}
