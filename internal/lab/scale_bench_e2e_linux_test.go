@@ -35,9 +35,9 @@ const envBenchServices = "MOORING_LAB_BENCH_SERVICES"
 // envBenchBGP=1 runs TestBenchLabServices in the BGP lab (the router with
 // FRR, BFD 300 ms × 3, TCP-MD5, every node's agent speaking BGP): the
 // bench pool is advertised by a BGPAdvertisement instead of announced by
-// an L2 policy, so no ARP is probed; the router's RIB is read every 2 s
-// instead, and each Service's stage "status → route at the router with
-// one next hop per node" is timed to that resolution.
+// an L2 policy, so no ARP is probed; the router's kernel table is read
+// every 2 s instead, and each Service's stage "status → route at the
+// router with one next hop per node" is timed to that resolution.
 const envBenchBGP = "MOORING_LAB_BENCH_BGP"
 
 // The issue 13 figures in the lab (3 nodes, Mooring's controller and
@@ -106,7 +106,7 @@ func TestBenchLabServices(t *testing.T) {
 	tr.watchServices(ctx, t, kubernetes.NewForConfigOrDie(pb), "default")
 	var routes *routeTracer
 	if bgp {
-		routes = tr.watchRouter(ctx, t, r.Cluster.Router(), 3)
+		routes = tr.watchRouter(ctx, t, r.Cluster.Host(lab.RouterHost), 3)
 	} else {
 		tr.sniff(ctx, t, r.Cluster.Host(netlab.ClientName))
 	}

@@ -54,7 +54,7 @@ type svcTrace struct {
 	addr                                    netip.Addr
 	sampled                                 bool
 	sent, created, added, status, garp, arp time.Time
-	// route: the router's RIB first held the address over one next hop
+	// route: the router's kernel first held the address over one next hop
 	// per node (the BGP lab; read every 2 s, so up to that late).
 	route    time.Time
 	statusRV string
