@@ -15,8 +15,10 @@ import (
 	"github.com/mooringlb/mooring/internal/kube"
 )
 
-// The agent's pod-IPAM side puts a pool error on the pod itself.
-// +kubebuilder:rbac:roleName=mooring-controller-pod-ipam,groups=events.k8s.io,resources=events,verbs=create;patch
+// The agent's pod-IPAM side puts a pool error on the pod itself, with the
+// agent's own role (the controller's role holds the same rule for its
+// Events on pools and nodes).
+// +kubebuilder:rbac:roleName=mooring-agent-pod-ipam,groups=events.k8s.io,resources=events,verbs=create;patch
 
 // AgentEventReporter is the reporting controller of the Events the node
 // side writes.

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/ipamd"
 	"github.com/mooringlb/mooring/internal/kube"
 	"github.com/mooringlb/mooring/internal/podipamctl"
@@ -49,7 +50,9 @@ func (l *lockedBuffer) String() string {
 // (config/rbac/controller-pod-ipam and config/rbac/agent-pod-ipam):
 // the mode is recorded, blocks are cut and written, a pod gets an address,
 // a deleted pod's leaked address is reconciled away (the node's Node read
-// and its pods listed with the agent's role), and nothing is refused.
+// and its pods listed with the agent's role), a pod whose pool does not
+// exist gets its Warning Event (events.k8s.io, written with the agent's
+// role), and nothing is refused.
 func TestRunsWithItsRole(t *testing.T) {
 	e := startEnv(t)
 	ctx := context.Background()
@@ -129,6 +132,20 @@ func TestRunsWithItsRole(t *testing.T) {
 			return fmt.Errorf("store holds %v, want web only", got)
 		}
 		return nil
+	})
+	ghost := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ghost", Annotations: map[string]string{mooringv1.AnnotationPodIPPool: "nope"}}}
+	if err := c.Create(ctx, ghost); err != nil {
+		t.Fatal(err)
+	}
+	mkPod(t, c, "ghost", "g")
+	eventually(t, 10*time.Second, "unknown pool refused", func() error {
+		if _, err := cl.Add(ctx, ipamd.AddRequest{Key: ipamd.Key{ContainerID: "g", IfName: "eth0"}, Namespace: "ghost", Pod: "g"}); err == nil || !strings.Contains(err.Error(), `"nope"`) {
+			return fmt.Errorf("ADD error %v, want the missing pool named", err)
+		}
+		return nil
+	})
+	eventually(t, 20*time.Second, "Event "+podipamctl.ReasonPoolNotFound+" on pod ghost/g, written with the agent's role", func() error {
+		return podEvent(ctx, e, "ghost", "g", podipamctl.ReasonPoolNotFound, "create it or fix the annotation")
 	})
 	eventually(t, 10*time.Second, "pool status written", func() error {
 		if s := pool(t, c, "default").Status; s.IPv4 == nil || s.IPv4.Blocks != 1 {
