@@ -31,8 +31,9 @@ type Config struct {
 	// ListenPort is where the speaker accepts sessions (<= 0: it does not
 	// listen).
 	ListenPort int
-	// Settle batches changes: a decision runs at most this often (the
-	// whole decision at 10,000 Services costs ~30 ms of CPU).
+	// Settle batches changes: a decision runs at most this often, and
+	// after a long decision later still (settleWait: the whole decision
+	// at 10,000 Services costs ~30 ms of CPU).
 	Settle time.Duration
 	// StatusInterval bounds BGPSpeaker writes (one per interval at most);
 	// CountsInterval bounds how stale its prefix counters may get.
@@ -194,9 +195,11 @@ func (b *Backend) Run(ctx context.Context) error {
 			defer cancel()
 			return b.speaker.Shutdown(shut, true)
 		case <-b.wake:
+			start := time.Now()
 			b.decide(ctx)
+			took := time.Since(start)
 			b.kickStatus()
-			b.settle(ctx)
+			b.settle(ctx, settleWait(b.cfg.Settle, took))
 		case <-changed:
 			b.kickStatus()
 		}
@@ -227,13 +230,32 @@ func (b *Backend) statusLoop(ctx context.Context) {
 	}
 }
 
-// settle waits Settle so that changes arriving meanwhile go into one
-// decision.
-func (b *Backend) settle(ctx context.Context) {
+// settle waits d so that changes arriving meanwhile go into one decision.
+func (b *Backend) settle(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
-	case <-time.After(b.cfg.Settle):
+	case <-time.After(d):
 	}
+}
+
+// decideShare bounds the share of its time the backend spends deciding
+// while changes keep coming: after a decision that took d it waits at
+// least (decideShare-1)·d before the next.
+const decideShare = 10
+
+// settleWait is the pause after a decision that took took: the configured
+// settle, or longer when the decision was long. Every decision recomputes
+// the node's whole route set (bgp.Decide, then the speaker's diff): at
+// 10,000 Services about 27 ms (BenchmarkDecide10k), which with only the
+// 50 ms settle kept each agent at 35 % of a core for the whole of a
+// 10,000-Service burst (docs/benchmarks.md, "BGP at 10,000 Services").
+// With the bound, a burst costs at most a tenth of a core per agent
+// whatever the count; a lone change after a quiet spell is still decided
+// at once (the wait comes after a decision, not before it). took is wall
+// time: on a starved machine the backend backs off further, which is what
+// the machine needs then.
+func settleWait(settle, took time.Duration) time.Duration {
+	return max(settle, (decideShare-1)*took)
 }
 
 // decide reads the inputs, decides for this node and applies the result;

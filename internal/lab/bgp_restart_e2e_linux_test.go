@@ -307,10 +307,14 @@ func samplesText(ss []routeSample) string {
 	return b.String()
 }
 
+// envKeepLogs=1 keeps the BGP labs' logs when the test passes too.
+const envKeepLogs = "MOORING_LAB_KEEP_LOGS"
+
 // keepLogsOnFailure copies the lab's logs out of its state dir, which goes
-// with the lab, when the test failed (the cleanup runs before the lab's).
+// with the lab, when the test failed or envKeepLogs asks (the cleanup runs
+// before the lab's).
 func keepLogsOnFailure(t *testing.T, r *lab.Ready) {
-	if !t.Failed() {
+	if !t.Failed() && os.Getenv(envKeepLogs) != "1" {
 		return
 	}
 	dir, err := os.MkdirTemp("", "mooring-bgplab-logs-")

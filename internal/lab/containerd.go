@@ -210,7 +210,10 @@ func realNodePlan(c *Config, p paths, k *pki, cgroupTop string, n nodeSpec, sand
 
 // labCgroupTop is the lab's own cgroup (/mooring-lab-<pid>): every node's
 // cgroup parent is below it.
-func labCgroupTop() string { return fmt.Sprintf("/mooring-lab-%d", os.Getpid()) }
+func labCgroupTop() string { return fmt.Sprintf("/%s%d", labCgroupPrefix, os.Getpid()) }
+
+// labCgroupPrefix names the labs' cgroups: /mooring-lab-<pid of lab up>.
+const labCgroupPrefix = "mooring-lab-"
 
 // realNodeKCMArgs give the root-ca-cert-publisher the lab's CA.
 func realNodeKCMArgs(c *Config, p paths) []string {

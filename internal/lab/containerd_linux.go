@@ -48,6 +48,12 @@ func (c *Cluster) prepareRealNodes() error {
 	if err := r.host.Acquire(realnode.MountPoints()); err != nil {
 		return fmt.Errorf("lab: preparing the host for real nodes: %w", err)
 	}
+	// A lab that was SIGKILLed left its empty cgroup tree behind.
+	if gone, err := realnode.SweepCgroups(labCgroupPrefix); err != nil {
+		c.log.Warn("removing the cgroups of labs that never went down", "removed", gone, "err", err)
+	} else if len(gone) > 0 {
+		c.log.Info("removed the empty cgroups of labs that never went down", "cgroups", gone)
+	}
 	if err := c.pki.writeKubeletClient(); err != nil {
 		return err
 	}

@@ -163,7 +163,7 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 	return nil
 }
 
-// StopAgent stops node's Mooring agent (SIGTERM, then SIGKILL after 5 s),
+// StopAgent stops node's Mooring agent (SIGTERM; after 5 s SIGQUIT, then SIGKILL),
 // as if its pod were gone: its CNI socket stops answering.
 func (c *Cluster) StopAgent(node string) error {
 	return c.stopComponent("mooring-agent/"+node, 5*time.Second)
@@ -184,7 +184,9 @@ func (c *Cluster) StartAgent(node string) error {
 
 // stopComponent stops the running processes called name, marked killed so
 // that nothing reports them as crashed: SIGTERM to the process group and up
-// to grace for it to exit, then SIGKILL (grace 0: SIGKILL at once). It is an
+// to grace for it to exit, then SIGQUIT, which makes a Go process write
+// every goroutine's stack into its log (what held its exit) and end, and
+// after up to quitGrace more SIGKILL (grace 0: SIGKILL at once). It is an
 // error when none runs.
 func (c *Cluster) stopComponent(name string, grace time.Duration) error {
 	c.mu.Lock()
@@ -213,12 +215,23 @@ func (c *Cluster) stopComponent(name string, grace time.Duration) error {
 				continue
 			case <-time.After(grace):
 			}
+			c.progress(fmt.Sprintf("%s (pid %d) still running %s after SIGTERM: SIGQUIT (its goroutines go to its log), then SIGKILL", name, p.p.PID, grace))
+			_ = unix.Kill(p.p.PID, unix.SIGQUIT)
+			select {
+			case <-p.p.Done():
+				continue
+			case <-time.After(quitGrace):
+			}
 		}
 		errs = append(errs, p.p.Kill())
 		<-p.p.Done()
 	}
 	return errors.Join(errs...)
 }
+
+// quitGrace is how long a Go process gets to write its goroutines after
+// SIGQUIT (a few ms usually; 2 s on a starved machine).
+const quitGrace = 2 * time.Second
 
 // RestartController stops Mooring's controller (SIGTERM, up to 5 s) and
 // starts it again with or without --adopt-only: the last step of a

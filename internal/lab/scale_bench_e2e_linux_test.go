@@ -32,6 +32,14 @@ import (
 // envBenchServices turns TestBenchLabServices on: the number of Services.
 const envBenchServices = "MOORING_LAB_BENCH_SERVICES"
 
+// envBenchBGP=1 runs TestBenchLabServices in the BGP lab (the router with
+// FRR, BFD 300 ms × 3, TCP-MD5, every node's agent speaking BGP): the
+// bench pool is advertised by a BGPAdvertisement instead of announced by
+// an L2 policy, so no ARP is probed; the router's kernel table is read
+// every 2 s instead, and each Service's stage "status → route at the
+// router with one next hop per node" is timed to that resolution.
+const envBenchBGP = "MOORING_LAB_BENCH_BGP"
+
 // The issue 13 figures in the lab (3 nodes, Mooring's controller and
 // agents, kube-controller-manager, kube-proxy): N LoadBalancer Services
 // created by 16 clients at the API server's pace, every Service asking for
@@ -48,12 +56,14 @@ const envBenchServices = "MOORING_LAB_BENCH_SERVICES"
 // controller's RSS and CPU from /proc; the load average and CPU pressure.
 //
 //	MOORING_LAB_BENCH_SERVICES=10000 go test ./internal/lab -run TestBenchLabServices -v -timeout 60m
+//	MOORING_LAB_BENCH_BGP=1 MOORING_LAB_BENCH_SERVICES=10000 go test ./internal/lab -run TestBenchLabServices -v -timeout 60m
 func TestBenchLabServices(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv(envBenchServices))
 	if n <= 0 {
 		t.Skip("benchmark: set " + envBenchServices + "=N")
 	}
-	_, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true})
+	bgp := os.Getenv(envBenchBGP) == "1"
+	_, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, BGP: lab.BGPConfig{Enabled: bgp, BFD: bgp}})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	restCfg, err := kube.RESTConfig(r.Kubeconfig, 500, 1000)
@@ -66,12 +76,18 @@ func TestBenchLabServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A pool for the bench and a policy announcing from every node (the
-	// demo one announces from two).
+	// demo one announces from two), or with BGP an advertisement of the
+	// pool to the lab's peer (every node).
+	var announce client.Object = &mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+		Spec: mooringv1.L2AnnouncementPolicySpec{Interfaces: []string{"eth0"}}}
+	if bgp {
+		announce = &mooringv1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
+			Spec: mooringv1.BGPAdvertisementSpec{Pools: []string{"bench"}}}
+	}
 	for _, o := range []client.Object{
 		&mooringv1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
 			Spec: mooringv1.LoadBalancerIPPoolSpec{Blocks: []mooringv1.IPBlock{{CIDR: "10.100.0.0/18"}}}},
-		&mooringv1.L2AnnouncementPolicy{ObjectMeta: metav1.ObjectMeta{Name: "bench"},
-			Spec: mooringv1.L2AnnouncementPolicySpec{Interfaces: []string{"eth0"}}},
+		announce,
 	} {
 		if err := cl.Create(ctx, o); err != nil {
 			t.Fatal(err)
@@ -84,12 +100,16 @@ func TestBenchLabServices(t *testing.T) {
 	step := max(1, n/200) // ≥ 200 probed Services, evenly over the burst
 	tr := newTracer(n, func(i int) string { return fmt.Sprintf("bench-%05d", i) },
 		func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 100, byte((i + 1) >> 8), byte(i + 1)}) },
-		func(i int) bool { return i%step == step/2 })
+		func(i int) bool { return !bgp && i%step == step/2 })
 	pb := rest.CopyConfig(restCfg)
 	pb.ContentType = "application/vnd.kubernetes.protobuf" // the watch costs the API server less
 	tr.watchServices(ctx, t, kubernetes.NewForConfigOrDie(pb), "default")
-	client := r.Cluster.Host(netlab.ClientName)
-	tr.sniff(ctx, t, client)
+	var routes *routeTracer
+	if bgp {
+		routes = tr.watchRouter(ctx, t, r.Cluster.Host(lab.RouterHost), 3)
+	} else {
+		tr.sniff(ctx, t, r.Cluster.Host(netlab.ClientName))
+	}
 	hists := scrapeComponents(t, r, cs)
 	before := apiWrites(ctx, t, cs)
 	cost0 := costs(t, pids)
@@ -131,6 +151,9 @@ func TestBenchLabServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := tr.waitAnswers(time.Minute)
+	if bgp {
+		lost = routes.wait(5 * time.Minute)
+	}
 	time.Sleep(10 * time.Second) // stragglers: status writes, Events
 	loadSeen := load.finish()
 	w := diffWrites(before, apiWrites(ctx, t, cs))
@@ -139,8 +162,13 @@ func TestBenchLabServices(t *testing.T) {
 	cancel() // the watch and the sniffer
 	time.Sleep(100 * time.Millisecond)
 
-	t.Logf("BENCH lab: %d Services created in %v (%.1f/s); %d probed, %d unanswered a minute after the last create",
-		n, created.Round(time.Second), float64(n)/created.Seconds(), len(tr.sampled), lost)
+	if bgp {
+		t.Logf("BENCH lab (BGP): %d Services created in %v (%.1f/s); %d without a route over 3 next hops at the router 5 min after the last create; %s",
+			n, created.Round(time.Second), float64(n)/created.Seconds(), lost, routes)
+	} else {
+		t.Logf("BENCH lab: %d Services created in %v (%.1f/s); %d probed, %d unanswered a minute after the last create",
+			n, created.Round(time.Second), float64(n)/created.Seconds(), len(tr.sampled), lost)
+	}
 	t.Logf("BENCH lab: %s", loadSeen)
 	tr.report(t, start)
 	hists.report(t, r, cs)
@@ -170,12 +198,14 @@ func TestBenchLabServices(t *testing.T) {
 
 // mooringWrite says whether a "VERB resource" of apiserver_request_total is
 // one Mooring's controller or agents make for Services: Service status,
-// Events, pool status, the agents' L2Announcers (leases aside: leader
-// election renews on its own clock).
+// Events, pool status, the agents' L2Announcers and BGPSpeakers and the BGP
+// objects' conditions (leases aside: leader election renews on its own
+// clock).
 func mooringWrite(k string) bool {
 	_, res, _ := strings.Cut(k, " ")
 	switch res {
-	case "services/status", "events", "loadbalancerippools/status", "l2announcers", "l2announcers/status":
+	case "services/status", "events", "loadbalancerippools/status", "l2announcers", "l2announcers/status",
+		"bgpspeakers", "bgpspeakers/status", "bgppeers/status", "bgpadvertisements/status":
 		return true
 	}
 	return false

@@ -193,3 +193,46 @@ func rmdirRetry(dir string) error {
 	}
 	return fmt.Errorf("realnode: removing cgroup %s: %w", dir, err)
 }
+
+// SweepCgroups removes the cgroup trees /<prefix><pid> (e.g.
+// /mooring-lab-625) of labs whose process is gone and that hold no process
+// in any hierarchy: a lab that was SIGKILLed (a test binary's timeout, a
+// crash) never ran its lab down, and its empty tree would stay on the host
+// for good. A tree whose PID is alive, or that still holds a process, is
+// left alone. It returns the trees removed.
+func SweepCgroups(prefix string) ([]string, error) {
+	hs, err := hierarchies()
+	if err != nil {
+		return nil, err
+	}
+	stale := map[string]bool{}
+	for _, h := range hs {
+		ents, err := os.ReadDir(h)
+		if err != nil {
+			continue
+		}
+		for _, e := range ents {
+			rest, ok := strings.CutPrefix(e.Name(), prefix)
+			pid, perr := strconv.Atoi(rest)
+			if !ok || perr != nil || pid <= 0 || !e.IsDir() {
+				continue
+			}
+			if err := unix.Kill(pid, 0); errors.Is(err, unix.ESRCH) {
+				stale["/"+e.Name()] = true
+			}
+		}
+	}
+	var removed []string
+	var errs []error
+	for _, top := range slices.Sorted(maps.Keys(stale)) {
+		if pids, err := CgroupPIDs(top); err != nil || len(pids) > 0 {
+			continue
+		}
+		if err := RemoveCgroup(top, ""); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, top)
+	}
+	return removed, errors.Join(errs...)
+}
