@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/mooringlb/mooring/internal/netlab"
 )
 
 // TestSweepCgroups: a tree named for a dead PID and holding no process is
@@ -15,12 +17,7 @@ import (
 // liveness check: the live tree goes; or the process check: the busy one
 // goes, or rather its removal fails.)
 func TestSweepCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root (cgroups)")
-		}
-		t.Skip("needs root (cgroups)")
-	}
+	netlab.RequirePrivileges(t) // root: cgroups
 	prefix := fmt.Sprintf("mooring-sweeptest-%d-", os.Getpid())
 	dead := func() int {
 		c := exec.Command("true")
