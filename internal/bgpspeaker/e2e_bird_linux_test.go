@@ -182,6 +182,35 @@ func (bf *birdFabric) sinceOf(proto string, prefixes []string) (map[string]strin
 	return out, nil
 }
 
+// sameImports says whether every route of before has the import time it
+// had, to within 100 ms: BIRD has shown one route's time 1 ms later during
+// a restart than before it (CI, 10:15:54.840 then .841) with nothing
+// re-learned, while a route withdrawn and learned again carries a time
+// after the speaker's stop, at least 300 ms after before was read.
+func sameImports(before, during map[string]string) bool {
+	if len(before) != len(during) {
+		return false
+	}
+	for p, b := range before {
+		d, ok := during[p]
+		if !ok {
+			return false
+		}
+		tb, err1 := time.Parse("15:04:05.000", b)
+		td, err2 := time.Parse("15:04:05.000", d)
+		if err1 != nil || err2 != nil {
+			if b != d {
+				return false
+			}
+			continue
+		}
+		if diff := td.Sub(tb); diff < -100*time.Millisecond || diff > 100*time.Millisecond {
+			return false
+		}
+	}
+	return true
+}
+
 // birdRestartCheck stops node-1's speaker (stop) and checks that BIRD
 // detects its graceful restart (no NOTIFICATION received) and keeps the
 // routes of keep and gone as they were (the same import time, so not
@@ -214,7 +243,7 @@ func (bf *birdFabric) birdRestartCheck(proto string, stop func(*speakerProc), ke
 	// Still there a while later, untouched.
 	time.Sleep(1500 * time.Millisecond)
 	during, err := bf.sinceOf(proto, all)
-	if err != nil || !maps.Equal(before, during) {
+	if err != nil || !sameImports(before, during) {
 		bf.t.Fatalf("bird did not keep node-1's routes through the restart: before %v, during %v (%v)", before, during, err)
 	}
 	p, _ := bf.bird.protocol(proto)
