@@ -132,6 +132,7 @@ func (a *Agent) runAll(ctx context.Context, p runParts) error {
 	g.Go(func() error { defer close(answering); return p.resp.Run(stay) })
 	g.Go(func() error { return p.mem.Run(handoff.AfterClosed(stay, answering)) })
 	g.Go(func() error { return health.Serve(ctx, cfg.MetricsAddr, p.reg, a.readyz, log) })
+	g.Go(func() error { return health.ServePprof(ctx, cfg.PprofAddr, log) })
 	g.Go(func() error { watchLinks(ctx, host.Links{}, a.Trigger, log); return nil })
 	g.Go(func() error {
 		return ipam.Run(ctx, cfg.PodIPAM, cfg.NodeName, p.restCfg, p.reg, log.With("sub", "podipam"))
