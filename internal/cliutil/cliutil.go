@@ -4,10 +4,10 @@
 package cliutil
 
 import (
-	"os"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 )
