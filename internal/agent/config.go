@@ -71,6 +71,8 @@ type Config struct {
 	GratuitousInterval time.Duration
 	// MetricsAddr serves /metrics and /healthz; empty disables it.
 	MetricsAddr string
+	// PprofAddr serves Go's profiles (net/http/pprof); empty: off.
+	PprofAddr string
 	// SafetyInterval paces the stale-local-address check (it also runs on
 	// every address change); ProbeInterval paces the split-brain probe (0
 	// disables it), which waits ProbeWait for answers.
@@ -147,6 +149,11 @@ func (c Config) Validate() error {
 	}
 	if c.GossipPort < 1 || c.GossipPort > 65535 {
 		errs = append(errs, fmt.Errorf("--gossip-port %d: want 1..65535", c.GossipPort))
+	}
+	if c.PprofAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--pprof-addr %q: want host:port, e.g. 127.0.0.1:6060", c.PprofAddr))
+		}
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

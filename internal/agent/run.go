@@ -51,7 +51,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	scheme := kube.Scheme()
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, ByObject: store.Transforms(), Mapper: snapshot.CacheMapper(scheme)})
+	hc, err := rest.HTTPClientFor(restCfg)
+	if err != nil {
+		return err
+	}
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, HTTPClient: hc, ByObject: store.Transforms(), Mapper: snapshot.CacheMapper(scheme)})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}
@@ -60,7 +64,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	writer, err := client.New(restCfg, client.Options{Scheme: scheme})
+	// The writer maps its kinds without discovery too (kube.StaticMapper):
+	// a write during an API outage must not hold up the others.
+	mapper, err := kube.StaticFirstMapper(scheme, restCfg, hc)
+	if err != nil {
+		return err
+	}
+	writer, err := client.New(restCfg, client.Options{Scheme: scheme, HTTPClient: hc, Mapper: mapper})
 	if err != nil {
 		return fmt.Errorf("creating the API client: %w", err)
 	}
@@ -122,6 +132,7 @@ func (a *Agent) runAll(ctx context.Context, p runParts) error {
 	g.Go(func() error { defer close(answering); return p.resp.Run(stay) })
 	g.Go(func() error { return p.mem.Run(handoff.AfterClosed(stay, answering)) })
 	g.Go(func() error { return health.Serve(ctx, cfg.MetricsAddr, p.reg, a.readyz, log) })
+	g.Go(func() error { return health.ServePprof(ctx, cfg.PprofAddr, log) })
 	g.Go(func() error { watchLinks(ctx, host.Links{}, a.Trigger, log); return nil })
 	g.Go(func() error {
 		return ipam.Run(ctx, cfg.PodIPAM, cfg.NodeName, p.restCfg, p.reg, log.With("sub", "podipam"))

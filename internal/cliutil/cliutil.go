@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 )
@@ -58,6 +59,16 @@ const (
 // kube.RESTConfig(*p, ...), which applies the rule the help text states.
 func AddKubeconfigFlag(cmd *cobra.Command, p *string) {
 	cmd.Flags().StringVar(p, KubeconfigFlag, "", KubeconfigUsage)
+}
+
+// EnvPprofAddr is --pprof-addr's default, so a lab's or a test's
+// processes can be profiled without changing their arguments.
+const EnvPprofAddr = "MOORING_PPROF_ADDR"
+
+// AddPprofAddrFlag defines --pprof-addr into p (default $MOORING_PPROF_ADDR):
+// where Go's profiles are served (net/http/pprof), off when empty.
+func AddPprofAddrFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "pprof-addr", os.Getenv(EnvPprofAddr), "serve Go's CPU, heap and goroutine profiles (net/http/pprof under /debug/pprof/) at host:port; empty: off (default $"+EnvPprofAddr+"). Profiles show internals and cost CPU while taken: bind to loopback, e.g. 127.0.0.1:6060")
 }
 
 // AddMetricsAddrFlag defines --metrics-addr into p with default def.

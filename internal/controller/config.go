@@ -71,6 +71,8 @@ type Config struct {
 	// MetricsAddr and HealthAddr are the listen addresses of the metrics and
 	// health endpoints; "0" disables one.
 	MetricsAddr, HealthAddr string
+	// PprofAddr serves Go's profiles (net/http/pprof); empty: off.
+	PprofAddr string
 	// Registerer receives Mooring's metrics. Nil means controller-runtime's
 	// registry, which the metrics endpoint serves.
 	Registerer prometheus.Registerer

@@ -94,6 +94,7 @@ func managerOptions(cfg *Config, lock resourcelock.Interface) manager.Options {
 			// The same version and commit as `mooring version`.
 			ExtraHandlers: map[string]http.Handler{"/version": serve.VersionHandler()}},
 		HealthProbeBindAddress: cfg.HealthAddr,
+		PprofBindAddress:       cfg.PprofAddr,
 		// Run may be called more than once in a process (tests restart it).
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}

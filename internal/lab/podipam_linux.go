@@ -166,7 +166,7 @@ func (c *Cluster) MigratePodIPAM(ctx context.Context) error {
 // StopAgent stops node's Mooring agent (SIGTERM; after 5 s SIGQUIT, then SIGKILL),
 // as if its pod were gone: its CNI socket stops answering.
 func (c *Cluster) StopAgent(node string) error {
-	return c.stopComponent("mooring-agent/"+node, 5*time.Second)
+	return c.stopComponent("mooring-agent/"+node, AgentStopGrace)
 }
 
 // StartAgent starts node's Mooring agent again after StopAgent.
@@ -228,6 +228,10 @@ func (c *Cluster) stopComponent(name string, grace time.Duration) error {
 	}
 	return errors.Join(errs...)
 }
+
+// AgentStopGrace is how long StopAgent waits after SIGTERM before it
+// takes the agent's goroutines (SIGQUIT) and kills it.
+const AgentStopGrace = 5 * time.Second
 
 // quitGrace is how long a Go process gets to write its goroutines after
 // SIGQUIT (a few ms usually; 2 s on a starved machine).

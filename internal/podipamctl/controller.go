@@ -206,6 +206,13 @@ func (r *nodeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (
 
 	var node corev1.Node
 	if err := r.c.Get(ctx, req.NamespacedName, &node); apierrors.IsNotFound(err) {
+		// The Node cache may lag the record's: a record an agent created
+		// right after its Node can be reconciled before the Node reaches
+		// this cache. Only the API server says a Node is gone; its add
+		// event reconciles the node again.
+		if exists, err := r.nodeExists(ctx, req.Name); err != nil || exists {
+			return reconcile.Result{}, err
+		}
 		return r.nodeGone(ctx, req.Name)
 	} else if err != nil {
 		return reconcile.Result{}, err

@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/ipamd"
@@ -109,7 +108,7 @@ func RunNode(ctx context.Context, cfg NodeConfig) error {
 	if err != nil {
 		return err
 	}
-	mapper, err := apiutil.NewDynamicRESTMapper(cfg.REST, hc)
+	mapper, err := kube.StaticFirstMapper(kube.Scheme(), cfg.REST, hc)
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,17 @@ func (r *nodeReconciler) nodeGone(ctx context.Context, name string) (reconcile.R
 	return reconcile.Result{}, r.release(ctx, name)
 }
 
+// nodeExists asks the API server (not the cache) whether the Node exists:
+// a list by name, the verb the controller's role already has.
+func (r *nodeReconciler) nodeExists(ctx context.Context, name string) (bool, error) {
+	var nodes metav1.PartialObjectMetadataList
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.api.List(ctx, &nodes, client.MatchingFields{"metadata.name": name}, client.Limit(1)); err != nil {
+		return false, fmt.Errorf("is node %s gone: %w", name, err)
+	}
+	return len(nodes.Items) > 0, nil
+}
+
 // retain returns how long to wait before looking again while the blocks
 // must stay, or 0 when they may go.
 func (r *nodeReconciler) retain(ctx context.Context, rec *mooringv1.PodIPAMNode, blocks []podipam.Block) (time.Duration, error) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -165,5 +166,27 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready fun
 		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
 	}
 	log.Info("serving metrics", "addr", ln.Addr().String())
+	return serve.HTTP(ctx, srv, ln)
+}
+
+// ServePprof serves Go's profiles (net/http/pprof) at addr until ctx ends;
+// an empty addr serves nothing. It is its own listener, never the metrics
+// one: profiles are for an operator on the node, not for every scraper.
+func ServePprof(ctx context.Context, addr string, log *slog.Logger) error {
+	if addr == "" {
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--pprof-addr %s: %w", addr, err)
+	}
+	log.Info("serving Go profiles", "addr", ln.Addr().String())
 	return serve.HTTP(ctx, srv, ln)
 }

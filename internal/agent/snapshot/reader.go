@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +17,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/agent/store"
+	"github.com/mooringlb/mooring/internal/kube"
 )
 
 // SwitchReader is the agent's Reader: the informer cache, or a snapshot
@@ -149,24 +149,4 @@ func listFrom[T any, P interface {
 // asking the API server: the default mapper discovers them when the cache
 // is created, which fails while the API server is unreachable, and an
 // agent starting then would exit instead of serving from its snapshot.
-// Mooring's own kinds are cluster-scoped.
-func CacheMapper(scheme *runtime.Scheme) meta.RESTMapper {
-	m := meta.NewDefaultRESTMapper(nil)
-	for _, gvk := range []schema.GroupVersionKind{
-		corev1.SchemeGroupVersion.WithKind("Service"),
-		corev1.SchemeGroupVersion.WithKind("Event"),
-		corev1.SchemeGroupVersion.WithKind("ConfigMap"),
-		corev1.SchemeGroupVersion.WithKind("Pod"),
-		discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"),
-	} {
-		m.Add(gvk, meta.RESTScopeNamespace)
-	}
-	m.Add(corev1.SchemeGroupVersion.WithKind("Node"), meta.RESTScopeRoot)
-	m.Add(corev1.SchemeGroupVersion.WithKind("Namespace"), meta.RESTScopeRoot) // the BGP room's namespace selectors
-	for gvk := range scheme.AllKnownTypes() {
-		if gvk.GroupVersion() == mooringv1.GroupVersion && !strings.HasSuffix(gvk.Kind, "List") {
-			m.Add(gvk, meta.RESTScopeRoot)
-		}
-	}
-	return m
-}
+func CacheMapper(scheme *runtime.Scheme) meta.RESTMapper { return kube.StaticMapper(scheme) }

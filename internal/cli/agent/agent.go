@@ -52,6 +52,7 @@ gratuitous ARP and unsolicited neighbour advertisements.`,
 	}
 	cliutil.AddKubeconfigFlag(cmd, &cfg.Kubeconfig)
 	cliutil.AddMetricsAddrFlag(cmd, &cfg.MetricsAddr, cfg.MetricsAddr)
+	cliutil.AddPprofAddrFlag(cmd, &cfg.PprofAddr)
 	f := cmd.Flags()
 	f.StringVar(&cfg.NodeName, "node-name", "", "this node's Kubernetes name (default $"+EnvNodeName+")")
 	f.StringVar(&cfg.GossipBind, "gossip-bind-address", cfg.GossipBind, "address the gossip protocol listens on (UDP and TCP) and peers dial: the node's own (the DaemonSet passes status.hostIP)")

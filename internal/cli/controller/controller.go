@@ -90,6 +90,7 @@ addresses to LoadBalancer Services with no loadBalancerClass (unless
 	fl.IntVar(&f.cfg.Workers, "workers", f.cfg.Workers, "Services reconciled concurrently")
 	fl.DurationVar(&f.cfg.PoolStatusInterval, "pool-status-interval", f.cfg.PoolStatusInterval, "minimum time between two pool status recomputations")
 	cliutil.AddMetricsAddrFlag(cmd, &f.cfg.MetricsAddr, f.cfg.MetricsAddr)
+	cliutil.AddPprofAddrFlag(cmd, &f.cfg.PprofAddr)
 	fl.StringVar(&f.cfg.HealthAddr, "health-addr", f.cfg.HealthAddr, "address to serve /healthz and /readyz on (host:port); \"0\" disables it")
 	f.podIPAM.bind(fl)
 	return cmd
