@@ -196,9 +196,11 @@ func (b *Backend) Run(ctx context.Context) error {
 			return b.speaker.Shutdown(shut, true)
 		case <-b.wake:
 			start := time.Now()
-			b.decide(ctx)
+			sessions := b.decide(ctx)
 			took := time.Since(start)
-			b.kickStatus()
+			if sessions {
+				b.kickStatus()
+			}
 			b.settle(ctx, settleWait(b.cfg.Settle, took))
 		case <-changed:
 			b.kickStatus()
@@ -259,30 +261,37 @@ func settleWait(settle, took time.Duration) time.Duration {
 }
 
 // decide reads the inputs, decides for this node and applies the result;
-// nothing before the agent's loop has handed over every Service once.
-func (b *Backend) decide(ctx context.Context) {
+// nothing before the agent's loop has handed over every Service once. It
+// reports whether the status may show something new: the node's sessions
+// changed in more than their routes, or the speaker refused the decision.
+// A change of routes alone reads no session state (the speaker's listing
+// costs O(routes) in GoBGP): the status loop's tick and the router's
+// state events keep the status current.
+func (b *Backend) decide(ctx context.Context) bool {
 	b.mu.Lock()
 	full := b.full
 	b.mu.Unlock()
 	if !full {
-		return
+		return false
 	}
 	in, objs, err := b.input(ctx)
 	live := objs != nil
 	if err != nil {
 		b.d.Log.Warn("BGP: cannot read the BGP objects yet; keeping what is advertised", "err", err)
-		return
+		return false
 	}
 	res := bgp.Decide(in)
 	nr, _ := res.Node(b.cfg.Node)
 	// Only the first Apply waits for Secrets never read (secrets says why).
 	pw := b.secrets.passwords(ctx, passwordNames(nr), !b.applied)
 	err = b.speaker.Apply(ctx, bgpspeaker.Desired{Node: nr, Passwords: pw})
+	first := !b.applied
 	b.applied = true
 	if err != nil {
 		b.d.Log.Warn("BGP: applying the decision", "err", err)
 	}
 	b.mu.Lock()
+	news := first || err != nil || sessionsChanged(b.last, nr)
 	b.last, b.problems = nr, res.Problems
 	writer := b.writer
 	b.mu.Unlock()
@@ -294,6 +303,23 @@ func (b *Backend) decide(ctx context.Context) {
 			b.d.Log.Warn("BGP: writing conditions", "err", err)
 		}
 	}
+	return news
+}
+
+// sessionsChanged reports whether a and b differ in more than their
+// sessions' routes: what the BGPSpeaker status shows of a decision.
+func sessionsChanged(a, b bgp.NodeResult) bool {
+	if a.Node != b.Node || a.RouterID != b.RouterID || a.ASN != b.ASN || a.Excluded != b.Excluded || len(a.Sessions) != len(b.Sessions) {
+		return true
+	}
+	for i := range a.Sessions {
+		x, y := a.Sessions[i], b.Sessions[i]
+		x.Routes, y.Routes = nil, nil
+		if !reflect.DeepEqual(x, y) {
+			return true
+		}
+	}
+	return false
 }
 
 func passwordNames(nr bgp.NodeResult) []string {

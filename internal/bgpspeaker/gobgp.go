@@ -44,6 +44,9 @@ type GoBGP struct {
 	opens  map[netip.Addr]openCache
 	// routerID is the running instance's, for the OPEN probe.
 	routerID netip.Addr
+	// countedAt is when Sessions last had GoBGP count the advertised
+	// prefixes (zero: count at the next call).
+	countedAt time.Time
 }
 
 // goPeer is one configured session.
@@ -63,6 +66,9 @@ type goPeer struct {
 	// down is why the session last failed, from GoBGP's state events
 	// (its peer listing does not carry the reason).
 	down downEvent
+	// sent is the prefixes GoBGP last counted as advertised on the
+	// session (Sessions recounts them at most every countAdvertisedEvery).
+	sent int64
 }
 
 type downEvent struct {

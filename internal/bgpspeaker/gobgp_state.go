@@ -18,14 +18,31 @@ import (
 // stays shut before it is tried again (the router may have been fixed).
 const asMismatchRetry = 30 * time.Second
 
+// countAdvertisedEvery bounds how often Sessions has GoBGP count the
+// prefixes advertised on each session. GoBGP counts them by running every
+// path through the peer's export (O(routes) per session, with garbage):
+// at 10,000 Services, listing with the count on every status read was
+// half of an agent's CPU in a burst (docs/benchmarks.md, "BGP at 10,000
+// Services: where the agent's CPU went"). Between counts a session keeps
+// its last count; a session whose state changed is recounted at the next
+// read. The status writes counters at most every CountsInterval (a
+// minute) anyway.
+const countAdvertisedEvery = 5 * time.Second
+
 // Sessions lists every session's state, classifying why those that are not
 // Established are not, and enforcing dynamicASN on those that are.
 func (g *GoBGP) Sessions(ctx context.Context) ([]SessionState, error) {
 	if g.srv == nil {
 		return nil, nil
 	}
+	g.mu.Lock()
+	count := g.countedAt.IsZero() || g.now().Sub(g.countedAt) >= countAdvertisedEvery
+	if count {
+		g.countedAt = g.now()
+	}
+	g.mu.Unlock()
 	var listed []*api.Peer
-	if err := g.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: true}, func(p *api.Peer) { listed = append(listed, p) }); err != nil {
+	if err := g.srv.ListPeer(ctx, &api.ListPeerRequest{EnableAdvertised: count}, func(p *api.Peer) { listed = append(listed, p) }); err != nil {
 		return nil, fmt.Errorf("listing BGP sessions: %w", err)
 	}
 	var out []SessionState
@@ -40,13 +57,13 @@ func (g *GoBGP) Sessions(ctx context.Context) ([]SessionState, error) {
 		if gp == nil {
 			continue
 		}
-		out = append(out, g.sessionState(ctx, gp, p))
+		out = append(out, g.sessionState(ctx, gp, p, count))
 	}
 	slices.SortFunc(out, func(a, b SessionState) int { return strings.Compare(a.Peer, b.Peer) })
 	return out, nil
 }
 
-func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer) SessionState {
+func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer, counted bool) SessionState {
 	st := p.GetState()
 	s := SessionState{Peer: gp.cfg.Peer, Address: gp.cfg.Address, State: sessionState(st.GetSessionState()), PeerASN: st.GetPeerAsn(), BFD: BFDOff}
 	if gp.cfg.BFD != nil {
@@ -56,13 +73,19 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer) Sessi
 	now := g.now()
 	if s.State != gp.state {
 		gp.state, gp.since = s.State, now
+		if !counted {
+			g.mu.Lock()
+			g.countedAt = time.Time{} // recount at the next read
+			g.mu.Unlock()
+		}
 	}
 	s.Since = gp.since
 	if s.State == StateEstablished {
-		g.established(ctx, gp, p, &s)
+		g.established(ctx, gp, p, &s, counted)
 		gp.bfdFailures = failures
 		return s
 	}
+	gp.sent = 0 // nothing is advertised on a session that is down
 	if gp.asMismatch != "" && now.After(gp.retryAt) {
 		gp.asMismatch = ""
 		_ = g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: gp.cfg.Address.String()})
@@ -160,7 +183,7 @@ type probeCache struct {
 }
 
 // established fills the negotiated values and enforces dynamicASN.
-func (g *GoBGP) established(ctx context.Context, gp *goPeer, p *api.Peer, s *SessionState) {
+func (g *GoBGP) established(ctx context.Context, gp *goPeer, p *api.Peer, s *SessionState, counted bool) {
 	if up := p.GetTimers().GetState().GetUptime(); up != nil {
 		s.Established = up.AsTime()
 	}
@@ -180,6 +203,11 @@ func (g *GoBGP) established(ctx context.Context, gp *goPeer, p *api.Peer, s *Ses
 		}
 		s.PrefixesSent += int64(st.GetAdvertised())
 		s.PrefixesReceived += int64(st.GetReceived())
+	}
+	if counted {
+		gp.sent = s.PrefixesSent
+	} else {
+		s.PrefixesSent = gp.sent
 	}
 	for _, c := range p.GetState().GetRemoteCap() {
 		if c.GetGracefulRestart() != nil && gp.cfg.GracefulRestart {

@@ -171,11 +171,12 @@ func TestGoBGPPerPeerRoutesAndAttributes(t *testing.T) {
 		"192.0.2.10/32": "[comm[4259840001] large 1:2:3 lp 200 nh 127.0.0.2]",
 		"192.0.2.20/32": "[comm[4259840002] lp 300 nh 127.0.0.2]",
 	})
-	st, err := sp.Status(ctx)
-	if err != nil || len(st) != 2 || st[0].State != bgpspeaker.StateEstablished || st[1].State != bgpspeaker.StateEstablished {
-		t.Fatalf("status %+v %v", st, err)
-	}
-	if st[0].PrefixesSent != 1 || st[1].PrefixesSent != 2 {
-		t.Fatalf("prefixes sent: e %d (want 1), i %d (want 2)", st[0].PrefixesSent, st[1].PrefixesSent)
-	}
+	// The counts follow within countAdvertisedEvery (5 s).
+	waitFor(t, "prefixes sent: e 1, i 2", func() (bool, string) {
+		st, err := sp.Status(ctx)
+		if err != nil || len(st) != 2 || st[0].State != bgpspeaker.StateEstablished || st[1].State != bgpspeaker.StateEstablished {
+			return false, fmt.Sprintf("status %+v %v", st, err)
+		}
+		return st[0].PrefixesSent == 1 && st[1].PrefixesSent == 2, fmt.Sprintf("e %d, i %d", st[0].PrefixesSent, st[1].PrefixesSent)
+	})
 }

@@ -21,6 +21,10 @@ import (
 	"github.com/mooringlb/mooring/internal/netlab"
 )
 
+// EnvSelf names a mooring binary the lab runs its kubelets, controller,
+// agents and echo pods from (default: the test binary itself).
+const EnvSelf = "MOORING_LAB_SELF"
+
 // Main is a test binary's TestMain: with envSelf=1 in its environment the
 // binary is the mooring executable the lab starts (kubelet stand-in,
 // controller, agents, echo pods); otherwise it runs the tests.
@@ -81,6 +85,12 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// EnvSelf runs the lab's processes from a built mooring binary instead
+	// of this test binary (the same CLI): a benchmark then measures what an
+	// operator installs, whose code pages are fewer than a test binary's.
+	if v := os.Getenv(EnvSelf); v != "" {
+		self = v
 	}
 	if o.Nodes == 0 {
 		o.Nodes = 2
