@@ -55,7 +55,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, HTTPClient: hc, ByObject: store.Transforms(), Mapper: snapshot.CacheMapper(scheme)})
+	// The cache maps its kinds without discovery (kube.StaticMapper): the
+	// default mapper discovers them when the cache is created, which fails
+	// while the API server is unreachable, and an agent starting then
+	// would exit instead of serving from its snapshot.
+	informers, err := cache.New(restCfg, cache.Options{Scheme: scheme, HTTPClient: hc, ByObject: store.Transforms(), Mapper: kube.StaticMapper(scheme)})
 	if err != nil {
 		return fmt.Errorf("creating the informer cache: %w", err)
 	}

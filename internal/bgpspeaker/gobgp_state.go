@@ -23,7 +23,7 @@ const asMismatchRetry = 30 * time.Second
 // path through the peer's export (O(routes) per session, with garbage):
 // at 10,000 Services, listing with the count on every status read was
 // half of an agent's CPU in a burst (docs/benchmarks.md, "BGP at 10,000
-// Services: where the agent's CPU went"). Between counts a session keeps
+// Services: where the agent's CPU and memory went"). Between counts a session keeps
 // its last count; a session whose state changed is recounted at the next
 // read. The status writes counters at most every CountsInterval (a
 // minute) anyway.

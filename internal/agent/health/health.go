@@ -160,12 +160,18 @@ func Serve(ctx context.Context, addr string, reg *prometheus.Registry, ready fun
 		}
 		_, _ = w.Write([]byte("ok: " + what + "\n"))
 	})
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return listen(ctx, "--metrics-addr", addr, mux, "serving metrics", log)
+}
+
+// listen serves h on addr until ctx ends; flag names the address in an
+// error.
+func listen(ctx context.Context, flag, addr string, h http.Handler, what string, log *slog.Logger) error {
+	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--metrics-addr %s: %w", addr, err)
+		return fmt.Errorf("%s %s: %w", flag, addr, err)
 	}
-	log.Info("serving metrics", "addr", ln.Addr().String())
+	log.Info(what, "addr", ln.Addr().String())
 	return serve.HTTP(ctx, srv, ln)
 }
 
@@ -182,11 +188,5 @@ func ServePprof(ctx context.Context, addr string, log *slog.Logger) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--pprof-addr %s: %w", addr, err)
-	}
-	log.Info("serving Go profiles", "addr", ln.Addr().String())
-	return serve.HTTP(ctx, srv, ln)
+	return listen(ctx, "--pprof-addr", addr, mux, "serving Go profiles", log)
 }

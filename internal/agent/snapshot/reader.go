@@ -9,15 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/agent/store"
-	"github.com/mooringlb/mooring/internal/kube"
 )
 
 // SwitchReader is the agent's Reader: the informer cache, or a snapshot
@@ -144,9 +141,3 @@ func listFrom[T any, P interface {
 	}
 	return out
 }
-
-// CacheMapper maps the kinds the agent's informer cache watches without
-// asking the API server: the default mapper discovers them when the cache
-// is created, which fails while the API server is unreachable, and an
-// agent starting then would exit instead of serving from its snapshot.
-func CacheMapper(scheme *runtime.Scheme) meta.RESTMapper { return kube.StaticMapper(scheme) }
