@@ -165,6 +165,7 @@ func TestGracefulRestartLosesNoRequest(t *testing.T) {
 	f.apply(nil)
 	f.waitEstablished("tor-v4")
 	f.wantNextHops(vip.String()+"/32", f.lab.Nodes()[0].Addr4.String())
+	f.waitKernelRoute(vip, f.lab.Nodes()[0].Addr4)
 	if ok, failed, out := runClient(t, f.lab.Client(), 50*time.Millisecond, time.Second); ok == 0 || failed > 0 {
 		t.Fatalf("the routed path does not work before any restart: %s", out)
 	}
@@ -192,4 +193,21 @@ func TestGracefulRestartLosesNoRequest(t *testing.T) {
 		}
 		f.wantNextHops(vip.String()+"/32", f.lab.Nodes()[0].Addr4.String())
 	}
+}
+
+// waitKernelRoute waits until the router's kernel forwards to addr via
+// next hop gw: zebra
+// installs a route some milliseconds after BGP marks it valid, and a
+// request sent in between is refused by the router (CI once saw the first
+// of 20 fail so, "network is unreachable").
+func (f *fabric) waitKernelRoute(addr, gw netip.Addr) {
+	f.t.Helper()
+	nl, err := f.router.NetlinkHandle()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	eventually(f.t, 15*time.Second, "the router's kernel route to "+addr.String()+" via "+gw.String(), func() (bool, string) {
+		rs, err := nl.RouteGet(addr.AsSlice())
+		return err == nil && len(rs) > 0 && rs[0].Gw.Equal(gw.AsSlice()), fmt.Sprintf("%+v %v", rs, err)
+	})
 }
