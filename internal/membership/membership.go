@@ -68,8 +68,8 @@ type Membership struct {
 	// merging: members a join's state named alive that have not joined
 	// yet (merge, Settled).
 	merging map[string]bool
-	repeatN            int
-	repeats            []time.Duration
+	repeatN int
+	repeats []time.Duration
 	// gossiped is our own metadata as gossip's state holds it (under mu):
 	// what peers learn from us, which lags meta until UpdateNode took it.
 	gossiped []byte
