@@ -65,11 +65,11 @@ type Membership struct {
 	// change whose repeats publishMeta has scheduled and how many (under
 	// mu). repeats are the pauses before each (metaRepeats).
 	metaSeq, repeatSeq uint64
+	repeatN            int
+	repeats            []time.Duration
 	// merging: members a join's state named alive that have not joined
 	// yet (merge, Settled).
 	merging map[string]bool
-	repeatN int
-	repeats []time.Duration
 	// gossiped is our own metadata as gossip's state holds it (under mu):
 	// what peers learn from us, which lags meta until UpdateNode took it.
 	gossiped []byte
