@@ -41,7 +41,6 @@ import (
 func TestLabBGPMigrateMetalLB(t *testing.T) {
 	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, MetalLB: true, LogLevel: slog.LevelWarn,
 		BGP: lab.BGPConfig{Enabled: true}})
-	t.Cleanup(func() { keepLogsOnFailure(t, r) })
 	if len(r.Service.Ingress) == 0 {
 		t.Fatalf("the demo Service has no MetalLB address: %+v", r.Service)
 	}

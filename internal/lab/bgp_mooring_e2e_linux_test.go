@@ -70,10 +70,16 @@ func TestLabBGPMooring(t *testing.T) {
 	waitBFD(t, ctx, r, dyn, mooringv1.BFDStateUp, 0, 60*time.Second)
 	checkFailoverCLI(t, r, runs, 200*time.Millisecond, 3*time.Second)
 	waitNexthops(t, ctx, router, vip4, nodes4, 2*time.Minute) // restored by the failover run
+	// The restored node's route comes back with its BGP session, its BFD
+	// session a little later: the step below needs BFD Up on every node
+	// (CI once patched while the router's BFD with node-1 was still down,
+	// so nothing reset node-1's 9 s session).
+	waitBFD(t, ctx, r, dyn, mooringv1.BFDStateUp, 0, 60*time.Second)
 
 	// Without BFD, the hold time: the router's hold timer runs from the
 	// last keepalive it got, up to a keepalive interval (hold/3) before the
-	// kill. (The new hold time needs a new session: the router's BFD,
+	// kill. (The new hold time needs a new session — a timer change is
+	// applied in place and offered at the next OPEN —: the router's BFD,
 	// which the node no longer answers, resets it.)
 	hold := 3 * time.Second
 	patch := fmt.Sprintf(`{"spec":{"bfdProfile":null,"holdTime":%q}}`, hold)

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -64,7 +63,6 @@ func startBGPLab(t *testing.T, grace time.Duration) *bgpLab {
 	bfd := os.Getenv(envRestartBFD) == "1"
 	ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, LogLevel: slog.LevelWarn,
 		BGP: lab.BGPConfig{Enabled: true, BFD: bfd, NoPassword: os.Getenv(envNoPassword) == "1"}, NodeMonitorGracePeriod: grace})
-	t.Cleanup(func() { keepLogsOnFailure(t, r) })
 	b := &bgpLab{t: t, ctx: ctx, r: r, router: r.Cluster.Router(), bfd: bfd,
 		addr4: map[string]netip.Addr{}, addr6: map[string]netip.Addr{}}
 	for i := 1; i <= 3; i++ {
@@ -305,21 +303,4 @@ func samplesText(ss []routeSample) string {
 		b.WriteString(s.String() + "\n")
 	}
 	return b.String()
-}
-
-// envKeepLogs=1 keeps the BGP labs' logs when the test passes too.
-const envKeepLogs = "MOORING_LAB_KEEP_LOGS"
-
-// keepLogsOnFailure copies the lab's logs out of its state dir, which goes
-// with the lab, when the test failed or envKeepLogs asks (the cleanup runs
-// before the lab's).
-func keepLogsOnFailure(t *testing.T, r *lab.Ready) {
-	if !t.Failed() && os.Getenv(envKeepLogs) != "1" {
-		return
-	}
-	dir, err := os.MkdirTemp("", "mooring-bgplab-logs-")
-	if err == nil {
-		err = os.CopyFS(dir, os.DirFS(filepath.Join(filepath.Dir(r.Kubeconfig), "logs")))
-	}
-	t.Logf("the lab's logs: %s %v", dir, err)
 }

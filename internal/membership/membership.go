@@ -61,6 +61,12 @@ type Membership struct {
 	sender atomic.Pointer[senderBox] // the running memberlist (Took), nil outside Run
 
 	meta atomic.Value // []byte: our own node metadata (SetMeta)
+	// metaSeq counts SetMeta's changes; repeatSeq and repeatN are the
+	// change whose repeats publishMeta has scheduled and how many (under
+	// mu). repeats are the pauses before each (metaRepeats).
+	metaSeq, repeatSeq uint64
+	repeatN            int
+	repeats            []time.Duration
 	// gossiped is our own metadata as gossip's state holds it (under mu):
 	// what peers learn from us, which lags meta until UpdateNode took it.
 	gossiped []byte
@@ -95,6 +101,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Membershi
 		took:        map[string]int64{},
 	}
 	m.meta.Store([]byte(nil))
+	m.repeats = metaRepeats
 	return m, nil
 }
 
@@ -472,11 +479,52 @@ func (m *Membership) publishMeta(ml metaUpdater) {
 	taken := string(m.gossiped) == string(want)
 	m.mu.Unlock()
 	if taken {
-		return // err: it is still spreading, which goes on by itself
+		m.repeatMeta() // err: it is still spreading, which goes on by itself
+		return
 	}
 	m.met.metaRetries.Inc()
 	m.log.Debug("gossip did not take this node's metadata; publishing again", "err", err)
 	time.AfterFunc(metaRetry, func() { // after Run: a kick nobody reads
+		select {
+		case m.metaKick <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// metaRepeats are the pauses after which publishMeta publishes a change
+// again, unchanged: a new incarnation, so peers take it. memberlist
+// broadcasts an update a few times over UDP and repairs a miss only at
+// the next push/pull (15 s); the lab once saw a starting agent's
+// readiness reach neither peer for 15 s, so they dropped it as a
+// candidate when its cold start window ended while it announced: two
+// responders until the push/pull. Both repeats fall well inside that
+// window (handoff.ColdStartWindow). Cost: two small broadcasts per change
+// of a member's metadata, which changes at start-up and hand-offs only.
+var metaRepeats = []time.Duration{time.Second, 3 * time.Second}
+
+// repeatMeta schedules the next repeat of the current metadata, if any is
+// left; a repeat is skipped when the metadata changed meanwhile (the
+// change has repeats of its own).
+func (m *Membership) repeatMeta() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.repeatSeq != m.metaSeq {
+		m.repeatSeq, m.repeatN = m.metaSeq, 0
+	}
+	if m.repeatN >= len(m.repeats) {
+		return
+	}
+	d, seq := m.repeats[m.repeatN], m.metaSeq
+	m.repeatN++
+	time.AfterFunc(d, func() { // after Run: a kick nobody reads
+		m.mu.Lock()
+		current := m.metaSeq == seq
+		m.mu.Unlock()
+		if !current {
+			return
+		}
+		m.met.metaRepeats.Inc()
 		select {
 		case m.metaKick <- struct{}{}:
 		default:

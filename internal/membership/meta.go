@@ -213,6 +213,9 @@ func (m *Membership) SetMeta(meta NodeMeta) error {
 		return nil
 	}
 	m.meta.Store(b)
+	m.mu.Lock()
+	m.metaSeq++
+	m.mu.Unlock()
 	select {
 	case m.metaKick <- struct{}{}:
 	default:

@@ -17,6 +17,7 @@ type metrics struct {
 	ringFailed      prometheus.Counter
 	insecure        prometheus.Gauge
 	metaRetries     prometheus.Counter
+	metaRepeats     prometheus.Counter
 	tookSent        prometheus.Counter
 	tookReceived    prometheus.Counter
 	suspectSent     prometheus.Counter
@@ -55,6 +56,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		metaRetries: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_meta_retries_total",
 			Help: "Times gossip did not take this member's new metadata (an update overtaken by a refutation of its own death, at a restart) and it was published again.",
+		}),
+		metaRepeats: f.NewCounter(prometheus.CounterOpts{
+			Name: "mooring_members_meta_repeats_total",
+			Help: "Times this member published unchanged metadata again after a change (a second and third broadcast, so that a peer that missed the first does not wait for the next push/pull).",
 		}),
 		tookSent: f.NewCounter(prometheus.CounterOpts{
 			Name: "mooring_members_took_sent_total",

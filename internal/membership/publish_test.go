@@ -79,3 +79,57 @@ func TestPublishMetaRetriesUntilGossipHoldsIt(t *testing.T) {
 		})
 	}
 }
+
+// A change of metadata is published twice more, unchanged, after the
+// pauses in repeats (a peer that missed memberlist's broadcasts gets it
+// then, not at the next push/pull); a repeat of metadata that changed
+// meanwhile is dropped (the change has repeats of its own).
+func TestPublishMetaRepeatsAChange(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", Insecure: true}, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.repeats = []time.Duration{20 * time.Millisecond, 40 * time.Millisecond}
+	(*events)(m).NotifyJoin(&memberlist.Node{Name: "a", Meta: m.meta.Load().([]byte)})
+	u := &updater{m: m}
+	if err := m.SetMeta(NodeMeta{Ready: true}); err != nil {
+		t.Fatal(err)
+	}
+	for u.calls < 3 {
+		select {
+		case <-m.metaKick:
+			m.publishMeta(u)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("UpdateNode called %d times, want 3 (the change and two repeats)", u.calls)
+		}
+	}
+	select {
+	case <-m.metaKick:
+		t.Fatal("published a fourth time: the repeats must stop")
+	case <-time.After(200 * time.Millisecond):
+	}
+	if got := value(m.met.metaRepeats); got != 2 {
+		t.Fatalf("mooring_members_meta_repeats_total = %v, want 2", got)
+	}
+
+	// A change overtakes the first change's repeat.
+	m.repeats = []time.Duration{100 * time.Millisecond}
+	if err := m.SetMeta(NodeMeta{Ready: true, Taking: true}); err != nil {
+		t.Fatal(err)
+	}
+	<-m.metaKick
+	m.publishMeta(u) // schedules its repeat
+	if err := m.SetMeta(NodeMeta{Ready: false}); err != nil {
+		t.Fatal(err)
+	}
+	<-m.metaKick // the new change, not published here: no repeat scheduled for it
+	select {
+	case <-m.metaKick:
+		t.Fatal("the overtaken change was repeated")
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := value(m.met.metaRepeats); got != 2 {
+		t.Fatalf("mooring_members_meta_repeats_total = %v, want still 2", got)
+	}
+}

@@ -122,6 +122,9 @@ func Start(t *testing.T, envSelf string, o Options) (context.Context, *lab.Ready
 	})
 	select {
 	case r := <-readyc:
+		// Registered after the lab's own cleanup, so it runs first, while
+		// the logs are still there.
+		t.Cleanup(func() { keepLogs(t, r) })
 		return ctx, r
 	case <-done:
 		// The cleanup waits on done too: a lab that failed to come up
@@ -159,4 +162,22 @@ func buildIPAMPlugin(t *testing.T, crds string) string {
 		t.Fatalf("building mooring-ipam: %v\n%s", err, b)
 	}
 	return out
+}
+
+// EnvKeepLogs=1 keeps a lab's logs when the test passes too.
+const EnvKeepLogs = "MOORING_LAB_KEEP_LOGS"
+
+// keepLogs copies the lab's logs out of its state dir, which goes with the
+// lab, when the test failed or EnvKeepLogs asks, and names the folder in
+// the test's output (a CI failure's first question is what the agents
+// logged).
+func keepLogs(t *testing.T, r *lab.Ready) {
+	if !t.Failed() && os.Getenv(EnvKeepLogs) != "1" {
+		return
+	}
+	dir, err := os.MkdirTemp("", "mooring-lab-logs-")
+	if err == nil {
+		err = os.CopyFS(dir, os.DirFS(filepath.Join(filepath.Dir(r.Kubeconfig), "logs")))
+	}
+	t.Logf("the lab's logs: %s %v", dir, err)
 }
