@@ -81,7 +81,14 @@ func (a *Agent) settle(ctx context.Context) error {
 	timeout := a.deps.Clock.After(a.cfg.SettleTimeout)
 	poll := a.deps.Clock.NewTicker(50 * time.Millisecond)
 	defer poll.Stop()
-	for len(a.deps.Members.Members()) < 2 {
+	// Every member the first peer's state names, not just that peer: the
+	// first decision judges cold start against restart from all of them
+	// (membership.Settled).
+	settled := func() bool { return true }
+	if s, ok := a.deps.Members.(interface{ Settled() bool }); ok {
+		settled = s.Settled
+	}
+	for len(a.deps.Members.Members()) < 2 || !settled() {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -132,6 +132,7 @@ func (a *Agent) runAll(ctx context.Context, p runParts) error {
 	g.Go(func() error { return untilDone(stay, informerGrace, p.informers.Start) })
 	g.Go(func() error { return untilDone(stay, informerGrace, p.compact.Run) })
 	g.Go(func() error { memory.ReleaseAfterStart(ctx, a.ready.Decided.Load, clock.RealClock{}, log); return nil })
+	g.Go(func() error { memory.NewLimitWatch(p.reg, log).Run(ctx, clock.RealClock{}); return nil })
 	answering := make(chan struct{})
 	g.Go(func() error { defer close(answering); return p.resp.Run(stay) })
 	g.Go(func() error { return p.mem.Run(handoff.AfterClosed(stay, answering)) })

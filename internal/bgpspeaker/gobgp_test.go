@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -179,4 +180,91 @@ func TestGoBGPPerPeerRoutesAndAttributes(t *testing.T) {
 		}
 		return st[0].PrefixesSent == 1 && st[1].PrefixesSent == 2, fmt.Sprintf("e %d, i %d", st[0].PrefixesSent, st[1].PrefixesSent)
 	})
+}
+
+// TestGoBGPAdvertisedCountIsCached: the advertised prefixes are counted at
+// most every CountAdvertisedEvery (the count runs every path through the
+// peer's export); between counts a session keeps its last count, a session
+// that is down reports none, and one that came back is counted at the next
+// read without waiting out the interval.
+func TestGoBGPAdvertisedCountIsCached(t *testing.T) {
+	r := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var clock atomic.Int64 // fake time in ns; GoBGP's own timers run on real time
+	clock.Store(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC).UnixNano())
+	advance := func(d time.Duration) { clock.Add(int64(d)) }
+	g := bgpspeaker.NewGoBGP(log, nil)
+	bgpspeaker.SetNow(g, func() time.Time { return time.Unix(0, clock.Load()) })
+	sp := bgpspeaker.New(g, log, -1)
+	ctx := context.Background()
+	t.Cleanup(func() { _ = sp.Shutdown(ctx, false) })
+	routes := func(n int) bgpspeaker.Desired {
+		s := r.session("e", 64500)
+		s.Families = []mbgp.Family{mbgp.IPv4}
+		for i := range n {
+			s.Routes = append(s.Routes, mbgp.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)}), 32), Attrs: &mbgp.Attrs{}})
+		}
+		return bgpspeaker.Desired{Node: mbgp.NodeResult{Node: "n", RouterID: netip.MustParseAddr("127.0.0.2"), ASN: 64512, Sessions: []mbgp.Session{s}}}
+	}
+	status := func() bgpspeaker.SessionState {
+		t.Helper()
+		st, err := sp.Status(ctx)
+		if err != nil || len(st) != 1 {
+			t.Fatalf("status %+v %v", st, err)
+		}
+		return st[0]
+	}
+	received := func(n int) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%d routes at the receiver", n), func() (bool, string) {
+			got := r.received(bgp.RF_IPv4_UC)
+			return len(got) == n, fmt.Sprint(got)
+		})
+	}
+	if err := sp.Apply(ctx, routes(1)); err != nil {
+		t.Fatal(err)
+	}
+	received(1)
+	waitFor(t, "established, 1 prefix counted", func() (bool, string) {
+		advance(bgpspeaker.CountAdvertisedEvery) // every read may count
+		s := status()
+		return s.State == bgpspeaker.StateEstablished && s.PrefixesSent == 1, fmt.Sprintf("%+v", s)
+	})
+
+	// Two more routes: reads within the interval keep the count they had.
+	if err := sp.Apply(ctx, routes(3)); err != nil {
+		t.Fatal(err)
+	}
+	received(3)
+	for range 3 {
+		advance(bgpspeaker.CountAdvertisedEvery / 4)
+		if s := status(); s.PrefixesSent != 1 {
+			t.Fatalf("%v into the interval: %d prefixes sent, want the last count, 1 (counted again too early)", bgpspeaker.CountAdvertisedEvery*3/4, s.PrefixesSent)
+		}
+	}
+	advance(bgpspeaker.CountAdvertisedEvery / 4)
+	if s := status(); s.PrefixesSent != 3 {
+		t.Fatalf("an interval after the last count: %d prefixes sent, want 3", s.PrefixesSent)
+	}
+
+	// The receiver shuts the session: down, nothing sent.
+	if err := r.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: "127.0.0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the session down, 0 prefixes sent", func() (bool, string) {
+		s := status() // the clock stands still: only the state change may count
+		return s.State != bgpspeaker.StateEstablished && s.PrefixesSent == 0, fmt.Sprintf("%+v", s)
+	})
+	if err := r.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: "127.0.0.2"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "established again", func() (bool, string) {
+		s := status()
+		return s.State == bgpspeaker.StateEstablished, fmt.Sprintf("%+v", s)
+	})
+	// The read that saw it come back did not count; the next one does,
+	// with the clock still standing.
+	if s := status(); s.PrefixesSent != 3 {
+		t.Fatalf("after the session came back: %d prefixes sent, want 3 counted at once", s.PrefixesSent)
+	}
 }

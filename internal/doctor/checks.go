@@ -177,6 +177,25 @@ func checkGossipKey(in Inputs) []Finding {
 	return out
 }
 
+// checkMemoryLimit: agents whose Go heap presses on their soft memory
+// limit (GOMEMLIMIT, the chart's agent.goMemLimit): the runtime then
+// collects all the time, up to half a core, and the agent answers,
+// decides and withdraws late while it looks Ready. The chart's 48 MiB is
+// sized for the L2 agent; BGP at thousands of Services needs more.
+func checkMemoryLimit(in Inputs) []Finding {
+	var out []Finding
+	for _, n := range in.Nodes {
+		if n.Metrics == nil || n.Metrics.MemoryLimit == 0 {
+			continue
+		}
+		out = append(out, Finding{Severity: Warning, Node: n.Name,
+			Message: "the agent on " + n.Name + " keeps a heap at its soft memory limit (GOMEMLIMIT): its garbage collector runs all the time and it serves late",
+			Fix: "raise the chart's agent.goMemLimit and agent.resources.limits.memory with it (with BGP at 10,000 Services e.g. 160MiB; docs/bgp.md, At 10,000 Services); " +
+				"the agent's log says how much it keeps"})
+	}
+	return out
+}
+
 // checkL2AndBGP: an address announced by L2 (a node answers ARP/NDP for it
 // on a segment) and advertised over BGP to a router on that same segment
 // reaches that router two ways — a /32 (/128) route spreading it over the

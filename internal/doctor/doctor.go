@@ -103,6 +103,9 @@ type AgentMetrics struct {
 	WriteErrors     float64 // mooring_agent_api_writes_total{result="error"}
 	OwnershipLosses float64 // mooring_agent_ownership_changes_total{change="lost"}
 	GossipInsecure  float64 // mooring_members_insecure
+	// MemoryLimit is mooring_agent_memory_limit_pressure: 1 while the
+	// agent's heap presses on its soft memory limit (GOMEMLIMIT).
+	MemoryLimit float64
 	// StepFailures count the failures of each data-plane step since the
 	// agent started, by step, with the series they come from: the
 	// responder's mooring_responder_errors_total{op} (steps
@@ -270,6 +273,7 @@ var Checks = []Check{
 	{"agent-counters", checkCounters},
 	{"agent-config", checkAgentConfig},
 	{"gossip-key", checkGossipKey},
+	{"agent-memory-limit", checkMemoryLimit},
 	{"l2-and-bgp", checkL2AndBGP},
 }
 

@@ -135,6 +135,7 @@ func TestEachCheckFindsItsProblem(t *testing.T) {
 		{"agent-config", func(in *Inputs) { in.Agents[1].Policies = map[string]int64{"l2": 3, "gone": 1} }, Problem, []string{"n2", "gone (generation 1) was deleted but still applied"}},
 		{"agent-config", func(in *Inputs) { in.Agents[1].Reports, in.Agents[1].Policies = false, nil }, Info, []string{"n2", "does not report"}},
 		{"gossip-key", func(in *Inputs) { in.Nodes[1].Metrics.GossipInsecure = 1 }, Problem, []string{"n2", "without a key"}},
+		{"agent-memory-limit", func(in *Inputs) { in.Nodes[0].Metrics.MemoryLimit = 1 }, Warning, []string{"n1", "soft memory limit"}},
 	} {
 		t.Run(tc.check, func(t *testing.T) {
 			in := clean()

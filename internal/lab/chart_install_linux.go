@@ -82,11 +82,12 @@ func (c *Cluster) chartArgs(key string) []string {
 	return args
 }
 
-// ChartValues are the values the lab installed the chart with, each as
-// `--set` takes it (image.repository, image.tag, the gossip key): with
-// them `helm upgrade --install` renders what the lab applied and adopts
-// its objects (they carry Helm's ownership annotations), and a later
-// `helm upgrade --reuse-values` keeps them. Empty without --install=chart.
+// ChartValues are the values the lab installed the chart with, as helm
+// arguments (`--set k=v` and `--set-string k=v` pairs: image.repository,
+// image.tag, the gossip key): with them `helm upgrade --install` renders
+// what the lab applied and adopts its objects (they carry Helm's
+// ownership annotations), and a later `helm upgrade --reuse-values`
+// keeps them. Empty without --install=chart.
 func (c *Cluster) ChartValues() []string {
 	if c.gossipKey == "" {
 		return nil
@@ -94,8 +95,8 @@ func (c *Cluster) ChartValues() []string {
 	var out []string
 	args := c.chartArgs(c.gossipKey)
 	for i, a := range args {
-		if a == "--set" && i+1 < len(args) {
-			out = append(out, args[i+1])
+		if (a == "--set" || a == "--set-string") && i+1 < len(args) {
+			out = append(out, a, args[i+1])
 		}
 	}
 	return out

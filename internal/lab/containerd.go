@@ -268,7 +268,11 @@ func realNodeChartArgs(args []string, imgs []labImage) []string {
 				out[i] = "image.repository=" + img.Repository
 			}
 		}
-		out = append(out, "--set", "image.tag="+img.Tag)
+		// --set-string: a tag of digits only (`git describe --always`
+		// of a commit whose short hash has no letter) is a number to
+		// --set, which the chart's schema refuses (and 0123456 would
+		// lose its 0).
+		out = append(out, "--set-string", "image.tag="+img.Tag)
 	}
 	return out
 }

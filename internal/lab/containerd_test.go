@@ -77,7 +77,7 @@ func TestRealNodeChartArgs(t *testing.T) {
 	args := []string{"template", "--set", "image.repository=mooring.dev/lab-mooring", "--set", "agent.gossipKey.value=k"}
 	got := realNodeChartArgs(args, []labImage{{Repository: labImagePrefix + "echo", Tag: "e"}, {Repository: MooringRepository, Tag: "v9"}})
 	s := strings.Join(got, " ")
-	if !strings.Contains(s, "image.repository="+MooringRepository) || !strings.Contains(s, "--set image.tag=v9") || strings.Contains(s, "lab-mooring") {
+	if !strings.Contains(s, "image.repository="+MooringRepository) || !strings.Contains(s, "--set-string image.tag=v9") || strings.Contains(s, "lab-mooring") {
 		t.Errorf("chart args %q", s)
 	}
 }

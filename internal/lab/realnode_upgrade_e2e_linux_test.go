@@ -55,10 +55,7 @@ func TestRealNodesChartUpgrade(t *testing.T) {
 	}
 	helm := helmRunner(t, cfg, r)
 	adopt := []string{"upgrade", "--install", lab.ChartRelease, cfg.ChartDir, "--namespace", lab.ChartNamespace}
-	for _, v := range r.Cluster.ChartValues() {
-		adopt = append(adopt, "--set", v)
-	}
-	helm(adopt...)
+	helm(append(adopt, r.Cluster.ChartValues()...)...)
 	if now := waitChartPodsReady(t, cs, time.Minute); !samePods(old, now) {
 		t.Fatalf("adopting the lab's objects into a release replaced pods: before %s, after %s", podNames(old), podNames(now))
 	}
@@ -73,7 +70,7 @@ func TestRealNodesChartUpgrade(t *testing.T) {
 	load.Start(lctx)
 	time.Sleep(3 * time.Second)
 	start := time.Now()
-	helm("upgrade", lab.ChartRelease, cfg.ChartDir, "--namespace", lab.ChartNamespace, "--reuse-values", "--set", "image.tag="+tag)
+	helm("upgrade", lab.ChartRelease, cfg.ChartDir, "--namespace", lab.ChartNamespace, "--reuse-values", "--set-string", "image.tag="+tag)
 	pods := waitRolledOut(t, cs, old, lab.MooringRepository+":"+tag, 5*time.Minute)
 	took := time.Since(start)
 	time.Sleep(3 * time.Second)

@@ -67,6 +67,9 @@ type Membership struct {
 	metaSeq, repeatSeq uint64
 	repeatN            int
 	repeats            []time.Duration
+	// merging: members a join's state named alive that have not joined
+	// yet (merge, Settled).
+	merging map[string]bool
 	// gossiped is our own metadata as gossip's state holds it (under mu):
 	// what peers learn from us, which lags meta until UpdateNode took it.
 	gossiped []byte
@@ -356,6 +359,7 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	}
 	c.Events = (*events)(m)
 	c.Delegate = (*delegate)(m)
+	c.Merge = (*merge)(m)
 	c.Logger = log.New(&slogWriter{log: m.log, suspect: m.probeFailed}, "", 0)
 	return c, nil
 }
@@ -376,6 +380,7 @@ func (e *events) NotifyJoin(n *memberlist.Node) {
 	}
 	delete(m.leaving, n.Name)
 	delete(m.unreachable, n.Name)
+	delete(m.merging, n.Name)
 	m.forgetSuspect(n.Name)
 	wasHeld := m.unhold(n.Name)
 	count := len(m.live)
@@ -562,3 +567,36 @@ func (d *delegate) NotifyMsg(b []byte) {
 func (d *delegate) GetBroadcasts(int, int) [][]byte     { return nil }
 func (d *delegate) LocalState(bool) []byte              { return nil }
 func (d *delegate) MergeRemoteState(buf []byte, _ bool) {}
+
+// merge learns, before memberlist merges a join's state (the peer's whole
+// member list), which members that state names alive: they join one by
+// one right after, and Settled says whether all have. An agent's first
+// decision waits for it (internal/agent settle): deciding between two of
+// those joins once saw only the member restarted a second before, and the
+// restarted agent took itself for part of a cold start and answered
+// beside the peer that had served its addresses (two responders).
+type merge Membership
+
+func (g *merge) NotifyMerge(peers []*memberlist.Node) error {
+	m := (*Membership)(g)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.merging = map[string]bool{}
+	for _, p := range peers {
+		if p.Name == m.cfg.NodeName || (p.State != memberlist.StateAlive && p.State != memberlist.StateSuspect) {
+			continue
+		}
+		if _, live := m.live[p.Name]; !live {
+			m.merging[p.Name] = true
+		}
+	}
+	return nil
+}
+
+// Settled reports whether every member the last join's state named alive
+// has joined (true before any join).
+func (m *Membership) Settled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.merging) == 0
+}

@@ -133,3 +133,33 @@ func TestPublishMetaRepeatsAChange(t *testing.T) {
 		t.Fatalf("mooring_members_meta_repeats_total = %v, want still 2", got)
 	}
 }
+
+// Settled is false from the moment a join's state names alive members
+// until every one of them has joined; dead and left ones, and this node,
+// are not waited for.
+func TestSettledWaitsForEveryMemberAJoinNamed(t *testing.T) {
+	m, err := New(Config{NodeName: "a", BindAddr: "127.0.0.1", Insecure: true}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, mg := (*events)(m), (*merge)(m)
+	if !m.Settled() {
+		t.Fatal("not settled before any join")
+	}
+	ev.NotifyJoin(&memberlist.Node{Name: "a"})
+	if err := mg.NotifyMerge([]*memberlist.Node{
+		{Name: "a", State: memberlist.StateAlive}, {Name: "b", State: memberlist.StateAlive},
+		{Name: "c", State: memberlist.StateSuspect}, {Name: "d", State: memberlist.StateDead}, {Name: "e", State: memberlist.StateLeft},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"b", "c"} {
+		if m.Settled() {
+			t.Fatalf("settled before %s joined", n)
+		}
+		ev.NotifyJoin(&memberlist.Node{Name: n})
+	}
+	if !m.Settled() {
+		t.Fatal("not settled after b and c joined (d is dead and e left: not waited for)")
+	}
+}

@@ -312,6 +312,7 @@ mooring_agent_api_writes_total{kind="annotation",result="error"} 4 1700000000
 mooring_agent_api_writes_total{kind="annotation",result="ok"} 100
 mooring_agent_ownership_changes_total{change="lost"} 7
 mooring_members_insecure 1
+mooring_agent_memory_limit_pressure 1
 mooring_responder_errors_total{op="open"} 5
 mooring_responder_errors_total{op="join"} 0
 mooring_agent_dataplane_failures_total{step="read-addresses"} 3
@@ -319,7 +320,7 @@ mooring_agent_dataplane_failing{step="read-addresses"} 1
 mooring_agent_dataplane_failing{step="split-brain-probe"} 0
 garbage line
 `))
-	if m.StaleLocal != 2 || m.WriteErrors != 7 || m.OwnershipLosses != 7 || m.GossipInsecure != 1 {
+	if m.StaleLocal != 2 || m.WriteErrors != 7 || m.OwnershipLosses != 7 || m.GossipInsecure != 1 || m.MemoryLimit != 1 {
 		t.Fatalf("%+v", m)
 	}
 	if c := m.StepFailures["responder-open"]; c.Value != 5 || c.Series != `mooring_responder_errors_total{op="open"}` ||

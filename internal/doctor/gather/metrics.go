@@ -121,6 +121,8 @@ func ParseMetrics(b []byte) *doctor.AgentMetrics {
 			m.OwnershipLosses += value
 		case name == "mooring_members_insecure":
 			m.GossipInsecure += value
+		case name == "mooring_agent_memory_limit_pressure":
+			m.MemoryLimit += value
 		case name == "mooring_responder_errors_total":
 			if op := label(labels, "op"); op != "" {
 				m.addStep("responder-"+op, fmt.Sprintf(`%s{op=%q}`, name, op), value)
