@@ -263,7 +263,7 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 	return component{
 		Name: "mooring-agent/" + n.Name, Host: n.Name,
 		Path: c.Self,
-		Args: append([]string{
+		Args: append(append([]string{
 			"agent",
 			"--kubeconfig=" + p.ClusterKubecfg,
 			"--node-name=" + n.Name,
@@ -274,9 +274,20 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 			// Services when the agents confirm its death, not after the
 			// node-monitor grace period (the chart's default too).
 			"--fast-endpoint-eviction",
-		}, append(bgpAgentArgs(c), podIPAMAgentArgs(c, p, n.Name)...)...),
+		}, agentLogLevel()...), append(bgpAgentArgs(c), podIPAMAgentArgs(c, p, n.Name)...)...),
 		Env: c.SelfEnv,
 	}
+}
+
+// EnvAgentLogLevel sets the lab's agents' --log-level (default info):
+// debug logs, among others, every gossip metadata change each agent sees.
+const EnvAgentLogLevel = "MOORING_LAB_AGENT_LOG_LEVEL"
+
+func agentLogLevel() []string {
+	if v := os.Getenv(EnvAgentLogLevel); v != "" {
+		return []string{"--log-level=" + v}
+	}
+	return nil
 }
 
 // command builds the exec.Cmd for comp, logging into logs/<name>.log.
