@@ -466,30 +466,3 @@ func TestRoleWithoutLineRefused(t *testing.T) {
 		t.Errorf("rendering with an unknown role file: %v, want a refusal naming it", err)
 	}
 }
-
-// The agent's GOMEMLIMIT: goMemLimit, or goMemLimitBGP while flags.bgp is
-// on (the L2 agent's 48 MiB is below what GoBGP's tables need at 10,000
-// Services); an empty goMemLimitBGP falls back to goMemLimit.
-func TestAgentMemoryLimitFollowsBGP(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		set  []string
-		want string
-	}{
-		{"L2", nil, "48MiB"},
-		{"BGP", []string{"agent.flags.bgp=true"}, "160MiB"},
-		{"BGP, own limit", []string{"agent.flags.bgp=true", "agent.goMemLimitBGP=300MiB"}, "300MiB"},
-		{"BGP, no BGP limit", []string{"agent.flags.bgp=true", "agent.goMemLimitBGP=", "agent.goMemLimit=64MiB"}, "64MiB"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"--set", "agent.gossipKey.value=" + testKey}
-			for _, s := range tc.set {
-				args = append(args, "--set", s)
-			}
-			ds := find(t, render(t, args...), "DaemonSet", "mooring-agent")
-			if got := chartEnv(container(t, ds))["GOMEMLIMIT"]; got != tc.want {
-				t.Fatalf("GOMEMLIMIT %q, want %q", got, tc.want)
-			}
-		})
-	}
-}

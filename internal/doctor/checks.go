@@ -180,8 +180,8 @@ func checkGossipKey(in Inputs) []Finding {
 // checkMemoryLimit: agents whose Go heap presses on their soft memory
 // limit (GOMEMLIMIT, the chart's agent.goMemLimit): the runtime then
 // collects all the time, up to half a core, and the agent answers,
-// decides and withdraws late while it looks Ready. The chart's 48 MiB is
-// sized for the L2 agent; BGP at thousands of Services needs more.
+// decides and withdraws late while it looks Ready. The chart's 48 MiB
+// holds at 10,000 Services, with BGP too; much larger clusters need more.
 func checkMemoryLimit(in Inputs) []Finding {
 	var out []Finding
 	for _, n := range in.Nodes {
@@ -190,7 +190,7 @@ func checkMemoryLimit(in Inputs) []Finding {
 		}
 		out = append(out, Finding{Severity: Warning, Node: n.Name,
 			Message: "the agent on " + n.Name + " keeps a heap at its soft memory limit (GOMEMLIMIT): its garbage collector runs all the time and it serves late",
-			Fix: "raise the chart's agent.goMemLimit and agent.resources.limits.memory with it (with BGP at 10,000 Services e.g. 160MiB; docs/bgp.md, At 10,000 Services); " +
+			Fix: "raise the chart's agent.goMemLimit and agent.resources.limits.memory with it (docs/bgp.md, At 10,000 Services); " +
 				"the agent's log says how much it keeps"})
 	}
 	return out

@@ -17,9 +17,10 @@ import (
 // A soft memory limit (GOMEMLIMIT, the chart's agent.goMemLimit) below
 // what the agent's heap needs is a trap: the runtime then collects all
 // the time, up to half the CPU, and the agent answers, decides and
-// withdraws late while it looks healthy. The chart's 48 MiB fits the L2
-// agent at 10,000 Services; with BGP the heap is about 51 MiB there
-// (docs/bgp.md, "At 10,000 Services"). WatchLimit notices it.
+// withdraws late while it looks healthy: at 10,000 Services with BGP
+// (~24 MiB live) a 32 MiB limit cost the agents 7.5 times the CPU; the
+// chart's 48 MiB holds there (docs/bgp.md, "At 10,000 Services").
+// WatchLimit notices it.
 
 // limitCheckEvery paces WatchLimit's reads (a few runtime/metrics samples).
 const limitCheckEvery = 15 * time.Second
