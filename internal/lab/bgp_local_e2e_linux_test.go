@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -317,6 +318,7 @@ func (l *localLab) watchKernel() func() []string {
 		}
 		defer nl.Close()
 		var since [2]time.Time
+		var why [2]string
 		for {
 			select {
 			case <-done:
@@ -324,13 +326,16 @@ func (l *localLab) watchKernel() func() []string {
 			case <-time.After(10 * time.Millisecond):
 			}
 			for f, p := range []netip.Prefix{l.vip4, l.vip6} {
-				hops, err := kernelNexthops(nl, p)
+				hops, err := consistentNexthops(nl, p)
 				now := time.Now()
 				switch {
 				case (err != nil || len(hops) == 0) && since[f].IsZero():
-					since[f] = now
+					since[f], why[f] = now, "no route"
+					if err != nil {
+						why[f] = err.Error()
+					}
 				case err == nil && len(hops) > 0 && !since[f].IsZero():
-					gaps = append(gaps, fmt.Sprintf("%s %s–%s", p, since[f].Format("15:04:05.000"), now.Format("15:04:05.000")))
+					gaps = append(gaps, fmt.Sprintf("%s %s–%s (%s)", p, since[f].Format("15:04:05.000"), now.Format("15:04:05.000"), why[f]))
 					since[f] = time.Time{}
 				}
 			}
@@ -424,7 +429,7 @@ func (l *localLab) pollNexthop(want bool) [2]time.Time {
 			defer nl.Close()
 			var last []netip.Addr
 			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				last, err = kernelNexthops(nl, p)
+				last, err = consistentNexthops(nl, p)
 				now := time.Now()
 				if err != nil {
 					errs[f] = err
@@ -448,6 +453,22 @@ func (l *localLab) pollNexthop(want bool) [2]time.Time {
 		}
 	}
 	return seen
+}
+
+// consistentNexthops is kernelNexthops from a dump no route change
+// interrupted: zebra replacing the route while the kernel dumps it (a
+// rolling update changes the next hops) makes the dump incomplete
+// (netlink.ErrDumpInterrupted), which says nothing about the route. CI
+// once counted such a dump as a 10 ms gap. It tries up to 5 dumps.
+func consistentNexthops(nl *netlink.Handle, p netip.Prefix) ([]netip.Addr, error) {
+	var err error
+	for range 5 {
+		var hops []netip.Addr
+		if hops, err = kernelNexthops(nl, p); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return hops, err
+		}
+	}
+	return nil, err
 }
 
 // kernelNexthops are the gateways of the kernel's routes to p (one
