@@ -45,7 +45,7 @@ func (l *lossyTransport) WriteToAddress(b []byte, a memberlist.Address) (time.Ti
 // that did not arrive"). Real memberlist on loopback; the sender drops
 // every UDP packet for the 1.5 s after the change, so the change's own
 // gossip and its first repeat are lost and the second repeat must carry
-// it (it arrived 4.5-4.6 s after the change in 8 runs, once 1.6 s). Without
+// it (it arrived 4.5-4.6 s after the change in 7 runs of 8, once 1.6 s). Without
 // the repeats the peer waits for a push/pull (every 15 s, from a random
 // start): the test then fails unless that push/pull happens to fall in
 // its 8 s (with a 5 s bound it failed 3 runs of 3 without the repeats).
