@@ -120,6 +120,11 @@ func TestChartDefaultsMatchTheLab(t *testing.T) {
 	objs := decode(t, out)
 	ctrl, agent, nodeAddr := lab.DefaultCommands()
 	labArgs := map[string][]string{"controller": ctrl[1:], "agent": agent[1:]}
+	labEnv := map[string]map[string]string{"agent": {}}
+	for _, kv := range lab.DefaultAgentEnv() {
+		k, v, _ := strings.Cut(kv, "=")
+		labEnv["agent"][k] = v
+	}
 	found := map[labDiff]bool{}
 	for _, o := range append(ofKind(objs, "Deployment"), ofKind(objs, "DaemonSet")...) {
 		c := container(t, o)
@@ -129,7 +134,7 @@ func TestChartDefaultsMatchTheLab(t *testing.T) {
 		}
 		component := argv[0]
 		chartSet := settings(t, component, argv[1:], chartEnv(c), nodeAddr)
-		labSet := settings(t, component, labArgs[component], nil, nodeAddr)
+		labSet := settings(t, component, labArgs[component], labEnv[component], nodeAddr)
 		keys := map[string]bool{}
 		for k := range chartSet {
 			keys[k] = true

@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -43,9 +44,16 @@ func TestLabBGPSideBySide(t *testing.T) {
 		ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, MetalLB: true, LogLevel: slog.LevelWarn,
 			BGP: lab.BGPConfig{Enabled: true, HoldTime: hold}})
 		vip := netip.PrefixFrom(netip.MustParseAddr(r.Service.Ingress[0]), 32)
-		metallb = killEach(t, r, runs, hold*2/3-500*time.Millisecond, hold+5*time.Second, func() error {
+		var err error
+		metallb, err = killEach(t, r, runs, hold*2/3-500*time.Millisecond, hold+5*time.Second, func() error {
 			return nexthopsWithin(ctx, r.Cluster.Router(), vip, labNodes4(r), 2*time.Minute)
 		})
+		if err != nil {
+			// MetalLB's, not Mooring's: a finding for docs/benchmarks.md
+			// (its restored node stops re-advertising after a few kills,
+			// as metallb #2803), not a failure of this comparison.
+			t.Logf("MetalLB's series ends early: %v", err)
+		}
 	})
 	t.Run("Mooring", func(t *testing.T) {
 		ctx, r := labtest.Start(t, envSelf, labtest.Options{Nodes: 3, Mooring: true, LogLevel: slog.LevelWarn,
@@ -55,13 +63,17 @@ func TestLabBGPSideBySide(t *testing.T) {
 		if !vip.Addr().Is4() {
 			t.Fatalf("the demo Service's first address %s is not IPv4", vip)
 		}
-		mooring = killEach(t, r, runs, 200*time.Millisecond, 3*time.Second, func() error {
+		var err error
+		mooring, err = killEach(t, r, runs, 200*time.Millisecond, 3*time.Second, func() error {
 			if err := nexthopsWithin(ctx, r.Cluster.Router(), vip, labNodes4(r), 2*time.Minute); err != nil {
 				return err
 			}
 			waitBFD(t, ctx, r, dyn, mooringv1.BFDStateUp, 0, 2*time.Minute)
 			return nil
 		})
+		if err != nil {
+			t.Error(err)
+		}
 	})
 	if len(metallb.withdrawn) == 0 || len(mooring.withdrawn) == 0 {
 		t.Fatalf("nothing to compare: MetalLB %d kills, Mooring %d", len(metallb.withdrawn), len(mooring.withdrawn))
@@ -85,14 +97,13 @@ type killSeries struct{ withdrawn, phase1, failed []float64 }
 
 // killEach runs `mooring failover` once per kill, runs times, each after
 // ready() says the lab is whole again. When it is not, the series ends
-// there, failing t, with the kills measured so far.
-func killEach(t *testing.T, r *lab.Ready, runs int, lo, hi time.Duration, ready func() error) killSeries {
+// there with the kills measured so far and an error saying why.
+func killEach(t *testing.T, r *lab.Ready, runs int, lo, hi time.Duration, ready func() error) (killSeries, error) {
 	t.Helper()
 	var s killSeries
 	for i := range runs {
 		if err := ready(); err != nil {
-			t.Errorf("before kill %d: %v: the series ends with %d kills", i+1, err, i)
-			return s
+			return s, fmt.Errorf("before kill %d: %w: the series ends with %d kills", i+1, err, i)
 		}
 		rep := checkFailoverCLI(t, r, 1, lo, hi)
 		run := rep.Runs[0]
@@ -103,7 +114,7 @@ func killEach(t *testing.T, r *lab.Ready, runs int, lo, hi time.Duration, ready 
 		s.phase1 = append(s.phase1, run.Phase1S)
 		s.failed = append(s.failed, float64(run.Failed))
 	}
-	return s
+	return s, nil
 }
 
 // median of a non-empty sample.

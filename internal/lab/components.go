@@ -275,9 +275,29 @@ func agentComponent(c *Config, p paths, n nodeSpec) component {
 			// node-monitor grace period (the chart's default too).
 			"--fast-endpoint-eviction",
 		}, agentLogLevel()...), append(bgpAgentArgs(c), podIPAMAgentArgs(c, p, n.Name)...)...),
-		Env: c.SelfEnv,
+		Env: append(slices.Clone(c.SelfEnv), agentEnv()...),
 	}
 }
+
+// AgentGoMemLimit is the chart's agent.goMemLimit default; the lab's
+// agents run with it too, so that what the lab measures is what a default
+// install runs (internal/chart's TestChartDefaultsMatchTheLab compares
+// them). A GOMEMLIMIT in the lab's own environment wins (a benchmark of
+// another limit).
+const AgentGoMemLimit = "48MiB"
+
+// agentEnv is the environment the lab adds to an agent's, as the chart's
+// DaemonSet sets it.
+func agentEnv() []string {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return nil
+	}
+	return DefaultAgentEnv()
+}
+
+// DefaultAgentEnv is the environment the lab gives its agents when its
+// own sets none of it.
+func DefaultAgentEnv() []string { return []string{"GOMEMLIMIT=" + AgentGoMemLimit} }
 
 // EnvAgentLogLevel sets the lab's agents' --log-level (default info):
 // debug logs, among others, every gossip metadata change each agent sees.

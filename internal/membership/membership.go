@@ -489,12 +489,16 @@ func (m *Membership) publishMeta(ml metaUpdater) {
 	}
 	m.met.metaRetries.Inc()
 	m.log.Debug("gossip did not take this node's metadata; publishing again", "err", err)
-	time.AfterFunc(metaRetry, func() { // after Run: a kick nobody reads
-		select {
-		case m.metaKick <- struct{}{}:
-		default:
-		}
-	})
+	time.AfterFunc(metaRetry, m.kickMeta) // after Run: a kick nobody reads
+}
+
+// kickMeta asks Run to publish the current metadata; a kick already
+// pending covers this one.
+func (m *Membership) kickMeta() {
+	select {
+	case m.metaKick <- struct{}{}:
+	default:
+	}
 }
 
 // metaRepeats are the pauses after which publishMeta publishes a change
@@ -530,10 +534,7 @@ func (m *Membership) repeatMeta() {
 			return
 		}
 		m.met.metaRepeats.Inc()
-		select {
-		case m.metaKick <- struct{}{}:
-		default:
-		}
+		m.kickMeta()
 	})
 }
 

@@ -216,9 +216,6 @@ func (m *Membership) SetMeta(meta NodeMeta) error {
 	m.mu.Lock()
 	m.metaSeq++
 	m.mu.Unlock()
-	select {
-	case m.metaKick <- struct{}{}:
-	default:
-	}
+	m.kickMeta()
 	return nil
 }

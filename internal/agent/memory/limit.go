@@ -41,13 +41,17 @@ type limitSample struct {
 	limiterCycle uint64
 }
 
+// limited reports whether a soft limit is set (GOMEMLIMIT unset reads as
+// math.MaxInt64).
+func (s limitSample) limited() bool { return s.limit != 0 && s.limit < math.MaxInt64 }
+
 // underPressure reports whether the heap is at the soft limit now, given
 // whether it was at the last check and the limiter cycle seen then: the
 // live heap at 90 % of the limit or more, or at 80 % with the runtime
 // having had to cap the collector since the last check (below 80 % to
 // leave). Pure.
 func underPressure(s limitSample, was bool, lastLimiter uint64) bool {
-	if s.limit == 0 || s.limit >= math.MaxInt64 {
+	if !s.limited() {
 		return false
 	}
 	share := float64(s.live) / float64(s.limit)
@@ -115,7 +119,7 @@ func (w *LimitWatch) Check() bool {
 // Run checks every limitCheckEvery until ctx ends (nothing to watch
 // without a limit).
 func (w *LimitWatch) Run(ctx context.Context, clk clock.WithTicker) {
-	if s := w.read(); s.limit == 0 || s.limit >= math.MaxInt64 {
+	if !w.read().limited() {
 		return
 	}
 	t := clk.NewTicker(limitCheckEvery)

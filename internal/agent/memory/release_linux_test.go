@@ -4,11 +4,15 @@ package memory
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mooringlb/mooring/internal/agent/agenttest"
 )
@@ -79,4 +83,51 @@ func rssFile(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return int(m.File >> 10)
+}
+
+// evictUnmapped drops a file's clean, unmapped pages from the page cache
+// (what mincore reports resident through a mapping nobody touched).
+func TestEvictUnmappedDropsCleanPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "blob")
+	const size = 8 << 20
+	if err := os.WriteFile(path, make([]byte, size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := unix.Fsync(int(f.Fd())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, f); err != nil { // read it all in
+		t.Fatal(err)
+	}
+	m, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	resident := func() int {
+		vec := make([]byte, size/os.Getpagesize())
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+			t.Fatal(errno)
+		}
+		n := 0
+		for _, v := range vec {
+			n += int(v & 1)
+		}
+		return n
+	}
+	before := resident()
+	if before == 0 {
+		t.Skip("the page cache kept nothing of a file just read (tmpfs?)")
+	}
+	if err := evictUnmapped(path); err != nil {
+		t.Fatal(err)
+	}
+	if after := resident(); after > before/10 {
+		t.Fatalf("%d of %d pages still cached after the eviction", after, before)
+	}
 }
