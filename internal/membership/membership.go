@@ -67,6 +67,9 @@ type Membership struct {
 	metaSeq, repeatSeq uint64
 	repeatN            int
 	repeats            []time.Duration
+	// transport replaces memberlist's own UDP/TCP transport (nil: its
+	// own); tests set it to lose packets.
+	transport memberlist.Transport
 	// merging: members a join's state named alive that have not joined
 	// yet (merge, Settled).
 	merging map[string]bool
@@ -356,6 +359,9 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 			return nil, err
 		}
 		c.Keyring = kr
+	}
+	if m.transport != nil {
+		c.Transport = m.transport
 	}
 	c.Events = (*events)(m)
 	c.Delegate = (*delegate)(m)
