@@ -412,47 +412,51 @@ func (l *localLab) eventAt(ready bool, since time.Time) time.Time {
 // it. (Polling zebra through vtysh costs 0.2-0.7 s a poll on a loaded
 // machine, longer than what is measured.)
 func (l *localLab) pollNexthop(want bool) [2]time.Time {
+	hops := [2]netip.Addr{l.addr4[l.free], l.addr6[l.free]}
+	seen, last, err := pollKernelRoutes(l.r, [2]netip.Prefix{l.vip4, l.vip6}, time.Now().Add(20*time.Second), 10*time.Millisecond,
+		func(f int, got []netip.Addr) bool { return slices.Contains(got, hops[f]) == want })
+	if err != nil {
+		l.t.Fatalf("%s's next hop in the router's kernel routes %s, %s: want %v; %v (last seen %v)", l.free, l.vip4, l.vip6, want, err, last)
+	}
+	return seen
+}
+
+// pollKernelRoutes polls the router's kernel routes to vips (IPv4, IPv6)
+// through netlink every period, each family on its own, until done holds
+// for the family's next hops or deadline passes, and returns per family
+// when a poll first saw done hold, and the next hops last seen.
+func pollKernelRoutes(r *lab.Ready, vips [2]netip.Prefix, deadline time.Time, period time.Duration, done func(f int, hops []netip.Addr) bool) ([2]time.Time, [2][]netip.Addr, error) {
 	var seen [2]time.Time
+	var last [2][]netip.Addr
+	var errs [2]error
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for f, p := range []netip.Prefix{l.vip4, l.vip6} {
-		hop := l.addr4[l.free]
-		if f == 1 {
-			hop = l.addr6[l.free]
-		}
+	for f := range 2 {
 		wg.Go(func() {
-			nl, err := l.r.Cluster.Host(lab.RouterHost).NetlinkHandle()
+			nl, err := r.Cluster.Host(lab.RouterHost).NetlinkHandle()
 			if err != nil {
 				errs[f] = err
 				return
 			}
 			defer nl.Close()
-			var last []netip.Addr
-			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				last, err = consistentNexthops(nl, p)
+			for ; ; time.Sleep(period) {
+				last[f], err = consistentNexthops(nl, vips[f])
 				now := time.Now()
-				if err != nil {
+				switch {
+				case err != nil:
 					errs[f] = err
 					return
-				}
-				if slices.Contains(last, hop) == want {
+				case done(f, last[f]):
 					seen[f] = now
 					return
-				}
-				if now.After(deadline) {
-					errs[f] = fmt.Errorf("%s's next hop in the router's kernel route %s: want %v; last seen %v", l.free, p, want, last)
+				case now.After(deadline):
+					errs[f] = fmt.Errorf("route %s: not as wanted by the deadline", vips[f])
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			l.t.Fatal(err)
-		}
-	}
-	return seen
+	return seen, last, errors.Join(errs[0], errs[1])
 }
 
 // consistentNexthops is kernelNexthops from a dump no route change

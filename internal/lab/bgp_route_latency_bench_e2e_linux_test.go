@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -148,41 +147,10 @@ func measureRouteOnce(t *testing.T, b *bgpLab, cs kubernetes.Interface, name str
 // returns per family how long after start a poll first saw it.
 func pollRoutes(t *testing.T, b *bgpLab, vips [2]netip.Prefix, want [2][]netip.Addr, start time.Time) [2]time.Duration {
 	t.Helper()
-	var out [2]time.Duration
-	var errs [2]error
-	var wg sync.WaitGroup
-	for f := range 2 {
-		wg.Go(func() {
-			nl, err := b.r.Cluster.Host(lab.RouterHost).NetlinkHandle()
-			if err != nil {
-				errs[f] = err
-				return
-			}
-			defer nl.Close()
-			var last []netip.Addr
-			for deadline := start.Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-				last, err = consistentNexthops(nl, vips[f])
-				now := time.Now()
-				if err != nil {
-					errs[f] = err
-					return
-				}
-				if slices.Equal(last, want[f]) {
-					out[f] = now.Sub(start)
-					return
-				}
-				if now.After(deadline) {
-					errs[f] = fmt.Errorf("the router's kernel route %s: want next hops %v, last seen %v", vips[f], want[f], last)
-					return
-				}
-			}
-		})
+	seen, last, err := pollKernelRoutes(b.r, vips, start.Add(30*time.Second), 5*time.Millisecond,
+		func(f int, hops []netip.Addr) bool { return slices.Equal(hops, want[f]) })
+	if err != nil {
+		t.Fatalf("the router's kernel routes %s, %s: want next hops %v; %v (last seen %v)", vips[0], vips[1], want, err, last)
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return out
+	return [2]time.Duration{seen[0].Sub(start), seen[1].Sub(start)}
 }
