@@ -2,7 +2,6 @@ package membership
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -57,16 +56,20 @@ func TestRepeatsCarryAChangeWhoseGossipWasLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	lossy := &lossyTransport{NetTransport: nt}
+	// node-1 sends through lossy (its port is the transport's, for what it
+	// advertises); node-2 through memberlist's own transport.
+	cfgs := [2]Config{
+		{NodeName: "node-1", BindAddr: "127.0.0.1", BindPort: nt.GetAutoBindPort(), Insecure: true},
+		{NodeName: "node-2", BindAddr: "127.0.0.1", Insecure: true},
+	}
 	var ms [2]*member
-	for i := range ms {
-		m, err := New(Config{NodeName: fmt.Sprintf("node-%d", i+1), BindAddr: "127.0.0.1", BindPort: nt.GetAutoBindPort(), Insecure: true}, log, prometheus.NewRegistry())
+	for i, cfg := range cfgs {
+		m, err := New(cfg, log, prometheus.NewRegistry())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i == 0 {
 			m.transport = lossy
-		} else {
-			m.cfg.BindPort = 0
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		mb := &member{Membership: m, cancel: cancel, done: make(chan error, 1)}
