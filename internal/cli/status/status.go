@@ -21,6 +21,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
+	"github.com/mooringlb/mooring/internal/bgpagent"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/kube"
@@ -47,6 +48,9 @@ type Options struct {
 	// Others reads how Mooring's controller runs and who else serves
 	// LoadBalancer Services (OthersFromAPI); nil: not read.
 	Others func(context.Context, time.Time) (Others, error)
+	// BGP reads what the agents advertise over BGP (BGPFromAPI); nil: no
+	// ADVERTISED BY column and no BGP SESSIONS section.
+	BGP func(context.Context) (bgpagent.Advertised, error)
 }
 
 // FromAPI reads Announced through r: internal/agent/status.Announcements recomputes the
@@ -125,6 +129,7 @@ See docs/status.md.`,
 			o.Announced = FromAPI(c)
 			o.PodIPAM = PodIPAMFromAPI(c, controller.DefaultLeaseNamespace)
 			o.Others = OthersFromAPI(cs, dc, leaseNS, leaseName)
+			o.BGP = BGPFromAPI(c)
 			return Run(cmd.Context(), cs, o, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
@@ -170,6 +175,12 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 			fmt.Fprintf(errw, "warning: reading the Mooring controller's mode and other load balancers failed, so status cannot say whether another implementation serves a Service: %v\n", err)
 		}
 	}
+	if o.BGP != nil {
+		if an.BGP, err = o.BGP(ctx); err != nil {
+			an.BGP = bgpagent.Advertised{}
+			fmt.Fprintf(errw, "warning: reading BGP (peers, advertisements, the nodes' BGPSpeakers) failed, so ADVERTISED BY and BGP SESSIONS are not shown: %v\n", err)
+		}
+	}
 	var pi *PodIPAM
 	if o.PodIPAM != nil {
 		if pi, err = o.PodIPAM(ctx); err != nil {
@@ -178,5 +189,9 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 		}
 	}
 	rows := Rows(svcs.Items, events, an, now.Add(-o.Since), now)
-	return printDoc(w, o.Output, List{Services: nonNil(rows), PodIPAM: pi, Notes: an.Others.Notes()}, now)
+	l := List{Services: nonNil(rows), PodIPAM: pi, Notes: an.Others.Notes()}
+	if an.BGP.Known {
+		l.BGP = &BGP{Sessions: nonNilSessions(bgpSessions(an.BGP))}
+	}
+	return printDoc(w, o.Output, l, now)
 }
