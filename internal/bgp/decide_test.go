@@ -424,9 +424,9 @@ func TestAdvertisedPools(t *testing.T) {
 		advs []Advertisement
 		want []string
 	}{
-		"none":                 {nil, nil},
-		"every pool":           {[]Advertisement{{Name: "all"}}, []string{"default", "edge", "l2"}},
-		"by name and selector": {[]Advertisement{{Name: "a", Pools: []string{"default"}}, {Name: "b", PoolSelectors: []*announce.Selector{sel("tier", "edge")}}}, []string{"default", "edge"}},
+		"none":                              {nil, nil},
+		"every pool":                        {[]Advertisement{{Name: "all"}}, []string{"default", "edge", "l2"}},
+		"by name and selector":              {[]Advertisement{{Name: "a", Pools: []string{"default"}}, {Name: "b", PoolSelectors: []*announce.Selector{sel("tier", "edge")}}}, []string{"default", "edge"}},
 		"an invalid one counts for nothing": {[]Advertisement{{Name: "bad", AggregationLength: ptr(40)}, {Name: "a", Pools: []string{"edge"}}}, []string{"edge"}},
 		"a name that is no pool":            {[]Advertisement{{Name: "a", Pools: []string{"gone"}}}, nil},
 	} {

@@ -75,7 +75,7 @@ func ReadAdvertised(ctx context.Context, r client.Reader) (Advertised, error) {
 		nodes    corev1.NodeList
 		ns       corev1.NamespaceList
 		svcs     corev1.ServiceList
-		eps  discoveryv1.EndpointSliceList
+		eps      discoveryv1.EndpointSliceList
 		speakers mooringv1.BGPSpeakerList
 	)
 	for _, l := range []client.ObjectList{&comms, &bfds, &pools, &nodes, &ns, &svcs, &eps, &speakers} {
