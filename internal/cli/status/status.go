@@ -78,7 +78,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	o := Options{Output: OutputTable, Since: DefaultSince}
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "List LoadBalancer Services: addresses, pending reasons, announcing node, recent problems",
+		Short: "List LoadBalancer Services: addresses, pending reasons, announcing and advertising nodes, BGP sessions, recent problems",
 		Long: `status lists every Service of type LoadBalancer: the addresses it holds (or
 <pending>, or <other class> when another implementation's loadBalancerClass
 serves it), the controller's AddressAssigned condition, the node and interface
@@ -92,7 +92,13 @@ Event says a problem was seen then;
 ` + "`mooring audit arp`" + ` checks the segment now. During a migration it says who
 serves each address now: MetalLB's speaker (its ServiceL2Status) or Cilium's
 lease holder appear in ANNOUNCED BY with their name, and a Service that the
-controller leaves alone under --adopt-only says so instead of "not seen". With pod IPAM on, a second
+controller leaves alone under --adopt-only says so instead of "not seen". With BGP
+objects in the cluster, ADVERTISED BY names the nodes that advertise each address
+over an Established session (every node's BGP decision recomputed from the API, and
+the nodes' BGPSpeakers; NotAdvertised when none of the sessions carrying it is up,
+and an address BGP serves is no NotAnnounced problem of L2's), and a BGP SESSIONS
+table lists every node's sessions: state, since when, BFD, prefixes sent and
+received, and the reason when not Established (-o wide: the message). With pod IPAM on, a second
 table gives the recorded mode and, per node, its blocks (pool=CIDR), its
 node.spec.podCIDRs and pod IPAM problems (MooringPodCIDRMismatch, Exhausted).
 See docs/status.md.`,
