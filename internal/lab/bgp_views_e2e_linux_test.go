@@ -28,8 +28,9 @@ import (
 // ADVERTISED BY the three nodes to the router, no problem (the Service
 // has no L2 policy, and that is no problem when BGP serves it), a BGP
 // SESSIONS row per node, Established with BFD Up and nothing received (the
-// router sends its peers nothing); then, with an L2AnnouncementPolicy
-// for the same pool on the router's segment, doctor's l2-and-bgp problem.
+// router sends its peers nothing), and doctor quiet about BGP; then, with
+// an L2AnnouncementPolicy for the same pool on the router's segment,
+// doctor's l2-and-bgp problem.
 func checkBGPViews(t *testing.T, ctx context.Context, r *lab.Ready, vips []netip.Addr) {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig)
@@ -77,11 +78,16 @@ func checkBGPViews(t *testing.T, ctx context.Context, r *lab.Ready, vips []netip
 		}
 		return doctor.Run(in)
 	}
-	l2AndBGP := func(fs []doctor.Finding) []doctor.Finding {
-		return slices.DeleteFunc(fs, func(f doctor.Finding) bool { return f.Check != "l2-and-bgp" })
+	only := func(fs []doctor.Finding, check string) []doctor.Finding {
+		return slices.DeleteFunc(slices.Clone(fs), func(f doctor.Finding) bool { return f.Check != check })
 	}
-	if fs := l2AndBGP(doctorRun()); len(fs) != 0 {
+	l2AndBGP := func(fs []doctor.Finding) []doctor.Finding { return only(fs, "l2-and-bgp") }
+	first := doctorRun()
+	if fs := l2AndBGP(first); len(fs) != 0 {
 		t.Fatalf("doctor finds l2-and-bgp in the BGP lab, which announces nothing over L2: %+v", fs)
+	}
+	if fs := only(first, "bgp-sessions"); len(fs) != 0 {
+		t.Fatalf("doctor finds bgp-sessions in the BGP lab, every session up and the router sending nothing: %+v", fs)
 	}
 	// The mistake docs/bgp.md warns about: the same pool also announced
 	// over L2 on the segment the router sits on.

@@ -324,6 +324,13 @@ func bgpFacts(in *doctor.Inputs, adv bgpagent.Advertised) {
 	for i := range in.Pools {
 		in.Pools[i].BGP = slices.Contains(adv.Pools, in.Pools[i].Name)
 	}
+	for _, sp := range adv.Speakers {
+		for _, p := range sp.Status.Peers {
+			in.BGPSessions = append(in.BGPSessions, doctor.BGPSession{Node: sp.Name, Peer: p.Name, Address: p.PeerAddress,
+				Established: p.State == mooringv1.BGPStateEstablished, State: string(p.State), Reason: p.Reason,
+				Message: p.Message, Received: p.PrefixesReceived})
+		}
+	}
 	for i := range in.Services {
 		s := &in.Services[i]
 		for _, a := range s.Addrs {
