@@ -89,18 +89,20 @@ func TestMemReceivedRoutes(t *testing.T) {
 	}
 	rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
 	routerSends(t, rcv, n)
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapInuse
-	}
-	base := heap()
+	base := heapInUse()
 	sp, _ := speakerOf(t, rcv)
 	waitFor(t, "every route received", func() (bool, string) {
 		st, _ := sp.Status(context.Background())
 		return len(st) == 1 && st[0].PrefixesReceived == int64(n), fmt.Sprintf("%+v", st)
 	})
 	time.Sleep(time.Second)
-	t.Logf("speaker heap with %d routes received from the router: %.1f MiB", n, float64(heap()-base)/(1<<20))
+	t.Logf("speaker heap with %d routes received from the router: %.1f MiB", n, float64(heapInUse()-base)/(1<<20))
+}
+
+// heapInUse is the heap in use after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
 }
