@@ -246,3 +246,19 @@ func unknownReferences(in Input, advs []*adv) []Problem {
 	}
 	return out
 }
+
+// AdvertisedPools names the pools some valid advertisement selects, sorted
+// (every pool when one selects them all): `mooring doctor` leaves them out
+// of its checks of L2 segments. Cost: O(A·(C+P·R)).
+func AdvertisedPools(in Input) []string {
+	al, _ := buildAliases(in.Communities)
+	advs, _ := validateAdvertisements(in.Advertisements, al, in.Pools)
+	var out []string
+	for _, p := range in.Pools {
+		if slices.ContainsFunc(advs, func(a *adv) bool { return a.allPools || a.pools[p.Name] }) {
+			out = append(out, p.Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}

@@ -415,3 +415,26 @@ func TestMinAggregation(t *testing.T) {
 		}
 	}
 }
+
+func TestAdvertisedPools(t *testing.T) {
+	in := base()
+	in.Pools = append(in.Pools, cidrPool("edge", map[string]string{"tier": "edge"}, "198.51.100.0/24"),
+		cidrPool("l2", nil, "203.0.113.0/24"))
+	for name, tc := range map[string]struct {
+		advs []Advertisement
+		want []string
+	}{
+		"none":                              {nil, nil},
+		"every pool":                        {[]Advertisement{{Name: "all"}}, []string{"default", "edge", "l2"}},
+		"by name and selector":              {[]Advertisement{{Name: "a", Pools: []string{"default"}}, {Name: "b", PoolSelectors: []*announce.Selector{sel("tier", "edge")}}}, []string{"default", "edge"}},
+		"an invalid one counts for nothing": {[]Advertisement{{Name: "bad", AggregationLength: ptr(40)}, {Name: "a", Pools: []string{"edge"}}}, []string{"edge"}},
+		"a name that is no pool":            {[]Advertisement{{Name: "a", Pools: []string{"gone"}}}, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in.Advertisements = tc.advs
+			if got := AdvertisedPools(in); !slices.Equal(got, tc.want) {
+				t.Errorf("AdvertisedPools = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"testing"
@@ -27,13 +26,7 @@ func TestMemTenThousand(t *testing.T) {
 	benchOnly(t)
 	rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	heap := func() uint64 {
-		runtime.GC()
-		var m runtime.MemStats
-		runtime.ReadMemStats(&m)
-		return m.HeapInuse
-	}
-	base := heap()
+	base := heapInUse()
 	sp := bgpspeaker.New(bgpspeaker.NewGoBGP(log, nil), log, -1)
 	ctx := context.Background()
 	defer sp.Shutdown(ctx, false)
@@ -55,7 +48,7 @@ func TestMemTenThousand(t *testing.T) {
 	time.Sleep(time.Second)
 	routes, d = nil, bgpspeaker.Desired{}
 	ses.Routes = nil
-	used := heap() - base
+	used := heapInUse() - base
 	t.Logf("heap for %d routes on one session: %.1f MiB (the speaker's and the in-process receiver's: the heap profile's stacks under bgpspeaker.(*GoBGP).Start are the speaker's GoBGP)", 2*memRoutes(), float64(used)/(1<<20))
 	if f := os.Getenv("BGPSPEAKER_HEAP"); f != "" {
 		out, _ := os.Create(f)

@@ -231,3 +231,45 @@ func checkL2AndBGP(in Inputs) []Finding {
 	}
 	return out
 }
+
+// receivedWarn is how many prefixes a router may send a node before
+// doctor warns: a default route and a few loopbacks are harmless, a table
+// is not.
+const receivedWarn = 1000
+
+// receivedKiB is what a received route costs an agent (GoBGP's Adj-RIB-In:
+// 13 MiB per 20,000, docs/benchmarks.md "Routes a router sends the agent").
+const receivedKiB = 0.7
+
+// checkBGPSessions: a node's session that is not Established advertises
+// nothing to that router (a Problem, with the agent's reason and fix); a
+// router that sends a node routes makes its agent keep every one in
+// memory although it uses none (a Warning from receivedWarn on).
+func checkBGPSessions(in Inputs) []Finding {
+	var out []Finding
+	for _, s := range in.BGPSessions {
+		who := s.Node + " to " + s.Peer
+		if s.Address != "" {
+			who += " (" + s.Address + ")"
+		}
+		if !s.Established {
+			msg := "the BGP session " + who + " is " + s.State
+			if s.Reason != "" {
+				msg += " (" + s.Reason + ")"
+			}
+			msg += ": that router gets none of " + s.Node + "'s routes"
+			fix := s.Message
+			if fix == "" {
+				fix = "see mooring status -o wide (BGP SESSIONS) and the agent's log on " + s.Node
+			}
+			out = append(out, Finding{Severity: Problem, Node: s.Node, Object: "BGPPeer/" + s.Peer, Message: msg, Fix: fix})
+		}
+		if s.Received >= receivedWarn {
+			out = append(out, Finding{Severity: Warning, Node: s.Node, Object: "BGPPeer/" + s.Peer,
+				Message: fmt.Sprintf("the router sends %s %d prefixes; Mooring uses none and its agent keeps each in memory (~%.0f MiB here)",
+					who, s.Received, float64(s.Received)*receivedKiB/1024),
+				Fix: "configure the router to send the nodes nothing (an outbound policy that denies every route; docs/bgp.md, Configuring the router)"})
+		}
+	}
+	return out
+}

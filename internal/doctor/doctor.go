@@ -234,6 +234,18 @@ type Inputs struct {
 	Audit *Audit
 	// BGPPeers are the routers the agents peer with.
 	BGPPeers []BGPPeer
+	// BGPSessions are every node's sessions, from its BGPSpeaker.
+	BGPSessions []BGPSession
+}
+
+// BGPSession is one node's session to one peer as its agent wrote it.
+type BGPSession struct {
+	Node, Peer, Address string
+	Established         bool
+	State, Reason       string
+	Message             string
+	// Received counts the prefixes the router sent the node.
+	Received int64
 }
 
 // BGPPeer is one BGPPeer's name and address.
@@ -275,6 +287,7 @@ var Checks = []Check{
 	{"gossip-key", checkGossipKey},
 	{"agent-memory-limit", checkMemoryLimit},
 	{"l2-and-bgp", checkL2AndBGP},
+	{"bgp-sessions", checkBGPSessions},
 }
 
 // Run runs every check and returns the findings, problems first.

@@ -136,6 +136,13 @@ func TestEachCheckFindsItsProblem(t *testing.T) {
 		{"agent-config", func(in *Inputs) { in.Agents[1].Reports, in.Agents[1].Policies = false, nil }, Info, []string{"n2", "does not report"}},
 		{"gossip-key", func(in *Inputs) { in.Nodes[1].Metrics.GossipInsecure = 1 }, Problem, []string{"n2", "without a key"}},
 		{"agent-memory-limit", func(in *Inputs) { in.Nodes[0].Metrics.MemoryLimit = 1 }, Warning, []string{"n1", "soft memory limit"}},
+		{"bgp-sessions", func(in *Inputs) {
+			in.BGPSessions = []BGPSession{{Node: "n1", Peer: "tor", Address: "192.0.2.1", Established: true, Received: 999},
+				{Node: "n2", Peer: "tor", Address: "192.0.2.1", State: "Active", Reason: "AuthFailure", Message: "set the router's password to the Secret's"}}
+		}, Problem, []string{"n2 to tor (192.0.2.1) is Active (AuthFailure)", "BGPPeer/tor"}},
+		{"bgp-sessions", func(in *Inputs) {
+			in.BGPSessions = []BGPSession{{Node: "n1", Peer: "tor", Address: "192.0.2.1", Established: true, Received: 20000}}
+		}, Warning, []string{"sends n1 to tor (192.0.2.1) 20000 prefixes", "~14 MiB"}},
 	} {
 		t.Run(tc.check, func(t *testing.T) {
 			in := clean()

@@ -78,6 +78,11 @@ type Peer struct {
 	// IPv4Only leaves the IPv6 unicast family off; by default a session
 	// carries both families.
 	IPv4Only bool
+	// SendNone advertises nothing to the peer (an outbound route-map that
+	// denies every route, in both families): what a ToR should do towards
+	// Mooring's nodes, which use nothing a router sends them and would
+	// only keep it in memory (docs/bgp.md, "Configuring the router").
+	SendNone bool
 }
 
 // Neighbor is an explicitly configured peer.
@@ -273,6 +278,10 @@ func (c *Config) bfdd() string {
 func (c *Config) bgpd() string {
 	var b strings.Builder
 	line := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
+	if c.sendsNone() {
+		line("route-map %s deny 10", sendNoneMap)
+		line("exit")
+	}
 	line("router bgp %d", c.ASN)
 	line(" bgp router-id %s", c.RouterID)
 	// A lab router accepts and installs what its peers send: FRR 8's
@@ -316,6 +325,17 @@ func (c *Config) bgpd() string {
 	return b.String()
 }
 
+// sendNoneMap is the route-map of the peers with SendNone.
+const sendNoneMap = "send-none"
+
+// sendsNone reports whether any peer has SendNone.
+func (c *Config) sendsNone() bool {
+	if len(c.ListenRanges) > 0 && c.Dynamic.SendNone {
+		return true
+	}
+	return slices.ContainsFunc(c.Neighbors, func(n Neighbor) bool { return n.SendNone })
+}
+
 // family renders one address-family block.
 func (c *Config) family(line func(string, ...any), f Family, paths int) {
 	line(" address-family %s unicast", f)
@@ -336,6 +356,15 @@ func (c *Config) family(line func(string, ...any), f Family, paths int) {
 			if !n.IPv4Only {
 				line("  neighbor %s activate", n.Addr)
 			}
+		}
+	}
+	// After the activations: the route-map applies to an active family.
+	if len(c.ListenRanges) > 0 && c.Dynamic.SendNone && (f == IPv4 || !c.Dynamic.IPv4Only) {
+		line("  neighbor %s route-map %s out", dynamicGroup, sendNoneMap)
+	}
+	for _, n := range c.Neighbors {
+		if n.SendNone && (f == IPv4 || !n.IPv4Only) {
+			line("  neighbor %s route-map %s out", n.Addr, sendNoneMap)
 		}
 	}
 	line(" exit-address-family")

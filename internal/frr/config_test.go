@@ -12,9 +12,9 @@ func validConfig() Config {
 		Hostname: "router", ASN: 64500, RouterID: netip.MustParseAddr("10.213.0.1"),
 		ListenRanges: []netip.Prefix{netip.MustParsePrefix("10.213.0.0/24"), netip.MustParsePrefix("fd00:213::/64")},
 		Dynamic: Peer{RemoteAS: "external", Password: "s3cret", Keepalive: time.Second, Hold: 3 * time.Second,
-			BFD: &BFD{Interval: 300 * time.Millisecond, Multiplier: 3}},
+			BFD: &BFD{Interval: 300 * time.Millisecond, Multiplier: 3}, SendNone: true},
 		Neighbors: []Neighbor{{Addr: netip.MustParseAddr("10.214.0.2"), Peer: Peer{RemoteAS: "64512", Multihop: 2,
-			Port: 1790, ConnectRetry: 5 * time.Second, IPv4Only: true,
+			Port: 1790, ConnectRetry: 5 * time.Second, IPv4Only: true, SendNone: true,
 			BFD: &BFD{Interval: 300 * time.Millisecond, Multiplier: 3}}},
 			{Addr: netip.MustParseAddr("10.214.0.3"), Peer: Peer{RemoteAS: "internal", Passive: true,
 				BFD: &BFD{Interval: 50 * time.Millisecond, Multiplier: 5, Passive: true}}}},
@@ -32,7 +32,7 @@ func TestFilesRendersEverySetting(t *testing.T) {
 	}
 	bgpd := files["bgpd.conf"]
 	for _, want := range []string{
-		"hostname router\nrouter bgp 64500\n bgp router-id 10.213.0.1\n no bgp ebgp-requires-policy\n",
+		"hostname router\nroute-map send-none deny 10\nexit\nrouter bgp 64500\n bgp router-id 10.213.0.1\n no bgp ebgp-requires-policy\n",
 		" bgp bestpath as-path multipath-relax\n",
 		" bgp graceful-restart\n bgp graceful-restart stalepath-time 30\n",
 		" neighbor dynamic peer-group\n neighbor dynamic remote-as external\n neighbor dynamic password s3cret\n" +
@@ -40,9 +40,10 @@ func TestFilesRendersEverySetting(t *testing.T) {
 		" bgp listen range 10.213.0.0/24 peer-group dynamic\n bgp listen range fd00:213::/64 peer-group dynamic\n",
 		" neighbor 10.214.0.2 remote-as 64512\n neighbor 10.214.0.2 port 1790\n neighbor 10.214.0.2 timers connect 5\n" +
 			" neighbor 10.214.0.2 ebgp-multihop 2\n neighbor 10.214.0.2 bfd profile t300x3\n",
-		" address-family ipv4 unicast\n  maximum-paths 8\n  maximum-paths ibgp 8\n  network 0.0.0.0/0\n exit-address-family\n",
+		" address-family ipv4 unicast\n  maximum-paths 8\n  maximum-paths ibgp 8\n  network 0.0.0.0/0\n" +
+			"  neighbor dynamic route-map send-none out\n  neighbor 10.214.0.2 route-map send-none out\n exit-address-family\n",
 		" address-family ipv6 unicast\n  maximum-paths 8\n  maximum-paths ibgp 8\n  network ::/0\n  neighbor dynamic activate\n" +
-			"  neighbor 10.214.0.3 activate\n exit-address-family\n",
+			"  neighbor 10.214.0.3 activate\n  neighbor dynamic route-map send-none out\n exit-address-family\n",
 		" bgp log-neighbor-changes\nexit\n",
 	} {
 		if !strings.Contains(bgpd, want) {
@@ -74,7 +75,7 @@ func TestFilesDefaults(t *testing.T) {
 	}
 	bgpd := files["bgpd.conf"]
 	if !strings.HasPrefix(bgpd, "hostname frr\n") || !strings.Contains(bgpd, "  maximum-paths 64\n") ||
-		strings.Contains(bgpd, "graceful-restart") || strings.Contains(bgpd, "peer-group") {
+		strings.Contains(bgpd, "graceful-restart") || strings.Contains(bgpd, "peer-group") || strings.Contains(bgpd, "route-map") {
 		t.Errorf("defaults:\n%s", bgpd)
 	}
 	cfg.GracefulRestart = GRDisabled

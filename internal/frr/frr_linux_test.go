@@ -40,7 +40,7 @@ func eventually(t *testing.T, d time.Duration, what string, fn func() error) {
 }
 
 // TestRouterLearnsECMPRoutesAndBFDWithdrawsADeadPeer runs a router with a
-// listen range on node-1 and two real FRR speakers on node-2 (an IPv4
+// listen range on node-1 (sending its peers nothing) and two real FRR speakers on node-2 (an IPv4
 // session) and node-3 (an IPv6 session), both originating the same two
 // prefixes: the router must install one ECMP route per family with both
 // next hops into its namespace's kernel table, show both sessions and BFD
@@ -54,7 +54,8 @@ func TestRouterLearnsECMPRoutesAndBFDWithdrawsADeadPeer(t *testing.T) {
 	router := StartForTest(t, n1, Config{
 		Hostname: "router", ASN: 64500, RouterID: n1.Addr4,
 		ListenRanges: []netip.Prefix{l.Config().Subnet4, l.Config().Subnet6},
-		Dynamic:      Peer{RemoteAS: "external", BFD: bfd, Keepalive: 10 * time.Second, Hold: 30 * time.Second},
+		Dynamic: Peer{RemoteAS: "external", BFD: bfd, Keepalive: 10 * time.Second, Hold: 30 * time.Second,
+			SendNone: true},
 		MaximumPaths: 8,
 	})
 	speaker := func(h *netlab.Host, asn uint32, peer netip.Addr) *Instance {
@@ -95,6 +96,18 @@ func TestRouterLearnsECMPRoutesAndBFDWithdrawsADeadPeer(t *testing.T) {
 		t.Fatalf("BGP paths of %s: %+v, %v", vip4, paths, err)
 	}
 	checkBFDPeers(t, router, 2)
+	// SendNone: the router keeps both speakers' routes to itself. Without
+	// it the best path, learned from one speaker, goes to the other.
+	time.Sleep(time.Second) // FRR advertises within ~50 ms of its best-path run
+	ss, err := router.Sessions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for addr, s := range ss {
+		if s.SentPrefixes[IPv4]+s.SentPrefixes[IPv6] != 0 {
+			t.Errorf("the router sent %v prefixes to %s, want none (SendNone)", s.SentPrefixes, addr)
+		}
+	}
 
 	// Node-2 dies as a machine losing power does: its link goes first, so
 	// its kernel sends no FIN or RST for the sessions of the daemons killed

@@ -146,7 +146,9 @@ var routerSysctls = map[string]string{
 // both the neighbours and the listen range's peer group require TCP-MD5:
 // the router's kernel then drops every unsigned SYN from the segment. The speakers'
 // hold time wins (FRR proposes 180 s, the lower one is used), and up to
-// 64 equal paths make one ECMP route.
+// 64 equal paths make one ECMP route. It sends its peers nothing
+// (SendNone), as a ToR should towards Mooring's nodes (docs/bgp.md,
+// "Configuring the router").
 //
 // Configured neighbours, not the listen range, carry BFD: FRR 8.4 creates
 // a dynamic neighbour's BFD session when its BGP session comes up and
@@ -160,10 +162,10 @@ func routerConfig(net netlab.Config, router netip.Addr, nodes []netip.Addr, bfd 
 	c := frr.Config{
 		Hostname: RouterHost, ASN: RouterASN, RouterID: router,
 		ListenRanges: []netip.Prefix{net.Subnet4, net.Subnet6},
-		Dynamic:      frr.Peer{RemoteAS: "external", Password: password},
+		Dynamic:      frr.Peer{RemoteAS: "external", Password: password, SendNone: true},
 	}
 	for _, a := range nodes {
-		n := frr.Neighbor{Addr: a, Peer: frr.Peer{RemoteAS: "external", Password: password}}
+		n := frr.Neighbor{Addr: a, Peer: frr.Peer{RemoteAS: "external", Password: password, SendNone: true}}
 		if bfd {
 			n.BFD = &frr.BFD{Interval: BFDInterval, Multiplier: BFDMultiplier}
 		}

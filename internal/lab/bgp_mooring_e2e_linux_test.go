@@ -68,6 +68,7 @@ func TestLabBGPMooring(t *testing.T) {
 	// The upper bound leaves a loaded machine room. The figures are in
 	// docs/benchmarks.md.
 	waitBFD(t, ctx, r, dyn, mooringv1.BFDStateUp, 0, 60*time.Second)
+	checkBGPViews(t, ctx, r, []netip.Addr{vip4.Addr(), vip6.Addr()})
 	checkFailoverCLI(t, r, runs, 200*time.Millisecond, 3*time.Second)
 	waitNexthops(t, ctx, router, vip4, nodes4, 2*time.Minute) // restored by the failover run
 	// The restored node's route comes back with its BGP session, its BFD

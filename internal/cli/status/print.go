@@ -33,6 +33,20 @@ type List struct {
 	Notes []string `json:"notes,omitempty"`
 	// PodIPAM is set when a pod IPAM mode is recorded in the cluster.
 	PodIPAM *PodIPAM `json:"podIPAM,omitempty"`
+	// BGP is set when the cluster has BGP objects.
+	BGP *BGP `json:"bgp,omitempty"`
+}
+
+// BGP is the BGP section: every node's sessions.
+type BGP struct {
+	Sessions []BGPSession `json:"sessions"`
+}
+
+func nonNilSessions(ss []BGPSession) []BGPSession {
+	if ss == nil {
+		return []BGPSession{}
+	}
+	return ss
 }
 
 // Print writes rows in format; now dates the problems' ages.
@@ -64,11 +78,16 @@ func printDoc(w io.Writer, format string, l List, now time.Time) error {
 		return err
 	case OutputTable, "", OutputWide:
 		wide := format == OutputWide
-		if err := printTable(w, l.Services, now, wide); err != nil {
+		if err := printTable(w, l.Services, now, wide, l.BGP != nil); err != nil {
 			return err
 		}
 		for _, n := range l.Notes {
 			if _, err := fmt.Fprintln(w, n); err != nil {
+				return err
+			}
+		}
+		if l.BGP != nil {
+			if err := printBGP(w, l.BGP.Sessions, now, wide); err != nil {
 				return err
 			}
 		}
@@ -87,19 +106,28 @@ func nonNil(rows []Row) []Row {
 	return rows
 }
 
-func printTable(w io.Writer, rows []Row, now time.Time, wide bool) error {
+// printTable writes the Services; bgp adds ADVERTISED BY.
+func printTable(w io.Writer, rows []Row, now time.Time, wide, bgp bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	head := []string{"NAMESPACE", "NAME"}
 	if wide {
-		fmt.Fprintln(tw, "NAMESPACE\tNAME\tCLASS\tADDRESSES\tASSIGNED\tANNOUNCED BY\tPROBLEMS\tMESSAGE")
-	} else {
-		fmt.Fprintln(tw, "NAMESPACE\tNAME\tADDRESSES\tASSIGNED\tANNOUNCED BY\tPROBLEMS\tMESSAGE")
+		head = append(head, "CLASS")
 	}
+	head = append(head, "ADDRESSES", "ASSIGNED", "ANNOUNCED BY")
+	if bgp {
+		head = append(head, "ADVERTISED BY")
+	}
+	fmt.Fprintln(tw, strings.Join(append(head, "PROBLEMS", "MESSAGE"), "\t"))
 	for _, r := range rows {
 		cells := []string{r.Namespace, r.Name}
 		if wide {
 			cells = append(cells, orDash(r.Class))
 		}
-		cells = append(cells, addresses(r), assigned(r), announcedBy(r, wide), problems(r, now, wide), message(r, wide))
+		cells = append(cells, addresses(r), assigned(r), announcedBy(r, wide))
+		if bgp {
+			cells = append(cells, advertisedBy(r, wide))
+		}
+		cells = append(cells, problems(r, now, wide), message(r, wide))
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()

@@ -12,6 +12,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
+	"github.com/mooringlb/mooring/internal/bgpagent"
 )
 
 // Row is one LoadBalancer Service as `mooring status` shows it; -o json
@@ -30,6 +31,9 @@ type Row struct {
 	// AnnouncedBy has one entry per announced address, recomputed from the
 	// API objects and the agents' L2Announcers (agentstatus.Announcements).
 	AnnouncedBy []Announcement `json:"announcedBy,omitempty"`
+	// AdvertisedBy has one entry per address advertised over BGP on an
+	// Established session (bgpagent.ReadAdvertised).
+	AdvertisedBy []Advertisement `json:"advertisedBy,omitempty"`
 	// Messages are what needs the operator's attention now: conditions that
 	// are not as they should be.
 	Messages []string `json:"messages,omitempty"`
@@ -104,6 +108,9 @@ type Announced struct {
 	// Others is who else serves LoadBalancer Services and how Mooring's
 	// controller runs; its zero value: not read.
 	Others Others
+	// BGP is what the agents advertise over BGP; its zero value: not read,
+	// or no BGP objects.
+	BGP bgpagent.Advertised
 }
 
 // Rows turns LoadBalancer Services and the Events of their namespaces
@@ -122,8 +129,15 @@ func Rows(svcs []corev1.Service, events []corev1.Event, an Announced, since, now
 		r := row(s)
 		key := s.Namespace + "/" + s.Name
 		served := an.Others.serving(key)
+		if an.BGP.Known && !r.OtherClass {
+			var probs []Problem
+			r.AdvertisedBy, probs = advertised(an.BGP, r.Addresses, now)
+			r.Problems = append(r.Problems, probs...)
+		}
 		if an.Known && !r.OtherClass {
-			r.AnnouncedBy, r.Problems = an.forAddresses(r.Addresses, now)
+			var probs []Problem
+			r.AnnouncedBy, probs = an.forAddresses(r.Addresses, now)
+			r.Problems = append(probs, r.Problems...)
 			r.Problems = withoutServed(r.Problems, served)
 		}
 		r.AnnouncedBy = append(r.AnnouncedBy, foreignAnnouncements(r.Addresses, served)...)
@@ -192,6 +206,8 @@ func (an Announced) forAddresses(addrs []string, now time.Time) ([]Announcement,
 		}
 		p := Problem{Count: 1, LastSeen: now, Current: true}
 		switch {
+		case x == nil && bgpServes(an.BGP, a):
+			continue // advertised over BGP, not announced over L2: as configured
 		case x == nil && len(an.Announcers) == 0:
 			p.Reason, p.Message = ReasonNotAnnounced, "no node has an L2Announcer: is `mooring agent` running?"
 		case x == nil:

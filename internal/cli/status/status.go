@@ -21,6 +21,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	agentstatus "github.com/mooringlb/mooring/internal/agent/status"
+	"github.com/mooringlb/mooring/internal/bgpagent"
 	"github.com/mooringlb/mooring/internal/cliutil"
 	"github.com/mooringlb/mooring/internal/controller"
 	"github.com/mooringlb/mooring/internal/kube"
@@ -47,6 +48,9 @@ type Options struct {
 	// Others reads how Mooring's controller runs and who else serves
 	// LoadBalancer Services (OthersFromAPI); nil: not read.
 	Others func(context.Context, time.Time) (Others, error)
+	// BGP reads what the agents advertise over BGP (BGPFromAPI); nil: no
+	// ADVERTISED BY column and no BGP SESSIONS section.
+	BGP func(context.Context) (bgpagent.Advertised, error)
 }
 
 // FromAPI reads Announced through r: internal/agent/status.Announcements recomputes the
@@ -74,7 +78,7 @@ func NewCommand(deps *cliutil.Deps) *cobra.Command {
 	o := Options{Output: OutputTable, Since: DefaultSince}
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "List LoadBalancer Services: addresses, pending reasons, announcing node, recent problems",
+		Short: "List LoadBalancer Services: addresses, pending reasons, announcing and advertising nodes, BGP sessions, recent problems",
 		Long: `status lists every Service of type LoadBalancer: the addresses it holds (or
 <pending>, or <other class> when another implementation's loadBalancerClass
 serves it), the controller's AddressAssigned condition, the node and interface
@@ -88,7 +92,13 @@ Event says a problem was seen then;
 ` + "`mooring audit arp`" + ` checks the segment now. During a migration it says who
 serves each address now: MetalLB's speaker (its ServiceL2Status) or Cilium's
 lease holder appear in ANNOUNCED BY with their name, and a Service that the
-controller leaves alone under --adopt-only says so instead of "not seen". With pod IPAM on, a second
+controller leaves alone under --adopt-only says so instead of "not seen". With BGP
+objects in the cluster, ADVERTISED BY names the nodes that advertise each address
+over an Established session (every node's BGP decision recomputed from the API, and
+the nodes' BGPSpeakers; NotAdvertised when none of the sessions carrying it is up,
+and an address BGP serves is no NotAnnounced problem of L2's), and a BGP SESSIONS
+table lists every node's sessions: state, since when, BFD, prefixes sent and
+received, and the reason when not Established (-o wide: the message). With pod IPAM on, a second
 table gives the recorded mode and, per node, its blocks (pool=CIDR), its
 node.spec.podCIDRs and pod IPAM problems (MooringPodCIDRMismatch, Exhausted).
 See docs/status.md.`,
@@ -125,6 +135,7 @@ See docs/status.md.`,
 			o.Announced = FromAPI(c)
 			o.PodIPAM = PodIPAMFromAPI(c, controller.DefaultLeaseNamespace)
 			o.Others = OthersFromAPI(cs, dc, leaseNS, leaseName)
+			o.BGP = BGPFromAPI(c)
 			return Run(cmd.Context(), cs, o, deps.Streams.Out, deps.Streams.Err)
 		},
 	}
@@ -170,6 +181,12 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 			fmt.Fprintf(errw, "warning: reading the Mooring controller's mode and other load balancers failed, so status cannot say whether another implementation serves a Service: %v\n", err)
 		}
 	}
+	if o.BGP != nil {
+		if an.BGP, err = o.BGP(ctx); err != nil {
+			an.BGP = bgpagent.Advertised{}
+			fmt.Fprintf(errw, "warning: reading BGP (peers, advertisements, the nodes' BGPSpeakers) failed, so ADVERTISED BY and BGP SESSIONS are not shown: %v\n", err)
+		}
+	}
 	var pi *PodIPAM
 	if o.PodIPAM != nil {
 		if pi, err = o.PodIPAM(ctx); err != nil {
@@ -178,5 +195,9 @@ func Run(ctx context.Context, cs kubernetes.Interface, o Options, w, errw io.Wri
 		}
 	}
 	rows := Rows(svcs.Items, events, an, now.Add(-o.Since), now)
-	return printDoc(w, o.Output, List{Services: nonNil(rows), PodIPAM: pi, Notes: an.Others.Notes()}, now)
+	l := List{Services: nonNil(rows), PodIPAM: pi, Notes: an.Others.Notes()}
+	if an.BGP.Known {
+		l.BGP = &BGP{Sessions: nonNilSessions(bgpSessions(an.BGP))}
+	}
+	return printDoc(w, o.Output, l, now)
 }

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
+	"github.com/mooringlb/mooring/internal/bgpagent"
 	"github.com/mooringlb/mooring/internal/doctor"
 	"github.com/mooringlb/mooring/internal/ipalloc"
 )
@@ -91,6 +92,13 @@ func Gather(ctx context.Context, cs kubernetes.Interface, dc dynamic.Interface, 
 	}
 	if in.Services, err = services(ctx, cs, announced); err != nil {
 		return in, err
+	}
+	if opt.Reader != nil {
+		adv, err := bgpagent.ReadAdvertised(ctx, opt.Reader)
+		if err != nil {
+			return in, err
+		}
+		bgpFacts(&in, adv)
 	}
 	if in.Events, err = events(ctx, cs, opt.Now()); err != nil {
 		return in, err
@@ -301,6 +309,46 @@ func services(ctx context.Context, cs kubernetes.Interface, announced map[netip.
 		out = append(out, ds)
 	}
 	return out, nil
+}
+
+// bgpFacts fills in what the checks know of BGP from adv: the peers, the
+// pools the advertisements select (routed, so off the nodes' segments
+// by design), and per Service the nodes whose BGP decision advertises each
+// address (a Service advertised over BGP is Mooring's too).
+func bgpFacts(in *doctor.Inputs, adv bgpagent.Advertised) {
+	for _, p := range adv.Peers {
+		if a, err := netip.ParseAddr(p.Spec.PeerAddress); err == nil {
+			in.BGPPeers = append(in.BGPPeers, doctor.BGPPeer{Name: p.Name, Address: a.Unmap()})
+		}
+	}
+	for i := range in.Pools {
+		in.Pools[i].BGP = slices.Contains(adv.Pools, in.Pools[i].Name)
+	}
+	for _, sp := range adv.Speakers {
+		for _, p := range sp.Status.Peers {
+			in.BGPSessions = append(in.BGPSessions, doctor.BGPSession{Node: sp.Name, Peer: p.Name, Address: p.PeerAddress,
+				Established: p.State == mooringv1.BGPStateEstablished, State: string(p.State), Reason: p.Reason,
+				Message: p.Message, Received: p.PrefixesReceived})
+		}
+	}
+	for i := range in.Services {
+		s := &in.Services[i]
+		for _, a := range s.Addrs {
+			var nodes []string
+			for _, c := range adv.Routes[a] {
+				if !slices.Contains(nodes, c.Node) {
+					nodes = append(nodes, c.Node)
+				}
+			}
+			if len(nodes) == 0 {
+				continue
+			}
+			if s.AdvertisedBy == nil {
+				s.AdvertisedBy = map[netip.Addr][]string{}
+			}
+			s.AdvertisedBy[a], s.Ours = nodes, true
+		}
+	}
 }
 
 func events(ctx context.Context, cs kubernetes.Interface, now time.Time) ([]doctor.Event, error) {
