@@ -33,7 +33,11 @@ type Config struct {
 	ListenPort int
 	// Settle batches changes: a decision runs at most this often, and
 	// after a long decision later still (settleWait: the whole decision
-	// at 10,000 Services costs ~30 ms of CPU).
+	// at 10,000 Services costs ~30 ms of CPU, so there it waits ~270 ms).
+	// 10 ms by default: a change that follows another decision is late by
+	// at most that (50 ms before session 20: one Service in ten reached
+	// the router 40 ms later for it; docs/benchmarks.md, "Where the ~100
+	// ms from a created Service to its route goes").
 	Settle time.Duration
 	// StatusInterval bounds BGPSpeaker writes (one per interval at most);
 	// CountsInterval bounds how stale its prefix counters may get.
@@ -45,7 +49,7 @@ type Config struct {
 // WithDefaults fills zero durations.
 func (c Config) WithDefaults() Config {
 	if c.Settle == 0 {
-		c.Settle = 50 * time.Millisecond
+		c.Settle = 10 * time.Millisecond
 	}
 	if c.StatusInterval == 0 {
 		c.StatusInterval = time.Second

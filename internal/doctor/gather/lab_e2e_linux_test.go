@@ -124,6 +124,17 @@ func TestDoctorInLab(t *testing.T) {
 	}
 	d.offSegmentPool()
 	d.oldConfiguration(owner)
+	// While it was stopped a peer may have taken the address, and kept
+	// it: the stale copy must go on a node that does not announce it now
+	// (CI once planted it on the new owner, whose own MAC then answered
+	// alone, and the audit rightly saw one responder).
+	// Read until two readings 2 s apart agree (the stopped agent's hold-down
+	// ends meanwhile).
+	for prev := ""; prev != owner; {
+		prev = owner
+		time.Sleep(2 * time.Second)
+		lb, owner = d.waitAnnounced()
+	}
 	other := "node-1"
 	if owner == other {
 		other = "node-2"
