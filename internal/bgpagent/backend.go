@@ -92,8 +92,8 @@ type Backend struct {
 	// kick asks the status goroutine for a write (statusLoop).
 	kick chan struct{}
 
-	mu       sync.Mutex
-	writer   bool // this agent writes the objects' conditions
+	mu     sync.Mutex
+	writer bool // this agent writes the objects' conditions
 	// services holds pointers: a map's slots are allocated for its whole
 	// capacity, and a pointer slot is a fifth of a Service's.
 	services map[announce.ServiceKey]*announce.Service

@@ -69,7 +69,7 @@ type compactSlice struct {
 // the Reflector's store for both types (serviceSink, sliceSink) and calls
 // changed with each Service whose decision input may have changed.
 type Store struct {
-	mu       sync.RWMutex
+	mu sync.RWMutex
 	// services holds pointers: a map's slots are allocated for its whole
 	// capacity (up to twice its length), and a pointer slot is a fifth of
 	// a compactService's (BGP at 10,000 Services, docs/benchmarks.md).
