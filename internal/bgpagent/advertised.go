@@ -34,7 +34,6 @@ type Advertised struct {
 	Pools    []string
 	Peers    []mooringv1.BGPPeer
 	Speakers []mooringv1.BGPSpeaker
-	Problems []bgp.Problem
 }
 
 // Carrier is one node advertising an address to one peer, and whether
@@ -48,8 +47,9 @@ type Carrier struct {
 	Reason string
 }
 
-// ReadAdvertised lists the BGP objects, pools, Nodes, Namespaces, Services,
-// EndpointSlices and BGPSpeakers through r and decides for every node.
+// ReadAdvertised lists the BGP objects, pools, Nodes, Services,
+// EndpointSlices and BGPSpeakers (and the Namespaces when some
+// advertisement selects by them) through r and decides for every node.
 // Without any BGPPeer or BGPAdvertisement (or without Mooring's BGP CRDs)
 // it returns the zero value.
 func ReadAdvertised(ctx context.Context, r client.Reader) (Advertised, error) {
@@ -78,7 +78,11 @@ func ReadAdvertised(ctx context.Context, r client.Reader) (Advertised, error) {
 		eps      discoveryv1.EndpointSliceList
 		speakers mooringv1.BGPSpeakerList
 	)
-	for _, l := range []client.ObjectList{&comms, &bfds, &pools, &nodes, &ns, &svcs, &eps, &speakers} {
+	lists := []client.ObjectList{&comms, &bfds, &pools, &nodes, &svcs, &eps, &speakers}
+	if slices.ContainsFunc(advs.Items, func(a mooringv1.BGPAdvertisement) bool { return len(a.Spec.NamespaceSelectors) > 0 }) {
+		lists = append(lists, &ns) // a cluster's Namespaces are read only when some advertisement selects by them
+	}
+	for _, l := range lists {
 		if err := r.List(ctx, l); err != nil {
 			return Advertised{}, fmt.Errorf("listing %T: %w", l, err)
 		}
@@ -88,7 +92,7 @@ func ReadAdvertised(ctx context.Context, r client.Reader) (Advertised, error) {
 	in.Services = convert.Input(convert.Objects{Services: svcs.Items, Slices: eps.Items, Nodes: nodes.Items}).Services
 	res := bgp.Decide(in)
 	return Advertised{Known: true, Routes: carriers(res, in.Services, speakers.Items), Pools: bgp.AdvertisedPools(in),
-		Peers: peers.Items, Speakers: speakers.Items, Problems: res.Problems}, nil
+		Peers: peers.Items, Speakers: speakers.Items}, nil
 }
 
 // notInstalled: the API server does not know the kind (no CRD).

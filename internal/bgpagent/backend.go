@@ -92,9 +92,11 @@ type Backend struct {
 	// kick asks the status goroutine for a write (statusLoop).
 	kick chan struct{}
 
-	mu       sync.Mutex
-	writer   bool // this agent writes the objects' conditions
-	services map[announce.ServiceKey]announce.Service
+	mu     sync.Mutex
+	writer bool // this agent writes the objects' conditions
+	// services holds pointers: a map's slots are allocated for its whole
+	// capacity, and a pointer slot is a fifth of a Service's.
+	services map[announce.ServiceKey]*announce.Service
 	// full: the agent's loop has handed over all Services once. Until
 	// then nothing is decided: a session opened with no routes would send
 	// End-of-RIB with none, and the routers would drop the node's routes
@@ -120,7 +122,7 @@ func New(cfg Config, d Deps) *Backend {
 	b := &Backend{
 		cfg: cfg, d: d, speaker: bgpspeaker.New(d.Router, d.Log, cfg.ListenPort),
 		status: &statusWriter{c: d.Client, node: cfg.Node, minInterval: cfg.StatusInterval, countsEvery: cfg.CountsInterval, now: d.Now},
-		wake:   make(chan struct{}, 1), kick: make(chan struct{}, 1), services: map[announce.ServiceKey]announce.Service{},
+		wake:   make(chan struct{}, 1), kick: make(chan struct{}, 1), services: map[announce.ServiceKey]*announce.Service{},
 	}
 	// A Secret read that changed a password asks for a decision like any
 	// other input.
@@ -159,8 +161,9 @@ func (b *Backend) SetServices(full bool, svcs []announce.Service, deleted []anno
 		clear(b.services)
 		b.full = true
 	}
-	for _, s := range svcs {
-		b.services[s.Key] = s
+	for i := range svcs {
+		s := svcs[i] // a copy: the pass's slice is not kept
+		b.services[s.Key] = &s
 	}
 	for _, k := range deleted {
 		delete(b.services, k)
@@ -371,7 +374,7 @@ func (b *Backend) input(ctx context.Context) (bgp.Input, *Objects, error) {
 	b.mu.Lock()
 	in.Services = make([]announce.Service, 0, len(b.services))
 	for _, s := range b.services {
-		in.Services = append(in.Services, s)
+		in.Services = append(in.Services, *s)
 	}
 	b.mu.Unlock()
 	return in, objs, nil

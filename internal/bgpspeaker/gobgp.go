@@ -158,7 +158,7 @@ const ownRoutesOnly = "mooring-own-routes-only"
 // importOnlyOwn makes GoBGP's table take only the routes this node
 // originates: the agent uses nothing a router sends, and a route taken in
 // from a VRF peer costs ~2 KiB (its VPN copy, best-path state and the
-// VRF's import; 41 MiB for 20,000 in TestReceivedRoutesCostLittle), so a
+// VRF's import; 37–43 MiB for 20,000 in TestMemReceivedRoutes), so a
 // router sending its table would otherwise put the agent past its memory
 // limit. GoBGP still keeps what each session received in its Adj-RIB-In
 // (the status's received count) and answers route refreshes from it.

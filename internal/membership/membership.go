@@ -345,6 +345,12 @@ func (m *Membership) memberlistConfig() (*memberlist.Config, error) {
 	c.ProbeInterval = m.cfg.ProbeInterval
 	c.ProbeTimeout = m.cfg.ProbeTimeout
 	c.GossipInterval = m.cfg.GossipInterval
+	// No LZW: memberlist builds a compressor (a 64 KiB table) for every
+	// message it sends, ten a second per member at these intervals, to
+	// shrink packets of a few hundred bytes on a LAN; that was most of an
+	// idle agent's garbage (BenchmarkIdleGossipAlloc). Receivers still
+	// take compressed messages, so members of an older release mix.
+	c.EnableCompression = false
 	c.SuspicionMult = m.cfg.SuspicionMult
 	c.TCPTimeout = m.cfg.TCPTimeout
 	// Push/pull is the anti-entropy backstop; gossip carries the fast path.

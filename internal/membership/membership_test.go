@@ -86,7 +86,7 @@ type member struct {
 
 // startCluster runs n members on 127.0.0.1 (kernel-chosen ports) that know
 // each other only through SetPeers, and waits until all see all.
-func startCluster(t *testing.T, n int) []*member {
+func startCluster(t testing.TB, n int) []*member {
 	t.Helper()
 	var ms []*member
 	logs := newTestWriter(t) // registered first, so its cleanup runs last
@@ -117,7 +117,7 @@ func startCluster(t *testing.T, n int) []*member {
 }
 
 // stop ends Run (gracefully unless crashed) and waits for it; idempotent.
-func (m *member) stop(t *testing.T) {
+func (m *member) stop(t testing.TB) {
 	m.once.Do(func() {
 		m.cancel()
 		select {
@@ -134,12 +134,12 @@ func (m *member) stop(t *testing.T) {
 // testWriter logs to t until the test ends: memberlist's suspicion timers
 // survive Shutdown and may still log afterwards.
 type testWriter struct {
-	t    *testing.T
+	t    testing.TB
 	mu   *sync.Mutex
 	done *bool
 }
 
-func newTestWriter(t *testing.T) testWriter {
+func newTestWriter(t testing.TB) testWriter {
 	w := testWriter{t: t, mu: new(sync.Mutex), done: new(bool)}
 	t.Cleanup(func() { w.mu.Lock(); *w.done = true; w.mu.Unlock() })
 	return w
@@ -154,7 +154,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if cond() {

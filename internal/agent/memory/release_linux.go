@@ -20,8 +20,12 @@ import (
 // initialisation touched. The latter are clean pages of a private file
 // mapping: MADV_DONTNEED unmaps them from this process only (they stay in
 // the page cache, and a page used again is mapped again on its first
-// access), so RSS then counts the code the agent really runs. It returns
-// the bytes of mappings released.
+// access), so RSS then counts the code the agent really runs. The same
+// ranges are then advised MADV_RANDOM: a page faulted in again is read
+// alone, without the readahead window around it that the fault would map
+// too (the kernel maps the cached pages around a fault, up to a whole
+// large folio), so the binary's pages in RSS stay near the code in use.
+// It returns the bytes of mappings released.
 func releaseStartupMemory() (uint64, error) {
 	debug.FreeOSMemory()
 	exe, err := os.Executable()
@@ -39,8 +43,10 @@ func releaseStartupMemory() (uint64, error) {
 	var released uint64
 	for _, r := range ranges {
 		// The raw call: the range is no Go memory, so no []byte for it.
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), unix.MADV_DONTNEED); errno != 0 {
-			return released, fmt.Errorf("madvise %x-%x: %w", r[0], r[1], errno)
+		for _, advice := range []uintptr{unix.MADV_DONTNEED, unix.MADV_RANDOM} {
+			if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), advice); errno != 0 {
+				return released, fmt.Errorf("madvise(%d) %x-%x: %w", advice, r[0], r[1], errno)
+			}
 		}
 		released += r[1] - r[0]
 	}

@@ -4,11 +4,14 @@ package memory
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -74,6 +77,57 @@ func TestReleaseStartupMemoryKeepsTheProcessWorking(t *testing.T) {
 		t.Errorf("RssFile grew from %d to %d kB", before, after)
 	}
 	t.Logf("released %d MiB of mappings; RssFile %d -> %d kB", n>>20, before, rssFile(t))
+	// Every released mapping is advised random reads (smaps' VmFlags "rr"):
+	// a page faulted in again comes alone, not with a readahead window.
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		t.Fatal(err)
+	}
+	flags := exeVmFlags(t, exe)
+	if len(flags) == 0 {
+		t.Fatal("no read-only mapping of this binary in smaps")
+	}
+	for m, f := range flags {
+		if !slices.Contains(f, "rr") {
+			t.Errorf("mapping %s: VmFlags %v, want rr (MADV_RANDOM)", m, f)
+		}
+	}
+}
+
+// exeVmFlags maps each clean read-only mapping of exe in this process's
+// smaps (what releaseStartupMemory releases) to its VmFlags.
+func exeVmFlags(t *testing.T, exe string) map[string][]string {
+	t.Helper()
+	ranges, err := cleanExeMappings("/proc/self/smaps", exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, r := range ranges {
+		want[fmt.Sprintf("%08x-%08x", r[0], r[1])] = true // as smaps prints them
+	}
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, cur := map[string][]string{}, ""
+	for _, line := range strings.Split(string(b), "\n") {
+		fs := strings.Fields(line)
+		switch {
+		case len(fs) == 0:
+		case !strings.HasSuffix(fs[0], ":"):
+			cur = ""
+			if want[fs[0]] {
+				cur = fs[0]
+			}
+		case fs[0] == "VmFlags:" && cur != "":
+			out[cur] = fs[1:]
+		}
+	}
+	return out
 }
 
 func rssFile(t *testing.T) int {

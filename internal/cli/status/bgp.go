@@ -139,19 +139,12 @@ func advertisedBy(r Row, wide bool) string {
 		}
 		return orDash(strings.Join(parts, ","))
 	}
-	same := true
-	for _, addr := range r.Addresses {
-		cell := "-"
-		if a, ok := by[canonical(addr)]; ok {
-			cell = strings.Join(a.Nodes, "+")
+	return perAddress(r.Addresses, func(addr string) string {
+		if a, ok := by[addr]; ok {
+			return strings.Join(a.Nodes, "+")
 		}
-		parts = append(parts, cell)
-		same = same && cell == parts[0]
-	}
-	if same && len(parts) > 0 {
-		parts = parts[:1]
-	}
-	return orDash(strings.Join(parts, ","))
+		return "-"
+	})
 }
 
 // printBGP writes the BGP SESSIONS table; the wide one adds MESSAGE.

@@ -179,9 +179,17 @@ func announcedBy(r Row, wide bool) string {
 	for _, a := range r.AnnouncedBy {
 		by[a.Address] = append(by[a.Address], a)
 	}
+	return perAddress(r.Addresses, func(addr string) string { return describe(by[addr]) })
+}
+
+// perAddress is a default-table cell: cell(addr) for each address of
+// addrs (canonical form), in their order, comma-separated, or once when
+// every address has the same; "-" for none.
+func perAddress(addrs []string, cell func(addr string) string) string {
+	var parts []string
 	same := true
-	for _, addr := range r.Addresses {
-		parts = append(parts, describe(by[canonical(addr)]))
+	for _, addr := range addrs {
+		parts = append(parts, cell(canonical(addr)))
 		same = same && parts[len(parts)-1] == parts[0]
 	}
 	if same && len(parts) > 0 {
