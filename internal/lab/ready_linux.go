@@ -69,7 +69,9 @@ func (c *Cluster) waitAPIServer(ctx context.Context) error {
 // waitReady waits for every Node Ready, both echo pods Ready and in the
 // EndpointSlice, the Service's address (with Mooring), and finally for one
 // HTTP answer through the Service: from the client to the LoadBalancer
-// address, or without Mooring from the last node to the ClusterIP.
+// address, or without Mooring from the last node to the ClusterIP; in the
+// BGP lab also for every node's session at the router to settle
+// (bgpSettled).
 func (c *Cluster) waitReady(ctx context.Context) (*Ready, error) {
 	var stage, lastStage string
 	var said time.Time
@@ -105,7 +107,7 @@ func (c *Cluster) waitReady(ctx context.Context) (*Ready, error) {
 			if err != nil {
 				return false, nil
 			}
-			ok = c.serviceAnswers(ctx, svc, mooring, seen, &stage)
+			ok = c.serviceAnswers(ctx, svc, mooring, seen, &stage) && c.bgpSettled(ctx, &stage)
 		}
 		// Say what the lab waits for when it changes, and again every
 		// 10 s while it does not: a slow start is never silent.

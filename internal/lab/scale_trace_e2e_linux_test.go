@@ -313,6 +313,9 @@ func span(s *svcTrace, st stage) (time.Duration, bool) {
 func (tr *tracer) report(t *testing.T, start time.Time) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	if path := os.Getenv(envBenchTraceCSV); path != "" {
+		tr.writeCSV(t, path, start)
+	}
 	sampled := tr.sampled
 	t.Logf("BENCH trace: %d gratuitous ARP frames seen for bench addresses, %d frames dropped by the sniffer's socket", tr.garps, tr.drops)
 	for _, set := range []struct {
@@ -585,5 +588,30 @@ func TestBenchARPFrames(t *testing.T) {
 	}
 	if _, ok := parseARP(req[:41]); ok {
 		t.Error("a short frame parsed")
+	}
+}
+
+// envBenchTraceCSV names a file TestBenchLabServices writes every
+// Service's trace to: name, address, then each stamp in seconds since the
+// burst started (empty when not seen), for looking at one run's stamps
+// beyond the percentiles.
+const envBenchTraceCSV = "MOORING_LAB_BENCH_TRACE_CSV"
+
+// writeCSV writes the traces to path; called with mu held.
+func (tr *tracer) writeCSV(t *testing.T, path string, start time.Time) {
+	var b strings.Builder
+	b.WriteString("name,address,sent,created,added,status,garp,arp,route\n")
+	at := func(ts time.Time) string {
+		if ts.IsZero() {
+			return ""
+		}
+		return strconv.FormatFloat(ts.Sub(start).Seconds(), 'f', 4, 64)
+	}
+	for _, s := range tr.all {
+		fmt.Fprintf(&b, "%s,%s,%s,%s,%s,%s,%s,%s,%s\n", s.name, s.addr, at(s.sent), at(s.created), at(s.added),
+			at(s.status), at(s.garp), at(s.arp), at(s.route))
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Errorf("writing %s: %v", path, err)
 	}
 }
