@@ -79,13 +79,7 @@ func (tr *tracer) watchRouter(ctx context.Context, t *testing.T, router *netlab.
 			if s == nil {
 				continue
 			}
-			tr.mu.Lock()
-			first := s.route.IsZero()
-			if first {
-				s.route = time.Now()
-			}
-			tr.mu.Unlock()
-			if first {
+			if tr.set(s, routeField, time.Now()) {
 				rt.mu.Lock()
 				rt.notified++
 				rt.mu.Unlock()
@@ -106,11 +100,9 @@ func (tr *tracer) watchRouter(ctx context.Context, t *testing.T, router *netlab.
 					continue
 				}
 				whole++
-				tr.mu.Lock()
-				if s.route.IsZero() {
-					s.route, late = seen, late+1
+				if tr.set(s, routeField, seen) {
+					late++
 				}
-				tr.mu.Unlock()
 			}
 			rt.mu.Lock()
 			rt.late += late
@@ -133,6 +125,8 @@ func (tr *tracer) watchRouter(ctx context.Context, t *testing.T, router *netlab.
 	}()
 	return rt
 }
+
+func routeField(s *svcTrace) *time.Time { return &s.route }
 
 // benchRoute is the bench Service whose address r routes over rt.paths
 // next hops, or nil.

@@ -55,7 +55,8 @@ type svcTrace struct {
 	sampled                                 bool
 	sent, created, added, status, garp, arp time.Time
 	// route: the router's kernel first held the address over one next hop
-	// per node (the BGP lab; read every 2 s, so up to that late).
+	// per node (the BGP lab; from the kernel's notification, or from a 2 s
+	// read when one was lost: routeTracer).
 	route    time.Time
 	statusRV string
 }
@@ -88,12 +89,14 @@ func newTracer(n int, name func(int) string, addr func(int) netip.Addr, sampled 
 }
 
 // set records *field = at unless it was set before.
-func (tr *tracer) set(s *svcTrace, field func(*svcTrace) *time.Time, at time.Time) {
+func (tr *tracer) set(s *svcTrace, field func(*svcTrace) *time.Time, at time.Time) (first bool) {
 	tr.mu.Lock()
+	defer tr.mu.Unlock()
 	if f := field(s); f.IsZero() {
 		*f = at
+		return true
 	}
-	tr.mu.Unlock()
+	return false
 }
 
 // watchServices follows the Services of ns from now until ctx ends: the
