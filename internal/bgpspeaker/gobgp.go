@@ -13,6 +13,8 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
+
+	mbgp "github.com/mooringlb/mooring/internal/bgp"
 )
 
 // GoBGP is the Router backed by an embedded GoBGP v4 server.
@@ -69,6 +71,18 @@ type goPeer struct {
 	// sent is the prefixes GoBGP last counted as advertised on the
 	// session (Sessions recounts them at most every countAdvertisedEvery).
 	sent int64
+	// limit is set while the session is shut for maxReceivedPrefixes.
+	limit prefixLimit
+}
+
+// prefixLimit is a session's state under maxReceivedPrefixes.
+type prefixLimit struct {
+	// at is when the limit was found exceeded (zero: it is not), by
+	// family; the session opens again at retryAt.
+	at, retryAt time.Time
+	family      mbgp.Family
+	// hits counts exceedings since the back-off last started over.
+	hits int
 }
 
 type downEvent struct {
@@ -255,14 +269,16 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 		return fmt.Errorf("peer %s: %w", p.Peer, err)
 	}
 	g.mu.Lock()
-	shut := gp.asMismatch != ""
+	// Shut for dynamicASN or maxReceivedPrefixes: the change may have
+	// fixed it, and the back-off starts over.
+	shut := gp.asMismatch != "" || !gp.limit.at.IsZero()
 	gp.cfg = p
-	gp.asMismatch, gp.down = "", downEvent{}
+	gp.asMismatch, gp.down, gp.limit = "", downEvent{}, prefixLimit{}
 	delete(g.probes, p.Address)
 	delete(g.opens, p.Address)
 	g.mu.Unlock()
 	g.hook.errs.forget(p.Address) // what failed before the change says nothing now
-	if shut {                     // shut for dynamicASN: the change may have fixed it
+	if shut {
 		if err := g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: p.Address.String()}); err != nil {
 			return fmt.Errorf("peer %s: %w", p.Peer, err)
 		}
