@@ -498,6 +498,7 @@ func TestBirdFloodIsCut(t *testing.T) {
 	bf.birdEstablished("node1_v6")
 	bf.wantBirdRoutes("fd00:213::100/128", "from node1_v6", func(rs []birdRoute) bool { return len(from(rs, "node1_v6")) == 1 })
 	v6Ups := strings.Count(bf.bird.log(), "node1_v6: State changed to up")
+	idle := hwm(sp.proc.PID)
 
 	start := time.Now()
 	bf.in.Peers = []bgp.Peer{v4peer(), v6peer()} // tor-v4: the default limit
@@ -543,8 +544,8 @@ func TestBirdFloodIsCut(t *testing.T) {
 		t.Fatalf("tor-v6 %+v", got)
 	}
 	bf.wantBirdRoutes("fd00:213::100/128", "still from node1_v6", func(rs []birdRoute) bool { return len(from(rs, "node1_v6")) == 1 })
-	t.Logf("%d routes sent: session closed with MaxPrefixesExceeded %v after the peer was added; speaker heap %.1f MiB before, %.1f MiB after (GC'd), %s peak",
-		flood, cut.Round(time.Millisecond), float64(base.HeapInuse)/(1<<20), float64(after.HeapInuse)/(1<<20), peak)
+	t.Logf("%d routes sent: session closed with MaxPrefixesExceeded %v after the peer was added; speaker heap %.1f MiB before, %.1f MiB after (GC'd), %s before the flood, %s peak",
+		flood, cut.Round(time.Millisecond), float64(base.HeapInuse)/(1<<20), float64(after.HeapInuse)/(1<<20), idle, peak)
 }
 
 func readFile(t *testing.T, path string) string {
