@@ -16,6 +16,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,10 +183,12 @@ func TestBackend(t *testing.T) {
 	dir := t.TempDir()
 
 	var speaker *openingRouter
+	var reg *prometheus.Registry
 	start := func(synced bool, c client.Client) (*bgpagent.Backend, context.CancelFunc, chan error) {
 		speaker = &openingRouter{GoBGP: bgpspeaker.NewGoBGP(quietLog(), nil)}
+		reg = prometheus.NewRegistry()
 		b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system", StateDir: dir},
-			bgpagent.Deps{Reader: c, Client: c, Router: speaker, Log: quietLog(),
+			bgpagent.Deps{Reader: c, Client: c, Router: speaker, Log: quietLog(), Registerer: reg,
 				Synced: func() bool { return synced }})
 		bctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -205,6 +208,10 @@ func TestBackend(t *testing.T) {
 	})
 	var before mooringv1.BGPSpeaker
 	must(t, c.Get(ctx, client.ObjectKey{Name: "node-a"}, &before))
+	waitFor(t, 10*time.Second, "the metrics: session up, one prefix advertised", func() (bool, string) {
+		up, sent := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_prefixes_advertised", "tor")
+		return up == 1 && sent == 1, fmt.Sprintf("up %v advertised %v", up, sent)
+	})
 
 	for i := range 100 {
 		b.SetServices(false, services(i + 1)[i:], nil)
@@ -256,8 +263,9 @@ func TestBackendStatusAndConditions(t *testing.T) {
 		BFDProfile: "fast"}}))
 	must(t, c.Create(ctx, &mooringv1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "tagged"},
 		Spec: mooringv1.BGPAdvertisementSpec{Communities: []string{"65000:1", "no-such-alias"}}}))
+	reg := prometheus.NewRegistry()
 	b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system"},
-		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog()})
+		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog(), Registerer: reg})
 	b.SetStatusWriter(true)
 	b.SetServices(true, nil, nil) // the agent's first pass: no Services
 	bctx, stop := context.WithCancel(ctx)
@@ -270,6 +278,9 @@ func TestBackendStatusAndConditions(t *testing.T) {
 		return err == nil && len(s.Status.Peers) == 1 && s.Status.Peers[0].Reason == mooringv1.BGPReasonPasswordUnavailable,
 			fmt.Sprintf("%+v %v", s.Status, err)
 	})
+	if up, why := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_session_down_reason", "tor", "reason", mooringv1.BGPReasonPasswordUnavailable); up != 0 || why != 1 {
+		t.Fatalf("metrics: session up %v, down for PasswordUnavailable %v; want 0 and 1", up, why)
+	}
 	waitFor(t, 10*time.Second, "conditions", func() (bool, string) {
 		var p mooringv1.BGPPeer
 		var a mooringv1.BGPAdvertisement
@@ -280,6 +291,38 @@ func TestBackendStatusAndConditions(t *testing.T) {
 			ar != nil && ar.Status == metav1.ConditionFalse && strings.Contains(ar.Message, `spec.communities[1]: community alias "no-such-alias" is not defined: add it to a BGPCommunity`)
 		return ok, fmt.Sprintf("peer %+v adv %+v", p.Status.Conditions, a.Status.Conditions)
 	})
+}
+
+// gauge reads one gauge of peer from reg (with extra label pairs), -1 if
+// it is absent.
+func gauge(t *testing.T, reg *prometheus.Registry, name, peer string, labels ...string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			want := map[string]string{"peer": peer}
+			for i := 0; i+1 < len(labels); i += 2 {
+				want[labels[i]] = labels[i+1]
+			}
+			for _, l := range m.GetLabel() {
+				if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
+					continue metric
+				}
+				delete(want, l.GetName())
+			}
+			if len(want) == 0 {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 func must(t *testing.T, err error) {
