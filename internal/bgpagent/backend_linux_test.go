@@ -333,3 +333,70 @@ func must(t *testing.T, err error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestBackendMaxReceivedPrefixes: a BGPPeer's maxReceivedPrefixes from
+// the API server to the session: a router sending 300 routes past a limit
+// of 200 gets the session closed, the node's BGPSpeaker and metrics say
+// MaxPrefixesExceeded; raising the limit to 500 opens it at once, with the
+// 300 counted received.
+func TestBackendMaxReceivedPrefixes(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	env := testenv.StartT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startRouter(t)
+	nh, err := bgp.NewPathAttributeNextHop(routerAddr)
+	must(t, err)
+	var paths []*apiutil.Path
+	for i := range 300 {
+		nlri, err := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)}), 32))
+		must(t, err)
+		paths = append(paths, &apiutil.Path{Nlri: nlri, Family: bgp.RF_IPv4_UC, Attrs: []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh}})
+	}
+	_, err = r.srv.AddPath(apiutil.AddPathRequest{Paths: paths})
+	must(t, err)
+	c := env.Client
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	must(t, c.Create(ctx, node))
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.String()}}
+	must(t, c.Status().Update(ctx, node))
+	peer := &mooringv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: mooringv1.BGPPeerSpec{
+		MyASN: 64512, PeerASN: ptr(int64(64500)), PeerAddress: routerAddr.String(), PeerPort: int32(r.port), SourceAddress: nodeAddr.String(),
+		ConnectTime: &metav1.Duration{Duration: time.Second}, MaxReceivedPrefixes: ptr(int64(200))}}
+	must(t, c.Create(ctx, peer))
+	// The client discovers each kind at its first use (seconds here); the
+	// backend waits nine times a decision's duration before the next, so
+	// a first decision slowed by discovery would hold up the second.
+	for _, l := range []client.ObjectList{&mooringv1.BGPPeerList{}, &mooringv1.BGPAdvertisementList{}, &mooringv1.BGPCommunityList{},
+		&mooringv1.BFDProfileList{}, &mooringv1.LoadBalancerIPPoolList{}} {
+		must(t, c.List(ctx, l))
+	}
+	reg := prometheus.NewRegistry()
+	b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system"},
+		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog(), Registerer: reg})
+	b.SetServices(true, nil, nil)
+	bctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, 20*time.Second, "BGPSpeaker: MaxPrefixesExceeded", func() (bool, string) {
+		var s mooringv1.BGPSpeaker
+		err := c.Get(ctx, client.ObjectKey{Name: "node-a"}, &s)
+		return err == nil && len(s.Status.Peers) == 1 && s.Status.Peers[0].Reason == mooringv1.BGPReasonMaxPrefixesExceeded &&
+			strings.Contains(s.Status.Peers[0].Message, "more than 200 IPv4 prefixes"), fmt.Sprintf("%+v %v", s.Status, err)
+	})
+	if up, why := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_session_down_reason", "tor", "reason", mooringv1.BGPReasonMaxPrefixesExceeded); up != 0 || why != 1 {
+		t.Fatalf("metrics: session up %v, down for MaxPrefixesExceeded %v; want 0 and 1", up, why)
+	}
+
+	must(t, c.Get(ctx, client.ObjectKey{Name: "tor"}, peer))
+	peer.Spec.MaxReceivedPrefixes = ptr(int64(500))
+	must(t, c.Update(ctx, peer))
+	b.Trigger() // the agent's informer does this
+	waitFor(t, 15*time.Second, "open again at once with 300 received", func() (bool, string) {
+		up, got := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_prefixes_received", "tor")
+		return up == 1 && got == 300, fmt.Sprintf("up %v received %v", up, got)
+	})
+}
