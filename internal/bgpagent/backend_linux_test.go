@@ -26,6 +26,7 @@ import (
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/bgpagent"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
+	"github.com/mooringlb/mooring/internal/promtest"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -66,6 +67,31 @@ func startRouter(t *testing.T) *router {
 		t.Fatal(err)
 	}
 	return &router{srv: srv, port: port}
+}
+
+// createNode creates node-a with nodeAddr as its InternalIP.
+func createNode(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	must(t, c.Create(ctx, node))
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.String()}}
+	must(t, c.Status().Update(ctx, node))
+}
+
+// sends has the router originate n /32s (10.100.0.0 up), which it sends
+// the node.
+func (r *router) sends(t *testing.T, n int) {
+	t.Helper()
+	nh, err := bgp.NewPathAttributeNextHop(routerAddr)
+	must(t, err)
+	paths := make([]*apiutil.Path, 0, n)
+	for i := range n {
+		nlri, err := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)}), 32))
+		must(t, err)
+		paths = append(paths, &apiutil.Path{Nlri: nlri, Family: bgp.RF_IPv4_UC, Attrs: []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh}})
+	}
+	_, err = r.srv.AddPath(apiutil.AddPathRequest{Paths: paths})
+	must(t, err)
 }
 
 // prefixes are the router's routes that are not stale.
@@ -169,10 +195,7 @@ func TestBackend(t *testing.T) {
 	defer cancel()
 	r := startRouter(t)
 	c := env.Client
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
-	must(t, c.Create(ctx, node))
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.String()}}
-	must(t, c.Status().Update(ctx, node))
+	createNode(ctx, t, c)
 	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mooring-system"}}))
 	must(t, c.Create(ctx, &mooringv1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"},
 		Spec: mooringv1.LoadBalancerIPPoolSpec{Blocks: []mooringv1.IPBlock{{CIDR: "192.0.2.0/24"}}}}))
@@ -293,36 +316,15 @@ func TestBackendStatusAndConditions(t *testing.T) {
 	})
 }
 
-// gauge reads one gauge of peer from reg (with extra label pairs), -1 if
-// it is absent.
+// gauge reads one series of peer from reg (with extra label pairs), -1
+// when it is absent.
 func gauge(t *testing.T, reg *prometheus.Registry, name, peer string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := promtest.Value(reg, name, append([]string{"peer", peer}, labels...)...)
+	if !ok {
+		return -1
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metric:
-		for _, m := range mf.GetMetric() {
-			want := map[string]string{"peer": peer}
-			for i := 0; i+1 < len(labels); i += 2 {
-				want[labels[i]] = labels[i+1]
-			}
-			for _, l := range m.GetLabel() {
-				if v, ok := want[l.GetName()]; ok && v != l.GetValue() {
-					continue metric
-				}
-				delete(want, l.GetName())
-			}
-			if len(want) == 0 {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return -1
+	return v
 }
 
 func must(t *testing.T, err error) {
@@ -347,21 +349,9 @@ func TestBackendMaxReceivedPrefixes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	r := startRouter(t)
-	nh, err := bgp.NewPathAttributeNextHop(routerAddr)
-	must(t, err)
-	var paths []*apiutil.Path
-	for i := range 300 {
-		nlri, err := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)}), 32))
-		must(t, err)
-		paths = append(paths, &apiutil.Path{Nlri: nlri, Family: bgp.RF_IPv4_UC, Attrs: []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh}})
-	}
-	_, err = r.srv.AddPath(apiutil.AddPathRequest{Paths: paths})
-	must(t, err)
+	r.sends(t, 300)
 	c := env.Client
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
-	must(t, c.Create(ctx, node))
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.String()}}
-	must(t, c.Status().Update(ctx, node))
+	createNode(ctx, t, c)
 	peer := &mooringv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: mooringv1.BGPPeerSpec{
 		MyASN: 64512, PeerASN: ptr(int64(64500)), PeerAddress: routerAddr.String(), PeerPort: int32(r.port), SourceAddress: nodeAddr.String(),
 		ConnectTime: &metav1.Duration{Duration: time.Second}, MaxReceivedPrefixes: ptr(int64(200))}}
