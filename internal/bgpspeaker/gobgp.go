@@ -24,9 +24,9 @@ import (
 // session. The first peer added uses GoBGP's global table, where a route
 // is one path; every other peer gets a VRF (route distinguisher and route
 // target 65535:id, never sent: only unicast families are negotiated),
-// where a route is a VRF path plus its VPN copy in the global table, about
-// twice the memory (docs/benchmarks.md, "One peer from the global
-// table"). GoBGP sends global unicast routes only to non-VRF neighbours,
+// where a route is a VRF path plus its VPN copy in the global table
+// (~0.26 KiB more per route: docs/benchmarks.md, "One peer from the
+// global table"). GoBGP sends global unicast routes only to non-VRF neighbours,
 // and converts VRF routes back to plain unicast for their VRF neighbour.
 // Which peer uses the global table never changes while it exists (that
 // would need a new session); when it is deleted, the next peer added
