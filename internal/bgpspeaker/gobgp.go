@@ -42,16 +42,16 @@ type GoBGP struct {
 	cancel  context.CancelFunc
 	changed chan struct{}
 
-	mu     sync.Mutex
-	peers  map[string]*goPeer
+	mu    sync.Mutex
+	peers map[string]*goPeer
 	// globalPeer names the peer whose routes are in the global table, ""
 	// for none.
 	globalPeer string
-	byAddr map[netip.Addr]*goPeer
-	nextID uint32
-	attrs  attrCache
-	probes map[netip.Addr]probeCache
-	opens  map[netip.Addr]openCache
+	byAddr     map[netip.Addr]*goPeer
+	nextID     uint32
+	attrs      attrCache
+	probes     map[netip.Addr]probeCache
+	opens      map[netip.Addr]openCache
 	// routerID is the running instance's, for the OPEN probe.
 	routerID netip.Addr
 	// countedAt is when Sessions last had GoBGP count the advertised
