@@ -86,7 +86,11 @@ func testBGPPeerAdmission(t *testing.T, env *testenv.Env) {
 			s.GracefulRestart = &mooringv1.BGPGracefulRestart{Enabled: ptr(true), RestartTime: dur("30s")}
 			s.EBGPMultihop = ptr(int32(4))
 			s.AddressFamilies = []mooringv1.BGPAddressFamily{mooringv1.BGPFamilyIPv4, mooringv1.BGPFamilyIPv6}
+			s.MaxReceivedPrefixes = ptr(int64(500))
 		}), ""},
+		{"no received limit", peer(func(s *mooringv1.BGPPeerSpec) { s.MaxReceivedPrefixes = ptr(int64(0)) }), ""},
+		{"negative received limit", peer(func(s *mooringv1.BGPPeerSpec) { s.MaxReceivedPrefixes = ptr(int64(-1)) }), "spec.maxReceivedPrefixes"},
+		{"received limit too large", peer(func(s *mooringv1.BGPPeerSpec) { s.MaxReceivedPrefixes = ptr(int64(100000001)) }), "spec.maxReceivedPrefixes"},
 		{"hold 0", peer(func(s *mooringv1.BGPPeerSpec) { s.HoldTime = dur("0s") }), "holdTime must be between 3s and 65535s"},
 		{"asn 0", peer(func(s *mooringv1.BGPPeerSpec) { s.MyASN = 0 }), "spec.myASN"},
 		{"peerASN and dynamicASN", peer(func(s *mooringv1.BGPPeerSpec) { s.DynamicASN = mooringv1.DynamicASNExternal }), "peerASN and dynamicASN are mutually exclusive"},

@@ -35,6 +35,16 @@ const (
 	// restarting node's routes (RFC 4724 restart time): an agent restart
 	// takes seconds, a node reboot does not need stale routes for longer.
 	DefaultBGPGracefulRestartTime = "120s"
+	// DefaultBGPMaxReceivedPrefixes is how many prefixes of one address
+	// family a node keeps from a router before it closes the session
+	// (maxReceivedPrefixes). The agent uses no route a router sends, but
+	// GoBGP keeps each in the session's Adj-RIB-In, ~0.65 KiB apiece: a
+	// full Internet table (~1M IPv4 routes) would put the agent far past
+	// its 256 MiB memory limit into a crash loop that takes L2 and every
+	// other session with it. 100,000 (~65 MiB) is refused long before
+	// that and is five times what a router reflecting the other nodes'
+	// Service routes sent each node at 10,000 Services.
+	DefaultBGPMaxReceivedPrefixes = 100000
 	// BGPPasswordSecretKey is the Secret key holding a peer's TCP-MD5
 	// password (MetalLB's basic-auth Secret and Cilium's authSecretRef use
 	// the same key).
@@ -236,6 +246,22 @@ type BGPPeerSpec struct {
 	// +kubebuilder:validation:MaxItems=2
 	// +listType=set
 	AddressFamilies []BGPAddressFamily `json:"addressFamilies,omitempty"`
+
+	// MaxReceivedPrefixes is the most prefixes of one address family the
+	// node keeps from this router. The agent uses none of them (it sends
+	// its own routes only) but holds each in memory (~0.65 KiB): one more
+	// closes the session with a Cease (Maximum Number of Prefixes
+	// Reached), the node's BGPSpeaker says MaxPrefixesExceeded, and the
+	// session is opened again after 30s, doubling up to 10m while the
+	// router keeps sending too many (at once when this field changes).
+	// Default 100000; 0: no limit (the agent's memory limit is then the
+	// only one). Configure the router to send the nodes nothing instead
+	// of raising this (docs/bgp.md, Configuring the router).
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100000000
+	MaxReceivedPrefixes *int64 `json:"maxReceivedPrefixes,omitempty"`
 }
 
 // BGPPeerStatus is written by the agents' status writer (one agent) when

@@ -80,6 +80,11 @@ const (
 	// BGPReasonInvalidConfig: the peer's configuration cannot be used on
 	// this node (Message names the field and the fix).
 	BGPReasonInvalidConfig = "InvalidConfig"
+	// BGPReasonMaxPrefixesExceeded: the router sent more prefixes of one
+	// family than the BGPPeer's maxReceivedPrefixes; the node closed the
+	// session (Cease, Maximum Number of Prefixes Reached) and opens it
+	// again later (Message says when).
+	BGPReasonMaxPrefixesExceeded = "MaxPrefixesExceeded"
 	// BGPReasonConnecting: the first attempt is under way.
 	BGPReasonConnecting = "Connecting"
 )

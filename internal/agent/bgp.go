@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,7 +44,7 @@ func (c BGPConfig) validate() error {
 // registers the informers it reads on the agent's cache: every event of
 // a BGP object, a pool or a Namespace asks it for a new decision; Services
 // and Nodes reach it with the decision loop's passes.
-func bgpBackend(ctx context.Context, cfg Config, informers cache.Cache, c client.Client, log *slog.Logger) (*bgpagent.Backend, error) {
+func bgpBackend(ctx context.Context, cfg Config, informers cache.Cache, c client.Client, reg prometheus.Registerer, log *slog.Logger) (*bgpagent.Backend, error) {
 	if !cfg.BGP.Enabled {
 		return nil, nil
 	}
@@ -51,7 +52,7 @@ func bgpBackend(ctx context.Context, cfg Config, informers cache.Cache, c client
 	var synced []toolscache.InformerSynced
 	b := bgpagent.New(bgpagent.Config{Node: cfg.NodeName, Namespace: cfg.BGP.SecretNamespace, StateDir: cfg.StateDir,
 		ListenPort: cfg.BGP.ListenPort}, bgpagent.Deps{
-		Reader: informers, Client: c, Router: bgpspeaker.NewGoBGP(log, bgpspeaker.KernelProber{}), Log: log,
+		Reader: informers, Client: c, Router: bgpspeaker.NewGoBGP(log, bgpspeaker.KernelProber{}), Log: log, Registerer: reg,
 		// Until every informer synced, the backend decides from its state
 		// file (a restart while the API server is away).
 		Synced: func() bool {

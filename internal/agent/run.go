@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Silent: func() bool { return silent() }}, log.With("sub", "responder"), reg)
 	src := snapshot.NewSwitchReader(store.NewReader(informers, compact.Store()))
 	var backends []backend.Backend
-	if b, err := bgpBackend(ctx, cfg, informers, writer, log); err != nil {
+	if b, err := bgpBackend(ctx, cfg, informers, writer, reg, log); err != nil {
 		return err
 	} else if b != nil {
 		backends = append(backends, b)

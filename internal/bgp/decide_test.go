@@ -243,7 +243,7 @@ func TestDecideSessions(t *testing.T) {
 		{Name: "a", MyASN: 64512, PeerASN: 64500, Address: addr("10.0.0.254"), RouterID: addr("10.9.9.9"), BFDProfile: "fast"},
 		{Name: "b", MyASN: 64513, Address: addr("10.0.0.253"), RouterID: addr("10.8.8.8")},
 		{Name: "c", MyASN: 64512, Dynamic: DynamicExternal, Address: addr("10.0.0.254"), HoldTime: ptr(4 * time.Second), BFDProfile: "missing"},
-		{Name: "d", MyASN: 64512, PeerASN: 64500, Address: addr("fd00::fe"), HoldTime: ptr(30 * time.Second), ConnectTime: ptr(time.Second)},
+		{Name: "d", MyASN: 64512, PeerASN: 64500, Address: addr("fd00::fe"), HoldTime: ptr(30 * time.Second), ConnectTime: ptr(time.Second), MaxReceived: ptr(uint32(0))},
 	}
 	in.BFDProfiles = []BFDProfile{{Name: "fast", ReceiveInterval: 50 * time.Millisecond}}
 	r := Decide(in)
@@ -252,7 +252,7 @@ func TestDecideSessions(t *testing.T) {
 		t.Fatalf("node-1 %+v", n1)
 	}
 	a, b, c, d := n1.Sessions[0], n1.Sessions[1], n1.Sessions[2], n1.Sessions[3]
-	if a.Blocked != "" || a.HoldTime != 9*time.Second || a.KeepaliveTime != 3*time.Second || a.ConnectTime != 5*time.Second || a.Port != 179 ||
+	if a.Blocked != "" || a.HoldTime != 9*time.Second || a.KeepaliveTime != 3*time.Second || a.ConnectTime != 5*time.Second || a.Port != 179 || a.MaxReceived != DefaultMaxReceived ||
 		a.BFD == nil || a.BFD.ReceiveInterval != 50*time.Millisecond || a.BFD.TransmitInterval != 300*time.Millisecond || a.BFD.DetectMultiplier != 3 {
 		t.Fatalf("a: defaults and BFD %+v %+v", a, a.BFD)
 	}
@@ -262,7 +262,7 @@ func TestDecideSessions(t *testing.T) {
 	if !strings.Contains(c.Blocked, "already peers with 10.0.0.254") {
 		t.Fatalf("c: want a duplicate address, got %q", c.Blocked)
 	}
-	if d.Blocked != "" || d.HoldTime != 30*time.Second || d.KeepaliveTime != 10*time.Second || d.ConnectTime != time.Second || !slices.Equal(d.Families, []Family{IPv6}) {
+	if d.Blocked != "" || d.HoldTime != 30*time.Second || d.KeepaliveTime != 10*time.Second || d.ConnectTime != time.Second || !slices.Equal(d.Families, []Family{IPv6}) || d.MaxReceived != 0 {
 		t.Fatalf("d %+v", d)
 	}
 	n3, _ := r.Node("node-3")
@@ -321,6 +321,7 @@ func TestDecideProblems(t *testing.T) {
 		{"hold 2s", func(in *Input) { in.Peers[0].HoldTime = ptr(2 * time.Second) }, KindPeer, "tor", "spec.holdTime", true, true},
 		{"loopback peer", func(in *Input) { in.Peers[0].Address = addr("127.0.0.1") }, KindPeer, "tor", "spec.peerAddress", true, true},
 		{"asn and dynamic", func(in *Input) { in.Peers[0].Dynamic = DynamicInternal }, KindPeer, "tor", "spec.dynamicASN", true, true},
+		{"received limit over the maximum", func(in *Input) { in.Peers[0].MaxReceived = ptr(uint32(MaxMaxReceived + 1)) }, KindPeer, "tor", "spec.maxReceivedPrefixes", true, true},
 		{"bad alias value", func(in *Input) { in.Communities = []CommunityAlias{{Object: "x", Name: "n", Value: "1"}} }, KindCommunity, "x", "spec.communities", false, false},
 	}
 	for _, tc := range cases {

@@ -22,6 +22,7 @@ type peer struct {
 	keepalive  time.Duration
 	connect    time.Duration
 	restart    time.Duration
+	maxRecv    uint32
 	validation error
 }
 
@@ -74,6 +75,12 @@ func (p *peer) validate() (string, error) {
 		return "spec.sourceAddress", fmt.Errorf("sourceAddress %s is not of the family of peerAddress %s", p.SourceAddress, p.Address)
 	case p.RouterID.IsValid() && !p.RouterID.Unmap().Is4():
 		return "spec.routerID", fmt.Errorf("routerID %s must be an IPv4 address", p.RouterID)
+	case p.MaxReceived != nil && *p.MaxReceived > MaxMaxReceived:
+		return "spec.maxReceivedPrefixes", fmt.Errorf("maxReceivedPrefixes %d is over %d: configure the router to send the nodes nothing, or 0 for no limit", *p.MaxReceived, MaxMaxReceived)
+	}
+	p.maxRecv = DefaultMaxReceived
+	if p.MaxReceived != nil {
+		p.maxRecv = *p.MaxReceived
 	}
 	for i, s := range p.NodeSelectors {
 		if err := s.Validate(); err != nil {
@@ -205,7 +212,7 @@ func (p *peer) session(node *Node) Session {
 		Peer: p.Name, Address: p.Address, Port: p.Port, LocalASN: p.MyASN, PeerASN: p.PeerASN, Dynamic: p.Dynamic,
 		SourceAddress: p.SourceAddress, HoldTime: p.hold, KeepaliveTime: p.keepalive, ConnectTime: p.connect,
 		PasswordSecret: p.PasswordSecret, BFD: p.bfd, GracefulRestart: p.GracefulRestart, RestartTime: p.restart,
-		EBGPMultihop: p.EBGPMultihop, Families: p.families, Warnings: slices.Clone(p.warnings),
+		EBGPMultihop: p.EBGPMultihop, Families: p.families, MaxReceived: p.maxRecv, Warnings: slices.Clone(p.warnings),
 	}
 	if s.Port == 0 {
 		s.Port = DefaultPort

@@ -51,6 +51,11 @@ const (
 	// defaults: about 900 ms to detect a dead path.
 	DefaultBFDInterval   = 300 * time.Millisecond
 	DefaultBFDMultiplier = 3
+	// DefaultMaxReceived is how many prefixes of one family a session
+	// keeps from its router before it is closed (docs/bgp.md, Defaults).
+	DefaultMaxReceived = 100000
+	// MaxMaxReceived is the largest limit a BGPPeer may set.
+	MaxMaxReceived = 100000000
 )
 
 // LabelExcludeFromLB on a Node keeps it from advertising anything (its
@@ -86,6 +91,9 @@ type Peer struct {
 	EBGPMultihop uint8
 	// Families the session carries; empty means the family of Address.
 	Families []Family
+	// MaxReceived limits the prefixes of one family kept from the router:
+	// nil means DefaultMaxReceived, 0 no limit.
+	MaxReceived *uint32
 }
 
 // BFDProfile is a BFDProfile as data; zero fields take the defaults.
@@ -207,6 +215,9 @@ type Session struct {
 	EBGPMultihop    uint8
 	// Families the session negotiates, sorted.
 	Families []Family
+	// MaxReceived is the most prefixes of one family kept from the
+	// router; one more closes the session. 0: no limit.
+	MaxReceived uint32
 	// NextHop6 / NextHop4 are set for a family the session carries that is
 	// not the family of Address: the node's own address of that family
 	// (never a v4-mapped one). Routes of such a family without a next hop

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -78,6 +79,8 @@ type Deps struct {
 	Router bgpspeaker.Router
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Registerer, when set, gets the BGP session metrics (metrics.go).
+	Registerer prometheus.Registerer
 }
 
 // Backend drives the node's BGP speaker from the Services the agent's loop
@@ -88,6 +91,7 @@ type Backend struct {
 	speaker *bgpspeaker.Speaker
 	secrets *secrets
 	status  *statusWriter
+	metrics *metrics
 	wake    chan struct{}
 	// kick asks the status goroutine for a write (statusLoop).
 	kick chan struct{}
@@ -123,6 +127,10 @@ func New(cfg Config, d Deps) *Backend {
 		cfg: cfg, d: d, speaker: bgpspeaker.New(d.Router, d.Log, cfg.ListenPort),
 		status: &statusWriter{c: d.Client, node: cfg.Node, minInterval: cfg.StatusInterval, countsEvery: cfg.CountsInterval, now: d.Now},
 		wake:   make(chan struct{}, 1), kick: make(chan struct{}, 1), services: map[announce.ServiceKey]*announce.Service{},
+		metrics: &metrics{},
+	}
+	if d.Registerer != nil {
+		d.Registerer.MustRegister(b.metrics)
 	}
 	// A Secret read that changed a password asks for a decision like any
 	// other input.
@@ -418,6 +426,7 @@ func (b *Backend) writeStatus(ctx context.Context) {
 		b.d.Log.Warn("BGP: reading the sessions", "err", err)
 		return
 	}
+	b.metrics.set(sessions)
 	b.mu.Lock()
 	nr := b.last
 	b.mu.Unlock()

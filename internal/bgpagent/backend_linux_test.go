@@ -16,6 +16,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,6 +26,7 @@ import (
 	"github.com/mooringlb/mooring/internal/announce"
 	"github.com/mooringlb/mooring/internal/bgpagent"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
+	"github.com/mooringlb/mooring/internal/promtest"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -65,6 +67,31 @@ func startRouter(t *testing.T) *router {
 		t.Fatal(err)
 	}
 	return &router{srv: srv, port: port}
+}
+
+// createNode creates node-a with nodeAddr as its InternalIP.
+func createNode(ctx context.Context, t *testing.T, c client.Client) {
+	t.Helper()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
+	must(t, c.Create(ctx, node))
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.String()}}
+	must(t, c.Status().Update(ctx, node))
+}
+
+// sends has the router originate n /32s (10.100.0.0 up), which it sends
+// the node.
+func (r *router) sends(t *testing.T, n int) {
+	t.Helper()
+	nh, err := bgp.NewPathAttributeNextHop(routerAddr)
+	must(t, err)
+	paths := make([]*apiutil.Path, 0, n)
+	for i := range n {
+		nlri, err := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)}), 32))
+		must(t, err)
+		paths = append(paths, &apiutil.Path{Nlri: nlri, Family: bgp.RF_IPv4_UC, Attrs: []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh}})
+	}
+	_, err = r.srv.AddPath(apiutil.AddPathRequest{Paths: paths})
+	must(t, err)
 }
 
 // prefixes are the router's routes that are not stale.
@@ -168,10 +195,7 @@ func TestBackend(t *testing.T) {
 	defer cancel()
 	r := startRouter(t)
 	c := env.Client
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}
-	must(t, c.Create(ctx, node))
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeAddr.String()}}
-	must(t, c.Status().Update(ctx, node))
+	createNode(ctx, t, c)
 	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "mooring-system"}}))
 	must(t, c.Create(ctx, &mooringv1.LoadBalancerIPPool{ObjectMeta: metav1.ObjectMeta{Name: "p"},
 		Spec: mooringv1.LoadBalancerIPPoolSpec{Blocks: []mooringv1.IPBlock{{CIDR: "192.0.2.0/24"}}}}))
@@ -182,10 +206,12 @@ func TestBackend(t *testing.T) {
 	dir := t.TempDir()
 
 	var speaker *openingRouter
+	var reg *prometheus.Registry
 	start := func(synced bool, c client.Client) (*bgpagent.Backend, context.CancelFunc, chan error) {
 		speaker = &openingRouter{GoBGP: bgpspeaker.NewGoBGP(quietLog(), nil)}
+		reg = prometheus.NewRegistry()
 		b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system", StateDir: dir},
-			bgpagent.Deps{Reader: c, Client: c, Router: speaker, Log: quietLog(),
+			bgpagent.Deps{Reader: c, Client: c, Router: speaker, Log: quietLog(), Registerer: reg,
 				Synced: func() bool { return synced }})
 		bctx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -205,6 +231,10 @@ func TestBackend(t *testing.T) {
 	})
 	var before mooringv1.BGPSpeaker
 	must(t, c.Get(ctx, client.ObjectKey{Name: "node-a"}, &before))
+	waitFor(t, 10*time.Second, "the metrics: session up, one prefix advertised", func() (bool, string) {
+		up, sent := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_prefixes_advertised", "tor")
+		return up == 1 && sent == 1, fmt.Sprintf("up %v advertised %v", up, sent)
+	})
 
 	for i := range 100 {
 		b.SetServices(false, services(i + 1)[i:], nil)
@@ -256,8 +286,9 @@ func TestBackendStatusAndConditions(t *testing.T) {
 		BFDProfile: "fast"}}))
 	must(t, c.Create(ctx, &mooringv1.BGPAdvertisement{ObjectMeta: metav1.ObjectMeta{Name: "tagged"},
 		Spec: mooringv1.BGPAdvertisementSpec{Communities: []string{"65000:1", "no-such-alias"}}}))
+	reg := prometheus.NewRegistry()
 	b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system"},
-		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog()})
+		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog(), Registerer: reg})
 	b.SetStatusWriter(true)
 	b.SetServices(true, nil, nil) // the agent's first pass: no Services
 	bctx, stop := context.WithCancel(ctx)
@@ -270,6 +301,9 @@ func TestBackendStatusAndConditions(t *testing.T) {
 		return err == nil && len(s.Status.Peers) == 1 && s.Status.Peers[0].Reason == mooringv1.BGPReasonPasswordUnavailable,
 			fmt.Sprintf("%+v %v", s.Status, err)
 	})
+	if up, why := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_session_down_reason", "tor", "reason", mooringv1.BGPReasonPasswordUnavailable); up != 0 || why != 1 {
+		t.Fatalf("metrics: session up %v, down for PasswordUnavailable %v; want 0 and 1", up, why)
+	}
 	waitFor(t, 10*time.Second, "conditions", func() (bool, string) {
 		var p mooringv1.BGPPeer
 		var a mooringv1.BGPAdvertisement
@@ -282,6 +316,17 @@ func TestBackendStatusAndConditions(t *testing.T) {
 	})
 }
 
+// gauge reads one series of peer from reg (with extra label pairs), -1
+// when it is absent.
+func gauge(t *testing.T, reg *prometheus.Registry, name, peer string, labels ...string) float64 {
+	t.Helper()
+	v, ok := promtest.Value(reg, name, append([]string{"peer", peer}, labels...)...)
+	if !ok {
+		return -1
+	}
+	return v
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -290,3 +335,58 @@ func must(t *testing.T, err error) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestBackendMaxReceivedPrefixes: a BGPPeer's maxReceivedPrefixes from
+// the API server to the session: a router sending 300 routes past a limit
+// of 200 gets the session closed, the node's BGPSpeaker and metrics say
+// MaxPrefixesExceeded; raising the limit to 500 opens it at once, with the
+// 300 counted received.
+func TestBackendMaxReceivedPrefixes(t *testing.T) {
+	if !inOwnNetns(t) {
+		return
+	}
+	env := testenv.StartT(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r := startRouter(t)
+	r.sends(t, 300)
+	c := env.Client
+	createNode(ctx, t, c)
+	peer := &mooringv1.BGPPeer{ObjectMeta: metav1.ObjectMeta{Name: "tor"}, Spec: mooringv1.BGPPeerSpec{
+		MyASN: 64512, PeerASN: ptr(int64(64500)), PeerAddress: routerAddr.String(), PeerPort: int32(r.port), SourceAddress: nodeAddr.String(),
+		ConnectTime: &metav1.Duration{Duration: time.Second}, MaxReceivedPrefixes: ptr(int64(200))}}
+	must(t, c.Create(ctx, peer))
+	// The client discovers each kind at its first use (seconds here); the
+	// backend waits nine times a decision's duration before the next, so
+	// a first decision slowed by discovery would hold up the second.
+	for _, l := range []client.ObjectList{&mooringv1.BGPPeerList{}, &mooringv1.BGPAdvertisementList{}, &mooringv1.BGPCommunityList{},
+		&mooringv1.BFDProfileList{}, &mooringv1.LoadBalancerIPPoolList{}} {
+		must(t, c.List(ctx, l))
+	}
+	reg := prometheus.NewRegistry()
+	b := bgpagent.New(bgpagent.Config{Node: "node-a", Namespace: "mooring-system"},
+		bgpagent.Deps{Reader: c, Client: c, Router: bgpspeaker.NewGoBGP(quietLog(), nil), Log: quietLog(), Registerer: reg})
+	b.SetServices(true, nil, nil)
+	bctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+	defer func() { stop(); <-done }()
+	waitFor(t, 20*time.Second, "BGPSpeaker: MaxPrefixesExceeded", func() (bool, string) {
+		var s mooringv1.BGPSpeaker
+		err := c.Get(ctx, client.ObjectKey{Name: "node-a"}, &s)
+		return err == nil && len(s.Status.Peers) == 1 && s.Status.Peers[0].Reason == mooringv1.BGPReasonMaxPrefixesExceeded &&
+			strings.Contains(s.Status.Peers[0].Message, "more than 200 IPv4 prefixes"), fmt.Sprintf("%+v %v", s.Status, err)
+	})
+	if up, why := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_session_down_reason", "tor", "reason", mooringv1.BGPReasonMaxPrefixesExceeded); up != 0 || why != 1 {
+		t.Fatalf("metrics: session up %v, down for MaxPrefixesExceeded %v; want 0 and 1", up, why)
+	}
+
+	must(t, c.Get(ctx, client.ObjectKey{Name: "tor"}, peer))
+	peer.Spec.MaxReceivedPrefixes = ptr(int64(500))
+	must(t, c.Update(ctx, peer))
+	b.Trigger() // the agent's informer does this
+	waitFor(t, 15*time.Second, "open again at once with 300 received", func() (bool, string) {
+		up, got := gauge(t, reg, "mooring_bgp_session_up", "tor"), gauge(t, reg, "mooring_bgp_prefixes_received", "tor")
+		return up == 1 && got == 300, fmt.Sprintf("up %v received %v", up, got)
+	})
+}

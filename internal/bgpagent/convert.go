@@ -81,6 +81,15 @@ func Peer(p *mooringv1.BGPPeer) bgp.Peer {
 	if s.EBGPMultihop != nil && *s.EBGPMultihop > 0 && *s.EBGPMultihop <= 255 {
 		out.EBGPMultihop = uint8(*s.EBGPMultihop)
 	}
+	if m := s.MaxReceivedPrefixes; m != nil {
+		// Admission keeps it within 0..bgp.MaxMaxReceived; anything else
+		// becomes a value the core refuses, naming the field.
+		v := uint32(bgp.MaxMaxReceived + 1)
+		if *m >= 0 && *m <= bgp.MaxMaxReceived {
+			v = uint32(*m)
+		}
+		out.MaxReceived = &v
+	}
 	for _, f := range s.AddressFamilies {
 		if f == mooringv1.BGPFamilyIPv6 {
 			out.Families = append(out.Families, bgp.IPv6)

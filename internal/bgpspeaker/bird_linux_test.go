@@ -55,6 +55,8 @@ type birdNeighbor struct {
 	// GracefulRestart is BIRD's "graceful restart" setting, "" for
 	// "aware" (BIRD's default: the helper role only).
 	GracefulRestart string
+	// Flood exports the config's Flood4 routes to this neighbour.
+	Flood bool
 }
 
 // birdConfig is the router's whole configuration.
@@ -65,6 +67,10 @@ type birdConfig struct {
 	// BFDInterval and BFDMultiplier configure `protocol bfd` (0: none).
 	BFDInterval   time.Duration
 	BFDMultiplier int
+	// Flood4 is a number of blackhole /32s from 10.200.0.0 up (protocol
+	// static flood4) that Flood neighbours are sent, as by a router that
+	// sends the nodes its table.
+	Flood4 int
 }
 
 // text renders the configuration, logging everything to logPath. Every
@@ -85,6 +91,16 @@ func (c birdConfig) text(logPath string) string {
 		fmt.Fprintf(&b, "protocol bfd {\n  interface \"*\" {\n    min rx interval %d ms;\n    min tx interval %d ms;\n    multiplier %d;\n  };\n}\n",
 			ms, ms, c.BFDMultiplier)
 	}
+	if c.Flood4 > 0 {
+		fmt.Fprintf(&b, "protocol static flood4 {\n  ipv4;\n")
+		base := netip.MustParseAddr("10.200.0.0").As4()
+		first := uint32(base[0])<<24 | uint32(base[1])<<16 | uint32(base[2])<<8 | uint32(base[3])
+		for i := range uint32(c.Flood4) {
+			a := first + i
+			fmt.Fprintf(&b, "  route %d.%d.%d.%d/32 blackhole;\n", a>>24, a>>16&0xff, a>>8&0xff, a&0xff)
+		}
+		fmt.Fprintf(&b, "}\n")
+	}
 	for _, n := range c.Neighbors {
 		fmt.Fprintf(&b, "protocol bgp %s {\n", n.Name)
 		fmt.Fprintf(&b, "  local as %d;\n  neighbor %s as %d;\n", c.ASN, n.Addr, n.ASN)
@@ -101,7 +117,11 @@ func (c birdConfig) text(logPath string) string {
 			fmt.Fprintf(&b, "  bfd on;\n")
 		}
 		for _, fam := range n.Families {
-			fmt.Fprintf(&b, "  %s { import all; export none; };\n", fam)
+			export := "none"
+			if n.Flood && fam == "ipv4" {
+				export = `where proto = "flood4"`
+			}
+			fmt.Fprintf(&b, "  %s { import all; export %s; };\n", fam, export)
 		}
 		fmt.Fprintf(&b, "}\n")
 	}

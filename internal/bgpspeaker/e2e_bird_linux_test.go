@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -461,4 +462,97 @@ func TestBirdBFDRouterRestart(t *testing.T) {
 	})
 	bf.bfdUp(40 * time.Second)
 	bf.wantBirdRoutes("10.213.0.100/32", "from node-1", func(rs []birdRoute) bool { return viaOnly(rs, "node1_v4", node1v4) })
+}
+
+// floodRoutes is what TestBirdFloodIsCut's router sends: more than the
+// default maxReceivedPrefixes (bgp.DefaultMaxReceived), as a router that
+// sends the nodes a large table would; BGPSPEAKER_FLOOD sets another
+// number (1000000: about a full Internet table).
+func floodRoutes() int {
+	if n, err := strconv.Atoi(os.Getenv("BGPSPEAKER_FLOOD")); err == nil && n > 0 {
+		return n
+	}
+	return bgp.DefaultMaxReceived + 20000
+}
+
+// TestBirdFloodIsCut: BIRD sends node-1 120,000 IPv4 routes on one of its
+// two sessions. With the default limit the node closes that session
+// (a Cease, Administrative Shutdown, saying why), says
+// MaxPrefixesExceeded with the time it opens again, keeps it shut, and
+// drops what it received from memory; the other session is never reset
+// and keeps the Service's route at BIRD.
+func TestBirdFloodIsCut(t *testing.T) {
+	v4n := v4Neighbor()
+	v4n.Flood = true
+	flood := floodRoutes()
+	bf := newBirdFabric(t, birdConfig{Neighbors: []birdNeighbor{v4n, v6Neighbor()}, Flood4: flood})
+	sp := bf.speakers["node-1"]
+	base, err := sp.call(command{Op: "mem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf.in.Peers = []bgp.Peer{v6peer()}
+	bf.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
+	bf.apply(nil)
+	bf.waitEstablished("tor-v6")
+	bf.birdEstablished("node1_v6")
+	bf.wantBirdRoutes("fd00:213::100/128", "from node1_v6", func(rs []birdRoute) bool { return len(from(rs, "node1_v6")) == 1 })
+	v6Ups := strings.Count(bf.bird.log(), "node1_v6: State changed to up")
+	idle := hwm(sp.proc.PID)
+
+	start := time.Now()
+	bf.in.Peers = []bgp.Peer{v4peer(), v6peer()} // tor-v4: the default limit
+	bf.apply(nil)
+	st := bf.wantReason("node-1", "tor-v4", bgpspeaker.ReasonMaxPrefixesExceeded, fmt.Sprintf("more than %d IPv4 prefixes", bgp.DefaultMaxReceived), "opens again at")
+	cut := time.Since(start)
+	eventually(t, 10*time.Second, "BIRD: node1_v4 closed", func() (bool, string) {
+		p, err := bf.bird.protocol("node1_v4")
+		return err == nil && p.BGPState != "Established", fmt.Sprintf("%+v %v", p, err)
+	})
+	// How BIRD saw it close: the Cease, or — when it was still sending —
+	// a reset connection (the node's kernel answers unread data with a
+	// RST, which discards the Cease), which a graceful-restart helper
+	// takes for a restart.
+	for _, f := range []string{bf.bird.log(), readFile(t, sp.log)} {
+		for l := range strings.Lines(f) {
+			if strings.Contains(l, "maxReceivedPrefixes") || strings.Contains(l, "maximum number of prefixes") || strings.Contains(l, "node1_v4: Connection lost") {
+				t.Logf("%s", strings.TrimSpace(l))
+			}
+		}
+	}
+	peak := hwm(sp.proc.PID)
+	time.Sleep(5 * time.Second) // it stays shut: no reconnect before its time
+	if got, _ := sp.session("tor-v4"); got.Reason != bgpspeaker.ReasonMaxPrefixesExceeded || got.Message != st.Message {
+		t.Fatalf("tor-v4 did not stay shut with its reason: %+v", got)
+	}
+	if p, err := bf.bird.protocol("node1_v4"); err != nil || p.BGPState == "Established" {
+		t.Fatalf("bird's node1_v4 is up again: %+v %v", p, err)
+	}
+	after, err := sp.call(command{Op: "mem"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := (float64(after.HeapInuse) - float64(base.HeapInuse)) / (1 << 20)
+	// Kept, 120,000 routes would be ~75 MiB (0.65 KiB each).
+	if grown > 10 {
+		t.Errorf("the speaker's heap grew %.1f MiB over the flood: what the router sent was not dropped", grown)
+	}
+	if n := strings.Count(bf.bird.log(), "node1_v6: State changed to up"); n != v6Ups {
+		t.Fatalf("the other session was reset: BIRD saw node1_v6 come up %d times, %d before", n, v6Ups)
+	}
+	if got, _ := sp.session("tor-v6"); got.State != bgpspeaker.StateEstablished {
+		t.Fatalf("tor-v6 %+v", got)
+	}
+	bf.wantBirdRoutes("fd00:213::100/128", "still from node1_v6", func(rs []birdRoute) bool { return len(from(rs, "node1_v6")) == 1 })
+	t.Logf("%d routes sent: session closed with MaxPrefixesExceeded %v after the peer was added; speaker heap %.1f MiB before, %.1f MiB after (GC'd), %s before the flood, %s peak",
+		flood, cut.Round(time.Millisecond), float64(base.HeapInuse)/(1<<20), float64(after.HeapInuse)/(1<<20), idle, peak)
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

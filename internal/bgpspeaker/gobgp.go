@@ -13,17 +13,24 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
+
+	mbgp "github.com/mooringlb/mooring/internal/bgp"
 )
 
 // GoBGP is the Router backed by an embedded GoBGP v4 server.
 //
-// Every peer gets a VRF of its own (route distinguisher and route target
-// 65535:id, never sent: only unicast families are negotiated): a route is
-// added to the VRFs of exactly the peers that should receive it, with that
-// peer's attributes and next hop, so per-peer differences need no export
-// policies, and a change to one peer's routes never touches another
-// session. GoBGP converts VRF routes back to plain unicast for its VRF
-// neighbors.
+// Each peer has a route table of its own, so per-peer differences need no
+// export policies and a change to one peer's routes never touches another
+// session. The first peer added uses GoBGP's global table, where a route
+// is one path; every other peer gets a VRF (route distinguisher and route
+// target 65535:id, never sent: only unicast families are negotiated),
+// where a route is a VRF path plus its VPN copy in the global table
+// (~0.26 KiB more per route: docs/benchmarks.md, "One peer from the
+// global table"). GoBGP sends global unicast routes only to non-VRF neighbours,
+// and converts VRF routes back to plain unicast for their VRF neighbour.
+// Which peer uses the global table never changes while it exists (that
+// would need a new session); when it is deleted, the next peer added
+// takes it.
 type GoBGP struct {
 	log   *slog.Logger
 	hook  *connHook
@@ -35,13 +42,16 @@ type GoBGP struct {
 	cancel  context.CancelFunc
 	changed chan struct{}
 
-	mu     sync.Mutex
-	peers  map[string]*goPeer
-	byAddr map[netip.Addr]*goPeer
-	nextID uint32
-	attrs  attrCache
-	probes map[netip.Addr]probeCache
-	opens  map[netip.Addr]openCache
+	mu    sync.Mutex
+	peers map[string]*goPeer
+	// globalPeer names the peer whose routes are in the global table, ""
+	// for none.
+	globalPeer string
+	byAddr     map[netip.Addr]*goPeer
+	nextID     uint32
+	attrs      attrCache
+	probes     map[netip.Addr]probeCache
+	opens      map[netip.Addr]openCache
 	// routerID is the running instance's, for the OPEN probe.
 	routerID netip.Addr
 	// countedAt is when Sessions last had GoBGP count the advertised
@@ -52,6 +62,7 @@ type GoBGP struct {
 // goPeer is one configured session.
 type goPeer struct {
 	cfg PeerConfig
+	// vrf is the peer's VRF, "" for the peer of the global table.
 	vrf string
 	id  uint32
 	// since is when the backend last saw the state change; state the
@@ -69,6 +80,18 @@ type goPeer struct {
 	// sent is the prefixes GoBGP last counted as advertised on the
 	// session (Sessions recounts them at most every countAdvertisedEvery).
 	sent int64
+	// limit is set while the session is shut for maxReceivedPrefixes.
+	limit prefixLimit
+}
+
+// prefixLimit is a session's state under maxReceivedPrefixes.
+type prefixLimit struct {
+	// at is when the limit was found exceeded (zero: it is not), by
+	// family; the session opens again at retryAt.
+	at, retryAt time.Time
+	family      mbgp.Family
+	// hits counts exceedings since the back-off last started over.
+	hits int
 }
 
 type downEvent struct {
@@ -146,7 +169,7 @@ func (g *GoBGP) Start(ctx context.Context, gl Global) error {
 	}
 	g.srv, g.served, g.cancel, g.routerID = srv, served, cancel, gl.RouterID
 	g.mu.Lock()
-	g.peers, g.byAddr = map[string]*goPeer{}, map[netip.Addr]*goPeer{}
+	g.peers, g.byAddr, g.globalPeer = map[string]*goPeer{}, map[netip.Addr]*goPeer{}, ""
 	g.attrs = attrCache{}
 	g.mu.Unlock()
 	return nil
@@ -216,7 +239,8 @@ func (g *GoBGP) Stop(ctx context.Context, graceful bool) error {
 	return err
 }
 
-// AddPeer creates the peer's VRF and the session.
+// AddPeer creates the session and its route table: the global table if
+// no other peer uses it, else a VRF of its own.
 func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) error {
 	g.mu.Lock()
 	if _, ok := g.peers[p.Peer]; ok {
@@ -224,13 +248,30 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 		return fmt.Errorf("peer %s exists", p.Peer)
 	}
 	g.nextID++
-	gp := &goPeer{cfg: p, id: g.nextID, vrf: fmt.Sprintf("peer-%d", g.nextID), since: g.now(), state: StateIdle}
+	gp := &goPeer{cfg: p, id: g.nextID, since: g.now(), state: StateIdle}
+	if g.globalPeer == "" {
+		g.globalPeer = p.Peer
+	} else {
+		gp.vrf = fmt.Sprintf("peer-%d", g.nextID)
+	}
 	g.mu.Unlock()
-	if err := g.srv.AddVrf(ctx, &api.AddVrfRequest{Vrf: vrfFor(gp.vrf, gp.id)}); err != nil {
-		return fmt.Errorf("peer %s: creating its route table: %w", p.Peer, err)
+	undo := func() {
+		g.mu.Lock()
+		if g.globalPeer == p.Peer {
+			g.globalPeer = ""
+		}
+		g.mu.Unlock()
+	}
+	if gp.vrf != "" {
+		if err := g.srv.AddVrf(ctx, &api.AddVrfRequest{Vrf: vrfFor(gp.vrf, gp.id)}); err != nil {
+			return fmt.Errorf("peer %s: creating its route table: %w", p.Peer, err)
+		}
 	}
 	if err := g.srv.AddPeer(ctx, &api.AddPeerRequest{Peer: apiPeer(p, gp.vrf, restarting)}); err != nil {
-		_ = g.srv.DeleteVrf(ctx, &api.DeleteVrfRequest{Name: gp.vrf})
+		if gp.vrf != "" {
+			_ = g.srv.DeleteVrf(ctx, &api.DeleteVrfRequest{Name: gp.vrf})
+		}
+		undo()
 		return fmt.Errorf("peer %s (%s): %w", p.Peer, p.Address, err)
 	}
 	g.mu.Lock()
@@ -255,14 +296,16 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 		return fmt.Errorf("peer %s: %w", p.Peer, err)
 	}
 	g.mu.Lock()
-	shut := gp.asMismatch != ""
+	// Shut for dynamicASN or maxReceivedPrefixes: the change may have
+	// fixed it, and the back-off starts over.
+	shut := gp.asMismatch != "" || !gp.limit.at.IsZero()
 	gp.cfg = p
-	gp.asMismatch, gp.down = "", downEvent{}
+	gp.asMismatch, gp.down, gp.limit = "", downEvent{}, prefixLimit{}
 	delete(g.probes, p.Address)
 	delete(g.opens, p.Address)
 	g.mu.Unlock()
 	g.hook.errs.forget(p.Address) // what failed before the change says nothing now
-	if shut {                     // shut for dynamicASN: the change may have fixed it
+	if shut {
 		if err := g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: p.Address.String()}); err != nil {
 			return fmt.Errorf("peer %s: %w", p.Peer, err)
 		}
@@ -271,7 +314,7 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 }
 
 // DeletePeer closes the session (Cease, peer de-configured) and drops its
-// VRF with its routes.
+// routes: its VRF, or every route of the global table.
 func (g *GoBGP) DeletePeer(ctx context.Context, name string) error {
 	g.mu.Lock()
 	gp, ok := g.peers[name]
@@ -282,10 +325,21 @@ func (g *GoBGP) DeletePeer(ctx context.Context, name string) error {
 	if err := g.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: gp.cfg.Address.String()}); err != nil {
 		return fmt.Errorf("peer %s: %w", name, err)
 	}
-	if err := g.srv.DeleteVrf(ctx, &api.DeleteVrfRequest{Name: gp.vrf}); err != nil {
-		return fmt.Errorf("peer %s: dropping its route table: %w", name, err)
+	if gp.vrf != "" {
+		if err := g.srv.DeleteVrf(ctx, &api.DeleteVrfRequest{Name: gp.vrf}); err != nil {
+			return fmt.Errorf("peer %s: dropping its route table: %w", name, err)
+		}
+	} else {
+		for _, f := range []bgp.Family{bgp.RF_IPv4_UC, bgp.RF_IPv6_UC} {
+			if err := g.srv.DeletePath(apiutil.DeletePathRequest{DeleteAll: true, DeleteFamily: &f}); err != nil {
+				return fmt.Errorf("peer %s: dropping its routes: %w", name, err)
+			}
+		}
 	}
 	g.mu.Lock()
+	if g.globalPeer == name {
+		g.globalPeer = ""
+	}
 	delete(g.peers, name)
 	delete(g.byAddr, gp.cfg.Address)
 	g.mu.Unlock()
@@ -293,12 +347,12 @@ func (g *GoBGP) DeletePeer(ctx context.Context, name string) error {
 	return nil
 }
 
-// Announce adds or replaces routes in the peer's VRF.
+// Announce adds or replaces routes in the peer's table.
 func (g *GoBGP) Announce(ctx context.Context, peer string, routes []Path) error {
 	return g.paths(peer, routes, false)
 }
 
-// Withdraw removes routes from the peer's VRF.
+// Withdraw removes routes from the peer's table.
 func (g *GoBGP) Withdraw(ctx context.Context, peer string, routes []Path) error {
 	return g.paths(peer, routes, true)
 }

@@ -65,6 +65,8 @@ func apiPeer(p PeerConfig, vrf string, restarting bool) *api.Peer {
 		}
 	}
 	for _, f := range p.Families {
+		// No GoBGP prefix limit (PrefixLimits): it counts the whole
+		// Adj-RIB-In after every UPDATE; Sessions enforces MaxReceived.
 		peer.AfiSafis = append(peer.AfiSafis, &api.AfiSafi{
 			Config:            &api.AfiSafiConfig{Family: apiFamily(f), Enabled: true},
 			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: p.GracefulRestart}},

@@ -18,6 +18,24 @@ import (
 // stays shut before it is tried again (the router may have been fixed).
 const asMismatchRetry = 30 * time.Second
 
+// A session closed for maxReceivedPrefixes stays shut for
+// prefixLimitRetry, doubling up to prefixLimitRetryMax each time its router
+// sends too many again; it starts over when the peer's configuration
+// changes or after the session stayed up for prefixLimitRetryMax.
+const (
+	prefixLimitRetry    = 30 * time.Second
+	prefixLimitRetryMax = 10 * time.Minute
+)
+
+// prefixLimitBackoff is the wait before the hits-th reopening.
+func prefixLimitBackoff(hits int) time.Duration {
+	d := prefixLimitRetry
+	for i := 1; i < hits && d < prefixLimitRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, prefixLimitRetryMax)
+}
+
 // countAdvertisedEvery bounds how often Sessions has GoBGP count the
 // prefixes advertised on each session. GoBGP counts them by running every
 // path through the peer's export (O(routes) per session, with garbage):
@@ -80,8 +98,14 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer, count
 		}
 	}
 	s.Since = gp.since
+	if g.shutForLimit(ctx, gp, &s) {
+		return s
+	}
 	if s.State == StateEstablished {
 		g.established(ctx, gp, p, &s, counted)
+		if !gp.limit.at.IsZero() {
+			g.shutForLimit(ctx, gp, &s)
+		}
 		gp.bfdFailures = failures
 		return s
 	}
@@ -123,6 +147,51 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer, count
 		}
 	}
 	return s
+}
+
+// shutForLimit reports a session shut for maxReceivedPrefixes until its
+// back-off ends, then opens it; false when the session is not shut.
+func (g *GoBGP) shutForLimit(ctx context.Context, gp *goPeer, s *SessionState) bool {
+	if gp.limit.at.IsZero() {
+		return false
+	}
+	if g.now().After(gp.limit.retryAt) {
+		gp.limit.at = time.Time{}
+		g.mu.Lock()
+		gp.down = downEvent{} // our own Cease says nothing about the next attempt
+		g.mu.Unlock()
+		g.hook.errs.forget(gp.cfg.Address)
+		_ = g.srv.EnablePeer(ctx, &api.EnablePeerRequest{Address: gp.cfg.Address.String()})
+		return false
+	}
+	gp.sent = 0
+	s.State, s.Established = StateIdle, time.Time{}
+	s.HoldTime, s.KeepaliveTime, s.Families, s.GracefulRestart = 0, 0, nil, false
+	s.PrefixesSent, s.PrefixesReceived = 0, 0
+	s.Reason = ReasonMaxPrefixesExceeded
+	s.Message = fmt.Sprintf("the router %s sent more than %d %s prefixes (maxReceivedPrefixes): the session was closed and opens again at %s; "+
+		"the node uses no route a router sends, so configure the router to send the nodes nothing (docs/bgp.md, Configuring the router), or raise maxReceivedPrefixes (each received route costs the agent ~0.65 KiB)",
+		gp.cfg.Address, gp.cfg.MaxReceived, gp.limit.family, gp.limit.retryAt.UTC().Format(time.RFC3339))
+	return true
+}
+
+// enforceLimit closes an established session whose router sent more
+// prefixes of one family than maxReceivedPrefixes (Cease, Administrative
+// Shutdown, with the reason as its shutdown communication). It is checked
+// at every listing (the status reads one every second), not per UPDATE:
+// GoBGP's own prefix limit counts the whole Adj-RIB-In after every
+// UPDATE, which took a session receiving 20,000 routes one per UPDATE
+// from 1.9 s to 58 s. A router may so get about a second's worth of
+// routes past the limit before the session closes.
+func (g *GoBGP) enforceLimit(ctx context.Context, gp *goPeer, family mbgp.Family, received uint64) {
+	now := g.now()
+	gp.limit.hits++
+	gp.limit.at, gp.limit.family = now, family
+	gp.limit.retryAt = now.Add(prefixLimitBackoff(gp.limit.hits))
+	g.log.Warn("BGP session closed: the router sent more prefixes than maxReceivedPrefixes", "peer", gp.cfg.Peer, "address", gp.cfg.Address,
+		"family", family, "received", received, "limit", gp.cfg.MaxReceived, "opensAt", gp.limit.retryAt)
+	_ = g.srv.DisablePeer(ctx, &api.DisablePeerRequest{Address: gp.cfg.Address.String(),
+		Communication: fmt.Sprintf("maximum number of prefixes reached: more than %d %s", gp.cfg.MaxReceived, family)})
 }
 
 // refusedOpen: the router answered this node's OPEN with something else
@@ -195,14 +264,19 @@ func (g *GoBGP) established(ctx context.Context, gp *goPeer, p *api.Peer, s *Ses
 		if !st.GetEnabled() {
 			continue
 		}
-		switch st.GetFamily().GetAfi() {
-		case api.Family_AFI_IP:
-			s.Families = append(s.Families, mbgp.IPv4)
-		case api.Family_AFI_IP6:
-			s.Families = append(s.Families, mbgp.IPv6)
+		f := mbgp.IPv4
+		if st.GetFamily().GetAfi() == api.Family_AFI_IP6 {
+			f = mbgp.IPv6
 		}
+		s.Families = append(s.Families, f)
 		s.PrefixesSent += int64(st.GetAdvertised())
 		s.PrefixesReceived += int64(st.GetReceived())
+		if lim := gp.cfg.MaxReceived; lim > 0 && st.GetReceived() > uint64(lim) && gp.limit.at.IsZero() {
+			g.enforceLimit(ctx, gp, f, st.GetReceived())
+		}
+	}
+	if gp.limit.hits > 0 && !s.Established.IsZero() && g.now().Sub(s.Established) >= prefixLimitRetryMax {
+		gp.limit.hits = 0 // stayed up long enough: the back-off starts over
 	}
 	if counted {
 		gp.sent = s.PrefixesSent

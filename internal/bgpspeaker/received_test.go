@@ -8,12 +8,15 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/osrg/gobgp/v4/api"
 	"github.com/osrg/gobgp/v4/pkg/apiutil"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
+	"github.com/osrg/gobgp/v4/pkg/server"
 
 	mbgp "github.com/mooringlb/mooring/internal/bgp"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
@@ -73,7 +76,7 @@ func TestRoutesFromTheRouterStayOutOfTheTable(t *testing.T) {
 	if got := rcv.received(bgp.RF_IPv4_UC)["10.99.0.1/32"]; got == "" {
 		t.Errorf("the router lacks the node's own route: %v", rcv.received(bgp.RF_IPv4_UC))
 	}
-	if n := bgpspeaker.GlobalPaths(g, bgp.RF_IPv4_VPN); n != 1 {
+	if n := bgpspeaker.GlobalPaths(g, bgp.RF_IPv4_UC) + bgpspeaker.GlobalPaths(g, bgp.RF_IPv4_VPN); n != 1 {
 		t.Errorf("GoBGP's table holds %d IPv4 paths, want 1 (the node's own; none of the router's 300)", n)
 	}
 }
@@ -105,4 +108,192 @@ func heapInUse() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse
+}
+
+// TestMaxReceivedPrefixes: a router that sends more prefixes than the
+// session's limit gets a Cease; the session stays shut with the reason
+// MaxPrefixesExceeded and the time it opens again, what the router sent is
+// dropped from memory and the node's route leaves the router; at that
+// time it opens again (and, the router still sending too many, is shut
+// for twice as long); raising the limit opens it at once.
+func TestMaxReceivedPrefixes(t *testing.T) {
+	rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
+	routerSends(t, rcv, 300)
+	var skew atomic.Int64 // the backend's clock runs ahead by this much
+	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	g := bgpspeaker.NewGoBGP(log, nil)
+	bgpspeaker.SetNow(g, clock)
+	sp := bgpspeaker.New(g, log, -1)
+	t.Cleanup(func() { _ = sp.Shutdown(context.Background(), false) })
+	own := mbgp.Route{Prefix: netip.MustParsePrefix("10.99.0.1/32"), Attrs: &mbgp.Attrs{}}
+	ses := rcv.session("r", 64500, own)
+	ses.GracefulRestart, ses.RestartTime = true, 120*time.Second // as by default: the Cease must still drop everything
+	apply := func(limit uint32) {
+		t.Helper()
+		s := ses
+		s.MaxReceived = limit
+		d := bgpspeaker.Desired{Node: mbgp.NodeResult{Node: "n", RouterID: netip.MustParseAddr("127.0.0.2"), ASN: 64512, Sessions: []mbgp.Session{s}}}
+		if err := sp.Apply(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	shut := func(what string) time.Time {
+		t.Helper()
+		var st bgpspeaker.SessionState
+		waitFor(t, what, func() (bool, string) {
+			sts, _ := sp.Status(ctx)
+			if len(sts) == 1 {
+				st = sts[0]
+			}
+			return st.Reason == bgpspeaker.ReasonMaxPrefixesExceeded && st.State == bgpspeaker.StateIdle, fmt.Sprintf("%+v", sts)
+		})
+		i := strings.Index(st.Message, "opens again at ")
+		if i < 0 || !strings.Contains(st.Message, "more than 200 IPv4 prefixes") || !strings.Contains(st.Message, "send the nodes nothing") {
+			t.Fatalf("the message names neither the limit, the time nor the fix: %q", st.Message)
+		}
+		at, err := time.Parse(time.RFC3339, strings.TrimSuffix(strings.Fields(st.Message[i+len("opens again at "):])[0], ";"))
+		if err != nil {
+			t.Fatalf("%q: %v", st.Message, err)
+		}
+		return at
+	}
+	apply(200)
+	retry := shut("the session shut for 300 prefixes over a limit of 200")
+	if d := retry.Sub(clock()); d < 25*time.Second || d > 31*time.Second {
+		t.Errorf("opens again in %v, want 30 s", d)
+	}
+	waitFor(t, "the router's view: the node's route withdrawn", func() (bool, string) {
+		r := rcv.received(bgp.RF_IPv4_UC)
+		return r["10.99.0.1/32"] == "", fmt.Sprint(r)
+	})
+	if n := bgpspeaker.AdjInPaths(g, "127.0.0.3"); n != 0 {
+		t.Errorf("the node still keeps %d of the router's routes after the Cease", n)
+	}
+	time.Sleep(3 * time.Second)
+	if sts, _ := sp.Status(ctx); len(sts) != 1 || sts[0].Reason != bgpspeaker.ReasonMaxPrefixesExceeded {
+		t.Fatalf("the session did not stay shut before its time: %+v", sts)
+	}
+
+	skew.Store(int64(31 * time.Second)) // the back-off's end
+	_, _ = sp.Status(ctx)
+	retry = shut("the session opened again and shut again: the router still sends 300")
+	if d := retry.Sub(clock()); d < 55*time.Second || d > 61*time.Second {
+		t.Errorf("the second time opens again in %v, want 60 s (doubled)", d)
+	}
+
+	apply(500)
+	waitFor(t, "a raised limit opens the session at once", func() (bool, string) {
+		sts, _ := sp.Status(ctx)
+		return len(sts) == 1 && sts[0].State == bgpspeaker.StateEstablished && sts[0].PrefixesReceived == 300 && sts[0].Reason == "", fmt.Sprintf("%+v", sts)
+	})
+	waitFor(t, "the node's route back at the router", func() (bool, string) {
+		r := rcv.received(bgp.RF_IPv4_UC)
+		return r["10.99.0.1/32"] != "", fmt.Sprint(r)
+	})
+}
+
+func TestPrefixLimitBackoff(t *testing.T) {
+	want := []time.Duration{30 * time.Second, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute}
+	for i, w := range want {
+		if got := bgpspeaker.PrefixLimitBackoff(i + 1); got != w {
+			t.Errorf("hit %d: %v, want %v", i+1, got, w)
+		}
+	}
+}
+
+// routerSendsOnePerUpdate has r originate n IPv4 /32s, each with a
+// community of its own, so that each travels in an UPDATE of its own (as
+// a table with varied attributes does).
+func routerSendsOnePerUpdate(t *testing.T, r *receiver, n int) {
+	t.Helper()
+	nh, err := bgp.NewPathAttributeNextHop(r.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := make([]*apiutil.Path, 0, n)
+	for i := range n {
+		nlri, err := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(100 + i>>16), byte(i >> 8), byte(i)}), 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh, bgp.NewPathAttributeCommunities([]uint32{uint32(i)})}
+		paths = append(paths, &apiutil.Path{Nlri: nlri, Attrs: attrs, Family: bgp.RF_IPv4_UC})
+	}
+	if _, err := r.srv.AddPath(apiutil.AddPathRequest{Paths: paths}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBenchReceiveLimitCost measures how long a session takes to receive
+// BGPSPEAKER_RECEIVED routes (default 20,000), one per UPDATE: with the
+// speaker's maxReceivedPrefixes (the default limit, checked at each
+// listing), and with GoBGP's own per-AFI prefix limit at the same value
+// on a plain GoBGP server — the reason the speaker does not use it:
+// GoBGP counts the whole Adj-RIB-In after every UPDATE. Off unless
+// BGPSPEAKER_BENCH=1.
+func TestBenchReceiveLimitCost(t *testing.T) {
+	benchOnly(t)
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("BGPSPEAKER_RECEIVED")); err == nil && v > 0 {
+		n = v
+	}
+	ctx := context.Background()
+	t.Run("speaker", func(t *testing.T) {
+		rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
+		routerSendsOnePerUpdate(t, rcv, n)
+		start := time.Now()
+		sp, _ := speakerOf(t, rcv) // the decision's default limit, as every BGPPeer gets
+		deadline := time.Now().Add(5 * time.Minute)
+		for time.Now().Before(deadline) {
+			if st, _ := sp.Status(ctx); len(st) == 1 && st[0].PrefixesReceived == int64(n) {
+				t.Logf("%d routes, one per UPDATE, received by the speaker (limit %d) %v after the peer was added", n, mbgp.DefaultMaxReceived, time.Since(start).Round(10*time.Millisecond))
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatal("not within 5 minutes")
+	})
+	for _, limit := range []uint32{0, mbgp.DefaultMaxReceived} {
+		t.Run(fmt.Sprintf("gobgp-limit-%d", limit), func(t *testing.T) {
+			rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP)
+			routerSendsOnePerUpdate(t, rcv, n)
+			srv := server.NewBgpServer(server.LoggerOption(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), &slog.LevelVar{}))
+			go srv.Serve()
+			t.Cleanup(srv.Stop)
+			if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: &api.Global{Asn: 64512, RouterId: "127.0.0.2", ListenPort: -1}}); err != nil {
+				t.Fatal(err)
+			}
+			fam := &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+			af := &api.AfiSafi{Config: &api.AfiSafiConfig{Family: fam, Enabled: true}}
+			if limit > 0 {
+				af.PrefixLimits = &api.PrefixLimit{Family: fam, MaxPrefixes: limit}
+			}
+			start := time.Now()
+			err := srv.AddPeer(ctx, &api.AddPeerRequest{Peer: &api.Peer{
+				Conf:      &api.PeerConf{NeighborAddress: "127.0.0.3", PeerAsn: 64500},
+				Transport: &api.Transport{LocalAddress: "127.0.0.2", RemotePort: uint32(rcv.port)},
+				AfiSafis:  []*api.AfiSafi{af},
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(5 * time.Minute)
+			for time.Now().Before(deadline) {
+				got := uint64(0)
+				_ = srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
+					for _, a := range p.GetAfiSafis() {
+						got += a.GetState().GetReceived()
+					}
+				})
+				if got == uint64(n) {
+					t.Logf("%d routes, one per UPDATE, received by plain GoBGP (its prefix limit %d, 0: none) %v after the peer was added", n, limit, time.Since(start).Round(10*time.Millisecond))
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Fatal("not within 5 minutes")
+		})
+	}
 }

@@ -119,5 +119,6 @@ const (
 	ReasonPasswordUnavailable  = "PasswordUnavailable"
 	ReasonMD5Unsupported       = "MD5Unsupported"
 	ReasonInvalidConfig        = "InvalidConfig"
+	ReasonMaxPrefixesExceeded  = "MaxPrefixesExceeded"
 	ReasonConnecting           = "Connecting"
 )

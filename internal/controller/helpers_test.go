@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -30,6 +29,7 @@ import (
 
 	mooringv1 "github.com/mooringlb/mooring/api/v1alpha1"
 	"github.com/mooringlb/mooring/internal/kube"
+	"github.com/mooringlb/mooring/internal/promtest"
 	"github.com/mooringlb/mooring/internal/testenv"
 )
 
@@ -296,40 +296,12 @@ func pending(t testing.TB, env *testenv.Env, ns, name string, reason string) str
 	return msg
 }
 
-// gauge reads one series from a registry (labels as name=value pairs).
+// gauge reads one series from a registry (labels as name=value pairs), 0
+// when it is absent.
 func gauge(t testing.TB, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if hasLabels(m, labels) {
-				if m.Gauge != nil {
-					return m.Gauge.GetValue()
-				}
-				return m.Counter.GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func hasLabels(m *dto.Metric, kv []string) bool {
-	for i := 0; i+1 < len(kv); i += 2 {
-		ok := false
-		for _, l := range m.GetLabel() {
-			ok = ok || (l.GetName() == kv[i] && l.GetValue() == kv[i+1])
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
+	v, _ := promtest.Value(reg, name, labels...)
+	return v
 }
 
 // apiWrites reads the API server's mutating requests
