@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	// Before the other packages initialise: the agent's binary pages.
+	_ "github.com/mooringlb/mooring/internal/agent/memory/early"
 	"github.com/mooringlb/mooring/internal/cli"
 )
 

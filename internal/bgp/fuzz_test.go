@@ -64,6 +64,7 @@ func fuzzInput(data []byte) Input {
 			p.RouterID = addr(fmt.Sprintf("10.9.9.%d", s.n(2)))
 		}
 		p.HoldTime = []*time.Duration{nil, ptr(30 * time.Second), ptr(2 * time.Second)}[s.n(3)]
+		p.MaxReceived = []*uint32{nil, ptr(uint32(0)), ptr(uint32(MaxMaxReceived + 1))}[s.n(3)]
 		in.Peers = append(in.Peers, p)
 	}
 	for i := range s.n(4) {

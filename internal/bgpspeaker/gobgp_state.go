@@ -264,14 +264,19 @@ func (g *GoBGP) established(ctx context.Context, gp *goPeer, p *api.Peer, s *Ses
 		if !st.GetEnabled() {
 			continue
 		}
-		f := mbgp.IPv4
-		if st.GetFamily().GetAfi() == api.Family_AFI_IP6 {
+		var f mbgp.Family
+		switch st.GetFamily().GetAfi() {
+		case api.Family_AFI_IP:
+			f = mbgp.IPv4
+		case api.Family_AFI_IP6:
 			f = mbgp.IPv6
 		}
-		s.Families = append(s.Families, f)
+		if f != 0 {
+			s.Families = append(s.Families, f)
+		}
 		s.PrefixesSent += int64(st.GetAdvertised())
 		s.PrefixesReceived += int64(st.GetReceived())
-		if lim := gp.cfg.MaxReceived; lim > 0 && st.GetReceived() > uint64(lim) && gp.limit.at.IsZero() {
+		if lim := gp.cfg.MaxReceived; f != 0 && lim > 0 && st.GetReceived() > uint64(lim) && gp.limit.at.IsZero() {
 			g.enforceLimit(ctx, gp, f, st.GetReceived())
 		}
 	}

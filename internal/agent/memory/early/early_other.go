@@ -1,0 +1,4 @@
+//go:build !linux
+
+// Package early advises the agent's binary MADV_RANDOM on Linux only.
+package early
