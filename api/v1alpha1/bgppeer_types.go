@@ -249,9 +249,10 @@ type BGPPeerSpec struct {
 
 	// MaxReceivedPrefixes is the most prefixes of one address family the
 	// node keeps from this router. The agent uses none of them (it sends
-	// its own routes only) but holds each in memory (~0.65 KiB): one more
-	// closes the session with a Cease (Maximum Number of Prefixes
-	// Reached), the node's BGPSpeaker says MaxPrefixesExceeded, and the
+	// its own routes only) but holds each in memory (~0.65 KiB): past it
+	// the node closes the session (a Cease, Administrative Shutdown, whose
+	// shutdown communication names the limit; the count is checked once a
+	// second), the node's BGPSpeaker says MaxPrefixesExceeded, and the
 	// session is opened again after 30s, doubling up to 10m while the
 	// router keeps sending too many (at once when this field changes).
 	// Default 100000; 0: no limit (the agent's memory limit is then the

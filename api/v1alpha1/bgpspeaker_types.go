@@ -82,7 +82,7 @@ const (
 	BGPReasonInvalidConfig = "InvalidConfig"
 	// BGPReasonMaxPrefixesExceeded: the router sent more prefixes of one
 	// family than the BGPPeer's maxReceivedPrefixes; the node closed the
-	// session (Cease, Maximum Number of Prefixes Reached) and opens it
+	// session (Cease, Administrative Shutdown, saying why) and opens it
 	// again later (Message says when).
 	BGPReasonMaxPrefixesExceeded = "MaxPrefixesExceeded"
 	// BGPReasonConnecting: the first attempt is under way.

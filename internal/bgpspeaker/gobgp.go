@@ -249,19 +249,10 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 	}
 	g.nextID++
 	gp := &goPeer{cfg: p, id: g.nextID, since: g.now(), state: StateIdle}
-	if g.globalPeer == "" {
-		g.globalPeer = p.Peer
-	} else {
+	if g.globalPeer != "" {
 		gp.vrf = fmt.Sprintf("peer-%d", g.nextID)
 	}
 	g.mu.Unlock()
-	undo := func() {
-		g.mu.Lock()
-		if g.globalPeer == p.Peer {
-			g.globalPeer = ""
-		}
-		g.mu.Unlock()
-	}
 	if gp.vrf != "" {
 		if err := g.srv.AddVrf(ctx, &api.AddVrfRequest{Vrf: vrfFor(gp.vrf, gp.id)}); err != nil {
 			return fmt.Errorf("peer %s: creating its route table: %w", p.Peer, err)
@@ -271,11 +262,13 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 		if gp.vrf != "" {
 			_ = g.srv.DeleteVrf(ctx, &api.DeleteVrfRequest{Name: gp.vrf})
 		}
-		undo()
 		return fmt.Errorf("peer %s (%s): %w", p.Peer, p.Address, err)
 	}
 	g.mu.Lock()
 	g.peers[p.Peer], g.byAddr[p.Address] = gp, gp
+	if gp.vrf == "" {
+		g.globalPeer = p.Peer
+	}
 	g.mu.Unlock()
 	return nil
 }

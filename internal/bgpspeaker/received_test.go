@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,8 +24,11 @@ import (
 )
 
 // routerSends has the receiver originate n IPv4 routes (10.x.y.0/24) that
-// it advertises to the speaker, as a ToR that sends its table does.
-func routerSends(t *testing.T, r *receiver, n int) {
+// it advertises to the speaker, as a ToR that sends its table does: with
+// shared attributes (packed many to an UPDATE), or, onePerUpdate, each
+// with a community of its own, so that each travels in an UPDATE of its
+// own (as a table with varied attributes does).
+func routerSends(t *testing.T, r *receiver, n int, onePerUpdate bool) {
 	t.Helper()
 	nh, err := bgp.NewPathAttributeNextHop(r.addr)
 	if err != nil {
@@ -37,7 +41,11 @@ func routerSends(t *testing.T, r *receiver, n int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		paths = append(paths, &apiutil.Path{Nlri: nlri, Attrs: attrs, Family: bgp.RF_IPv4_UC})
+		a := attrs
+		if onePerUpdate {
+			a = append(slices.Clip(attrs), bgp.NewPathAttributeCommunities([]uint32{uint32(i)}))
+		}
+		paths = append(paths, &apiutil.Path{Nlri: nlri, Attrs: a, Family: bgp.RF_IPv4_UC})
 	}
 	if _, err := r.srv.AddPath(apiutil.AddPathRequest{Paths: paths}); err != nil {
 		t.Fatal(err)
@@ -65,7 +73,7 @@ func speakerOf(t *testing.T, r *receiver, own ...mbgp.Route) (*bgpspeaker.Speake
 // routes still reach the router.
 func TestRoutesFromTheRouterStayOutOfTheTable(t *testing.T) {
 	rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
-	routerSends(t, rcv, 300)
+	routerSends(t, rcv, 300, false)
 	own := mbgp.Route{Prefix: netip.MustParsePrefix("10.99.0.1/32"), Attrs: &mbgp.Attrs{}}
 	sp, g := speakerOf(t, rcv, own)
 	ctx := context.Background()
@@ -91,7 +99,7 @@ func TestMemReceivedRoutes(t *testing.T) {
 		n = v
 	}
 	rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
-	routerSends(t, rcv, n)
+	routerSends(t, rcv, n, false)
 	base := heapInUse()
 	sp, _ := speakerOf(t, rcv)
 	waitFor(t, "every route received", func() (bool, string) {
@@ -118,7 +126,7 @@ func heapInUse() uint64 {
 // for twice as long); raising the limit opens it at once.
 func TestMaxReceivedPrefixes(t *testing.T) {
 	rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
-	routerSends(t, rcv, 300)
+	routerSends(t, rcv, 300, false)
 	var skew atomic.Int64 // the backend's clock runs ahead by this much
 	clock := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -203,29 +211,6 @@ func TestPrefixLimitBackoff(t *testing.T) {
 	}
 }
 
-// routerSendsOnePerUpdate has r originate n IPv4 /32s, each with a
-// community of its own, so that each travels in an UPDATE of its own (as
-// a table with varied attributes does).
-func routerSendsOnePerUpdate(t *testing.T, r *receiver, n int) {
-	t.Helper()
-	nh, err := bgp.NewPathAttributeNextHop(r.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	paths := make([]*apiutil.Path, 0, n)
-	for i := range n {
-		nlri, err := bgp.NewIPAddrPrefix(netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(100 + i>>16), byte(i >> 8), byte(i)}), 32))
-		if err != nil {
-			t.Fatal(err)
-		}
-		attrs := []bgp.PathAttributeInterface{bgp.NewPathAttributeOrigin(0), nh, bgp.NewPathAttributeCommunities([]uint32{uint32(i)})}
-		paths = append(paths, &apiutil.Path{Nlri: nlri, Attrs: attrs, Family: bgp.RF_IPv4_UC})
-	}
-	if _, err := r.srv.AddPath(apiutil.AddPathRequest{Paths: paths}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // TestBenchReceiveLimitCost measures how long a session takes to receive
 // BGPSPEAKER_RECEIVED routes (default 20,000), one per UPDATE: with the
 // speaker's maxReceivedPrefixes (the default limit, checked at each
@@ -242,23 +227,21 @@ func TestBenchReceiveLimitCost(t *testing.T) {
 	ctx := context.Background()
 	t.Run("speaker", func(t *testing.T) {
 		rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP, api.Family_AFI_IP6)
-		routerSendsOnePerUpdate(t, rcv, n)
+		routerSends(t, rcv, n, true)
 		start := time.Now()
 		sp, _ := speakerOf(t, rcv) // the decision's default limit, as every BGPPeer gets
-		deadline := time.Now().Add(5 * time.Minute)
-		for time.Now().Before(deadline) {
-			if st, _ := sp.Status(ctx); len(st) == 1 && st[0].PrefixesReceived == int64(n) {
-				t.Logf("%d routes, one per UPDATE, received by the speaker (limit %d) %v after the peer was added", n, mbgp.DefaultMaxReceived, time.Since(start).Round(10*time.Millisecond))
-				return
+		took := untilReceived(t, n, start, func() int64 {
+			if st, _ := sp.Status(ctx); len(st) == 1 {
+				return st[0].PrefixesReceived
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatal("not within 5 minutes")
+			return 0
+		})
+		t.Logf("%d routes, one per UPDATE, received by the speaker (limit %d) %v after the peer was added", n, mbgp.DefaultMaxReceived, took)
 	})
 	for _, limit := range []uint32{0, mbgp.DefaultMaxReceived} {
 		t.Run(fmt.Sprintf("gobgp-limit-%d", limit), func(t *testing.T) {
 			rcv := newReceiver(t, "127.0.0.3", 64500, "127.0.0.2", 64512, api.Family_AFI_IP)
-			routerSendsOnePerUpdate(t, rcv, n)
+			routerSends(t, rcv, n, true)
 			srv := server.NewBgpServer(server.LoggerOption(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), &slog.LevelVar{}))
 			go srv.Serve()
 			t.Cleanup(srv.Stop)
@@ -279,21 +262,29 @@ func TestBenchReceiveLimitCost(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			deadline := time.Now().Add(5 * time.Minute)
-			for time.Now().Before(deadline) {
-				got := uint64(0)
+			took := untilReceived(t, n, start, func() int64 {
+				got := int64(0)
 				_ = srv.ListPeer(ctx, &api.ListPeerRequest{}, func(p *api.Peer) {
 					for _, a := range p.GetAfiSafis() {
-						got += a.GetState().GetReceived()
+						got += int64(a.GetState().GetReceived())
 					}
 				})
-				if got == uint64(n) {
-					t.Logf("%d routes, one per UPDATE, received by plain GoBGP (its prefix limit %d, 0: none) %v after the peer was added", n, limit, time.Since(start).Round(10*time.Millisecond))
-					return
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			t.Fatal("not within 5 minutes")
+				return got
+			})
+			t.Logf("%d routes, one per UPDATE, received by plain GoBGP (its prefix limit %d, 0: none) %v after the peer was added", n, limit, took)
 		})
 	}
+}
+
+// untilReceived polls received until it counts n (at most 5 minutes) and
+// returns the time since start.
+func untilReceived(t *testing.T, n int, start time.Time, received func() int64) time.Duration {
+	t.Helper()
+	for deadline := start.Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if received() == int64(n) {
+			return time.Since(start).Round(10 * time.Millisecond)
+		}
+	}
+	t.Fatalf("%d routes not received within 5 minutes", n)
+	return 0
 }

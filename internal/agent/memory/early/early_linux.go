@@ -15,15 +15,16 @@
 // disk (~0.1 s more for `mooring agent --help`). Figures: docs/benchmarks.md,
 // "The agent's start-up peak".
 //
-// It imports syscall and unsafe only: Go initialises a package once its
+// It imports bytes, strconv and syscall only: Go initialises a package once its
 // imports are, choosing among the ready ones by import path, so this one
-// runs before the heavy initialisers (GODEBUG=inittrace=1 shows it 17th of
-// ~400, at ~3 ms). Imported for its side effect by cmd/mooring.
+// runs before the heavy initialisers (GODEBUG=inittrace=1 shows it 27th of
+// ~400, ~1 ms in). Imported for its side effect by cmd/mooring.
 package early
 
 import (
+	"bytes"
+	"strconv"
 	"syscall"
-	"unsafe"
 )
 
 func init() { adviseRandom() }
@@ -84,90 +85,27 @@ func readFile(path string, buf []byte) int {
 // isAgent reports whether a NUL-separated command line's second word is
 // "agent".
 func isAgent(cmdline []byte) bool {
-	i := 0
-	for i < len(cmdline) && cmdline[i] != 0 {
-		i++
-	}
-	rest := cmdline[min(i+1, len(cmdline)):]
-	return len(rest) >= 6 && string(rest[:5]) == "agent" && rest[5] == 0
+	_, rest, _ := bytes.Cut(cmdline, []byte{0})
+	return bytes.HasPrefix(rest, []byte("agent\x00"))
 }
 
 // exeRanges returns the r-xp and r--p mappings of exe in a maps file:
-// "00400000-016c9000 r-xp 00000000 08:01 123   /usr/bin/mooring".
+// "00400000-016c9000 r-xp 00000000 08:01 123   /usr/bin/mooring". It
+// parses the maps header as memory.cleanExeMappings parses smaps; that
+// one cannot be used here (package memory's imports initialise late).
 func exeRanges(maps, exe []byte) [][2]uintptr {
 	var out [][2]uintptr
-	for len(maps) > 0 {
-		line := maps
-		if i := indexByte(maps, '\n'); i >= 0 {
-			line, maps = maps[:i], maps[i+1:]
-		} else {
-			maps = nil
-		}
-		f := fields(line)
-		if len(f) < 6 || string(f[5]) != string(exe) || (string(f[1]) != "r-xp" && string(f[1]) != "r--p") {
+	for _, line := range bytes.Split(maps, []byte("\n")) {
+		f := bytes.Fields(line)
+		if len(f) < 6 || !bytes.Equal(bytes.Join(f[5:], []byte(" ")), exe) || (string(f[1]) != "r-xp" && string(f[1]) != "r--p") {
 			continue
 		}
-		dash := indexByte(f[0], '-')
-		if dash < 0 {
-			continue
-		}
-		lo, ok1 := hex(f[0][:dash])
-		hi, ok2 := hex(f[0][dash+1:])
-		if ok1 && ok2 && hi > lo {
-			out = append(out, [2]uintptr{lo, hi})
+		lo, hi, ok := bytes.Cut(f[0], []byte("-"))
+		start, err1 := strconv.ParseUint(string(lo), 16, 64)
+		end, err2 := strconv.ParseUint(string(hi), 16, 64)
+		if ok && err1 == nil && err2 == nil && end > start {
+			out = append(out, [2]uintptr{uintptr(start), uintptr(end)})
 		}
 	}
 	return out
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
-
-// fields splits on spaces; the sixth field runs to the end of the line
-// (a path may hold spaces).
-func fields(line []byte) [][]byte {
-	var out [][]byte
-	for len(line) > 0 && len(out) < 6 {
-		for len(line) > 0 && line[0] == ' ' {
-			line = line[1:]
-		}
-		if len(line) == 0 {
-			break
-		}
-		if len(out) == 5 {
-			out = append(out, line)
-			break
-		}
-		i := indexByte(line, ' ')
-		if i < 0 {
-			i = len(line)
-		}
-		out = append(out, line[:i])
-		line = line[i:]
-	}
-	return out
-}
-
-func hex(b []byte) (uintptr, bool) {
-	var v uintptr
-	if len(b) == 0 || len(b) > int(2*unsafe.Sizeof(v)) {
-		return 0, false
-	}
-	for _, c := range b {
-		switch {
-		case c >= '0' && c <= '9':
-			v = v<<4 | uintptr(c-'0')
-		case c >= 'a' && c <= 'f':
-			v = v<<4 | uintptr(c-'a'+10)
-		default:
-			return 0, false
-		}
-	}
-	return v, true
 }

@@ -1,4 +1,4 @@
 //go:build !linux
 
-// Package early advises the agent's binary MADV_RANDOM on Linux only.
+// Package early lowers the agent's start-up memory peak on Linux only.
 package early
