@@ -14,6 +14,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
+	mbfd "github.com/mooringlb/mooring/internal/bfd"
 	mbgp "github.com/mooringlb/mooring/internal/bgp"
 )
 
@@ -37,7 +38,10 @@ type GoBGP struct {
 	now   func() time.Time
 	probe Prober
 
-	srv     *server.BgpServer
+	srv *server.BgpServer
+	// bfd runs the sessions' BFD (Mooring's, not GoBGP's: docs/bgp.md,
+	// "BFD against FRR").
+	bfd     *mbfd.Server
 	served  chan struct{}
 	cancel  context.CancelFunc
 	changed chan struct{}
@@ -168,6 +172,7 @@ func (g *GoBGP) Start(ctx context.Context, gl Global) error {
 		return fmt.Errorf("watching BGP sessions: %w", err)
 	}
 	g.srv, g.served, g.cancel, g.routerID = srv, served, cancel, gl.RouterID
+	g.bfd = mbfd.NewServer(g.log)
 	g.mu.Lock()
 	g.peers, g.byAddr, g.globalPeer = map[string]*goPeer{}, map[netip.Addr]*goPeer{}, ""
 	g.attrs = attrCache{}
@@ -231,6 +236,10 @@ func (g *GoBGP) Stop(ctx context.Context, graceful bool) error {
 	if g.srv == nil {
 		return nil
 	}
+	// BFD first, silently (no AdminDown): as when the node dies, the
+	// router's detection time runs, and its graceful-restart helper has
+	// already seen the TCP session close.
+	g.bfd.Close()
 	err := g.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: graceful})
 	g.cancel()
 	g.srv.Stop()
@@ -270,7 +279,35 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 		g.globalPeer = p.Peer
 	}
 	g.mu.Unlock()
+	if p.BFD != nil {
+		if err := g.addBFD(p); err != nil {
+			return fmt.Errorf("peer %s (%s): %w", p.Peer, p.Address, err)
+		}
+	}
 	return nil
+}
+
+// addBFD starts the peer's BFD session; a path failure resets the BGP
+// session (Cease, Administrative Reset, "BFD is down", as GoBGP's own BFD
+// did) so the node's status says BFDDown until both are back.
+func (g *GoBGP) addBFD(p PeerConfig) error {
+	srv, addr := g.srv, p.Address
+	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), mbfd.Events{
+		Failure: func() {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Communication: gobgpBFDReset}); err != nil {
+					g.log.Warn("BFD: resetting the BGP session failed", "address", addr, "err", err)
+				}
+			}()
+		},
+		Changed: g.notify,
+	})
+}
+
+func bfdConfig(b *mbgp.BFD) mbfd.Config {
+	return mbfd.Config{DesiredMinTx: b.TransmitInterval, RequiredMinRx: b.ReceiveInterval, DetectMult: b.DetectMultiplier}
 }
 
 // UpdatePeer changes the session in place; GoBGP resets it only for
@@ -287,6 +324,16 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 	}
 	if _, err := g.srv.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: apiPeer(p, gp.vrf, false)}); err != nil {
 		return fmt.Errorf("peer %s: %w", p.Peer, err)
+	}
+	switch old := gp.cfg.BFD; {
+	case old != nil && p.BFD == nil:
+		g.bfd.Remove(p.Address)
+	case old == nil && p.BFD != nil:
+		if err := g.addBFD(p); err != nil {
+			return fmt.Errorf("peer %s: %w", p.Peer, err)
+		}
+	case old != nil && *old != *p.BFD:
+		g.bfd.SetConfig(p.Address, bfdConfig(p.BFD))
 	}
 	g.mu.Lock()
 	// Shut for dynamicASN or maxReceivedPrefixes: the change may have
@@ -315,6 +362,7 @@ func (g *GoBGP) DeletePeer(ctx context.Context, name string) error {
 	if !ok {
 		return nil
 	}
+	g.bfd.Remove(gp.cfg.Address)
 	if err := g.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: gp.cfg.Address.String()}); err != nil {
 		return fmt.Errorf("peer %s: %w", name, err)
 	}
