@@ -44,12 +44,15 @@ type Server struct {
 	closed bool
 }
 
-// Events are what a session tells its owner. Both are called from the
-// session's goroutine and must not block.
+// Events are what a session tells its owner, from the session's
+// goroutine.
 type Events struct {
-	// Failure: the path failed while Up (reset the BGP session).
+	// Failure: the path failed while Up (reset the BGP session). The
+	// session's Down packet waits until it returns, so the remote hears of
+	// the failure from what Failure did first; it must return within a
+	// second or two (BFD packets wait meanwhile).
 	Failure func()
-	// Changed: the state moved (update the status).
+	// Changed: the state moved (update the status); must not block.
 	Changed func()
 }
 
@@ -332,6 +335,7 @@ func (s *Server) run(p *peer) {
 			s.log.Info("BFD session changed state", "peer", p.addr, "from", c.From.String(), "to", c.To.String(), "failure", c.Failure)
 			if c.Failure && p.ev.Failure != nil {
 				p.ev.Failure()
+				schedule(interval()) // the Down after what Failure sent
 			}
 			if p.ev.Changed != nil {
 				p.ev.Changed()

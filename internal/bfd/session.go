@@ -73,7 +73,8 @@ type Change struct {
 	// Not for AdminDown (RFC 5882 §3.2) nor a remote's new session.
 	Failure bool
 	// Reply: send Packet(Final) now (the Final of a Poll, or a state
-	// change the remote should learn before the next periodic packet).
+	// change the remote should learn before the next periodic packet;
+	// never a failure's Down, which waits for the client's reaction).
 	Reply, Final bool
 }
 
@@ -156,7 +157,11 @@ func (s *Session) Receive(now time.Time, h *bfd.BFDHeader) (Change, error) {
 	}
 	c.To = s.state
 	c.Final = h.Poll
-	c.Reply = h.Poll || c.Changed()
+	// Not at once after a failure: the client resets BGP first, so the
+	// router learns of it from BGP's Cease before BFD's Down (BIRD stops
+	// a session whose BFD went down and waits its error wait time, 60 s
+	// by default, before it connects again).
+	c.Reply = h.Poll || c.Changed() && !c.Failure
 	return c, nil
 }
 
@@ -204,8 +209,7 @@ func (s *Session) Check(now time.Time) Change {
 	if c.Failure {
 		s.failures++
 	}
-	c.Reply = true
-	return c
+	return c // the Down goes with the next periodic packet, as in Receive
 }
 
 // Deadline is when the detection time runs out (zero while Down).

@@ -65,7 +65,7 @@ func TestReceive(t *testing.T) {
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("error %v, want %v", err, tc.err)
 			}
-			if s.State() != tc.want || c.To != tc.want || c.Failure != tc.failure || (s.Failures() > before) != tc.failure {
+			if s.State() != tc.want || c.To != tc.want || c.Failure != tc.failure || (s.Failures() > before) != tc.failure || c.Failure && c.Reply {
 				t.Errorf("state %v (change %+v, failures %d→%d), want %v failure=%v", s.State(), c, before, s.Failures(), tc.want, tc.failure)
 			}
 		})
@@ -129,8 +129,8 @@ func TestCheck(t *testing.T) {
 		t.Errorf("Down before the detection time: %+v", c)
 	}
 	c := s.Check(t0.Add(900 * time.Millisecond))
-	if c.To != bfd.StateDown || !c.Failure || s.Failures() != 1 || s.Packet(false).Diagnostic != bfd.DiagnosticControlDetectionTimeExpired {
-		t.Errorf("at the detection time: %+v, failures %d, want Down, a failure, diag 1", c, s.Failures())
+	if c.To != bfd.StateDown || !c.Failure || c.Reply || s.Failures() != 1 || s.Packet(false).Diagnostic != bfd.DiagnosticControlDetectionTimeExpired {
+		t.Errorf("at the detection time: %+v, failures %d, want Down, a failure not answered at once, diag 1", c, s.Failures())
 	}
 	if s.Packet(false).YourDiscriminator != 0 {
 		t.Error("the remote discriminator survived the detection time")

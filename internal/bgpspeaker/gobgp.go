@@ -287,20 +287,29 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 	return nil
 }
 
-// addBFD starts the peer's BFD session; a path failure resets the BGP
-// session (Cease, Administrative Reset, "BFD is down", as GoBGP's own BFD
-// did) so the node's status says BFDDown until both are back.
+// addBFD starts the peer's BFD session; a path failure resets an
+// established BGP session (Cease, Administrative Reset, "BFD is down", as
+// GoBGP's own BFD did) so the node's status says BFDDown until both are
+// back.
 func (g *GoBGP) addBFD(p PeerConfig) error {
 	srv, addr := g.srv, p.Address
 	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), mbfd.Events{
 		Failure: func() {
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Communication: gobgpBFDReset}); err != nil {
-					g.log.Warn("BFD: resetting the BGP session failed", "address", addr, "err", err)
-				}
-			}()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			// Only an Established session: GoBGP queues the Cease of a
+			// reset while the session is down and sends it when the next
+			// one is up, resetting that one (with BIRD, a loop).
+			established := false
+			_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr.String()}, func(p *api.Peer) {
+				established = established || p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+			})
+			if !established {
+				return
+			}
+			if err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Communication: gobgpBFDReset}); err != nil {
+				g.log.Warn("BFD: resetting the BGP session failed", "address", addr, "err", err)
+			}
 		},
 		Changed: g.notify,
 	})
