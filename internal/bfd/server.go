@@ -295,74 +295,17 @@ func sender(addr, local netip.Addr) (*net.UDPConn, error) {
 // packets, the detection time, timer changes.
 func (s *Server) run(p *peer) {
 	defer p.conn.Close()
-	dst := &net.UDPAddr{IP: p.addr.AsSlice(), Port: Port}
-	send := func(final bool) {
-		p.mu.Lock()
-		b, _ := p.s.Packet(final).MarshalBinary()
-		p.mu.Unlock()
-		_, err := p.conn.WriteToUDP(b, dst)
-		p.mu.Lock()
-		if err != nil {
-			p.stats.SendErrors++
-		} else {
-			p.stats.Sent++
-		}
-		p.mu.Unlock()
-	}
-	tx := time.NewTimer(0)
-	defer tx.Stop()
-	var nextTx time.Time // when tx fires
-	schedule := func(after time.Duration) {
-		tx.Reset(after)
-		nextTx = s.now().Add(after)
-	}
-	interval := func() time.Duration {
-		p.mu.Lock()
-		iv, mult := p.s.TxInterval(), p.s.cfg.DetectMult
-		p.mu.Unlock()
-		if iv == 0 {
-			return slowTx // the remote wants none; look again later
-		}
-		return jitter(iv, mult)
-	}
-	detect := time.NewTimer(time.Hour)
-	defer detect.Stop()
-	apply := func(c Change) {
-		if c.Reply {
-			send(c.Final)
-		}
-		if c.Changed() {
-			s.log.Info("BFD session changed state", "peer", p.addr, "from", c.From.String(), "to", c.To.String(), "failure", c.Failure)
-			if c.Failure && p.ev.Failure != nil {
-				p.ev.Failure()
-				schedule(interval()) // the Down after what Failure sent
-			}
-			if p.ev.Changed != nil {
-				p.ev.Changed()
-			}
-		}
-		// A faster rate (Up, or the remote's RequiredMinRx) starts now,
-		// not after a packet interval of the slow rate: the remote's
-		// detection time is already running at the fast one.
-		if iv := interval(); s.now().Add(iv).Before(nextTx) {
-			schedule(iv)
-		}
-		p.mu.Lock()
-		d := p.s.Deadline()
-		p.mu.Unlock()
-		if d.IsZero() {
-			detect.Stop()
-		} else {
-			detect.Reset(d.Sub(s.now()))
-		}
-	}
+	l := &loop{srv: s, p: p, dst: &net.UDPAddr{IP: p.addr.AsSlice(), Port: Port},
+		tx: time.NewTimer(0), detect: time.NewTimer(time.Hour)}
+	defer l.tx.Stop()
+	defer l.detect.Stop()
 	for {
 		select {
 		case <-p.stop:
 			return
-		case <-tx.C:
-			send(false)
-			schedule(interval())
+		case <-l.tx.C:
+			l.send(false)
+			l.schedule(l.interval())
 		case h := <-p.rx:
 			p.mu.Lock()
 			c, err := p.s.Receive(s.now(), h)
@@ -373,19 +316,91 @@ func (s *Server) run(p *peer) {
 			}
 			p.mu.Unlock()
 			if err == nil {
-				apply(c)
+				l.apply(c)
 			}
-		case <-detect.C:
+		case <-l.detect.C:
 			p.mu.Lock()
 			c := p.s.Check(s.now())
 			p.mu.Unlock()
-			apply(c)
+			l.apply(c)
 		case cfg := <-p.cfg:
 			p.mu.Lock()
 			p.s.SetConfig(cfg)
 			p.mu.Unlock()
-			apply(Change{Reply: true})
+			l.apply(Change{Reply: true})
 		}
+	}
+}
+
+// loop is run's state: the session's timers and where it sends.
+type loop struct {
+	srv        *Server
+	p          *peer
+	dst        *net.UDPAddr
+	tx, detect *time.Timer
+	nextTx     time.Time // when tx fires
+}
+
+func (l *loop) send(final bool) {
+	p := l.p
+	p.mu.Lock()
+	b, _ := p.s.Packet(final).MarshalBinary()
+	p.mu.Unlock()
+	_, err := p.conn.WriteToUDP(b, l.dst)
+	p.mu.Lock()
+	if err != nil {
+		p.stats.SendErrors++
+	} else {
+		p.stats.Sent++
+	}
+	p.mu.Unlock()
+}
+
+func (l *loop) schedule(after time.Duration) {
+	l.tx.Reset(after)
+	l.nextTx = l.srv.now().Add(after)
+}
+
+// interval is the next periodic packet's, jittered.
+func (l *loop) interval() time.Duration {
+	l.p.mu.Lock()
+	iv, mult := l.p.s.TxInterval(), l.p.s.cfg.DetectMult
+	l.p.mu.Unlock()
+	if iv == 0 {
+		return slowTx // the remote wants none; look again later
+	}
+	return jitter(iv, mult)
+}
+
+// apply acts on a change: the reply, the owner's events, the timers.
+func (l *loop) apply(c Change) {
+	p := l.p
+	if c.Reply {
+		l.send(c.Final)
+	}
+	if c.Changed() {
+		l.srv.log.Info("BFD session changed state", "peer", p.addr, "from", c.From.String(), "to", c.To.String(), "failure", c.Failure)
+		if c.Failure && p.ev.Failure != nil {
+			p.ev.Failure()
+			l.schedule(l.interval()) // the Down after what Failure sent
+		}
+		if p.ev.Changed != nil {
+			p.ev.Changed()
+		}
+	}
+	// A faster rate (Up, or the remote's RequiredMinRx) starts now, not
+	// after a packet interval of the slow rate: the remote's detection
+	// time is already running at the fast one.
+	if iv := l.interval(); l.srv.now().Add(iv).Before(l.nextTx) {
+		l.schedule(iv)
+	}
+	p.mu.Lock()
+	d := p.s.Deadline()
+	p.mu.Unlock()
+	if d.IsZero() {
+		l.detect.Stop()
+	} else {
+		l.detect.Reset(d.Sub(l.srv.now()))
 	}
 }
 
