@@ -295,7 +295,7 @@ func sender(addr, local netip.Addr) (*net.UDPConn, error) {
 // packets, the detection time, timer changes.
 func (s *Server) run(p *peer) {
 	defer p.conn.Close()
-	l := &loop{srv: s, p: p, dst: &net.UDPAddr{IP: p.addr.AsSlice(), Port: Port},
+	l := &loop{srv: s, p: p, dst: &net.UDPAddr{IP: p.addr.AsSlice(), Zone: p.addr.Zone(), Port: Port},
 		tx: time.NewTimer(0), detect: time.NewTimer(time.Hour)}
 	defer l.tx.Stop()
 	defer l.detect.Stop()

@@ -86,6 +86,8 @@ type goPeer struct {
 	sent int64
 	// limit is set while the session is shut for maxReceivedPrefixes.
 	limit prefixLimit
+	// bfdErr is why the BFD session last failed to start ("" if it did).
+	bfdErr string
 }
 
 // prefixLimit is a session's state under maxReceivedPrefixes.
@@ -280,11 +282,28 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 	}
 	g.mu.Unlock()
 	if p.BFD != nil {
-		if err := g.addBFD(p); err != nil {
-			return fmt.Errorf("peer %s (%s): %w", p.Peer, p.Address, err)
-		}
+		g.startBFD(gp, p)
 	}
 	return nil
+}
+
+// startBFD starts the peer's BFD session. It cannot fail the BGP
+// session: when it cannot start (UDP 3784 taken by another daemon on the
+// node), BFD shows Down and Sessions tries again every listing, logging
+// each new error once.
+func (g *GoBGP) startBFD(gp *goPeer, p PeerConfig) {
+	err := g.addBFD(p)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	g.mu.Lock()
+	changed := msg != gp.bfdErr
+	gp.bfdErr = msg
+	g.mu.Unlock()
+	if err != nil && changed {
+		g.log.Warn("BFD: the session cannot start; BGP runs without it until it can (tried again every second)", "peer", p.Peer, "address", p.Address, "err", err)
+	}
 }
 
 // addBFD starts the peer's BFD session; a path failure resets an
@@ -338,9 +357,7 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 	case old != nil && p.BFD == nil:
 		g.bfd.Remove(p.Address)
 	case old == nil && p.BFD != nil:
-		if err := g.addBFD(p); err != nil {
-			return fmt.Errorf("peer %s: %w", p.Peer, err)
-		}
+		g.startBFD(gp, p)
 	case old != nil && *old != *p.BFD:
 		g.bfd.SetConfig(p.Address, bfdConfig(p.BFD))
 	}

@@ -87,9 +87,11 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer, count
 	s := SessionState{Peer: gp.cfg.Peer, Address: gp.cfg.Address, State: sessionState(st.GetSessionState()), PeerASN: st.GetPeerAsn(), BFD: BFDOff}
 	var failures uint64
 	if gp.cfg.BFD != nil {
-		var bst bfd.StateType
-		bst, failures, _, _ = g.bfd.State(gp.cfg.Address)
-		s.BFD = bfdState(bst)
+		bst, f, _, ok := g.bfd.State(gp.cfg.Address)
+		if !ok {
+			g.startBFD(gp, gp.cfg)
+		}
+		s.BFD, failures = bfdState(bst), f
 	}
 	now := g.now()
 	if s.State != gp.state {
