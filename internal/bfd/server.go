@@ -201,30 +201,32 @@ func (s *Server) listen(v4 bool) error {
 }
 
 func (s *Server) read4(pc *ipv4.PacketConn) {
-	buf := make([]byte, 512)
-	for {
-		n, cm, src, err := pc.ReadFrom(buf)
-		if err != nil {
-			if errors.Is(err, net.ErrClosed) {
-				return
-			}
-			continue
-		}
-		s.deliver(buf[:n], src, cm != nil && cm.TTL == gtsmTTL)
-	}
+	s.readLoop(func(b []byte) (int, bool, net.Addr, error) {
+		n, cm, src, err := pc.ReadFrom(b)
+		return n, cm != nil && cm.TTL == gtsmTTL, src, err
+	})
 }
 
 func (s *Server) read6(pc *ipv6.PacketConn) {
+	s.readLoop(func(b []byte) (int, bool, net.Addr, error) {
+		n, cm, src, err := pc.ReadFrom(b)
+		return n, cm != nil && cm.HopLimit == gtsmTTL, src, err
+	})
+}
+
+// readLoop delivers what read returns (its bool: the TTL was 255) until
+// the listener is closed.
+func (s *Server) readLoop(read func([]byte) (int, bool, net.Addr, error)) {
 	buf := make([]byte, 512)
 	for {
-		n, cm, src, err := pc.ReadFrom(buf)
+		n, gtsm, src, err := read(buf)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
 			continue
 		}
-		s.deliver(buf[:n], src, cm != nil && cm.HopLimit == gtsmTTL)
+		s.deliver(buf[:n], src, gtsm)
 	}
 }
 

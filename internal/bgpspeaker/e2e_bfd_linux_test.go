@@ -31,30 +31,12 @@ const (
 // restarting peer's routes when BFD then goes down.
 func TestBFD(t *testing.T) {
 	node := netip.MustParseAddr("10.213.0.11") // node-1 (internal/netlab)
-	f := newFabric(t, 1, func(c *frr.Config) {
+	f, bfdUp := newBFDFabric(t, node, func(c *frr.Config) {
 		c.ListenRanges = nil
 		c.Neighbors = []frr.Neighbor{{Addr: node, Peer: frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second,
 			BFD: &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}}}}
 	})
-	f.in.BFDProfiles = []bgp.BFDProfile{{Name: "fast", ReceiveInterval: bfdInterval, TransmitInterval: bfdInterval, DetectMultiplier: bfdMultiplier}}
-	p := v4peer()
-	p.BFDProfile = "fast"
-	f.in.Peers = []bgp.Peer{p}
-	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
-	f.apply(nil)
 	sp := f.speakers["node-1"]
-	ctx := context.Background()
-	bfdUp := func(within time.Duration) {
-		t.Helper()
-		eventually(t, within, "BFD up on both ends", func() (bool, string) {
-			st, _ := sp.session("tor-v4")
-			peers, err := f.frr.BFDPeers(ctx)
-			ok := err == nil && st.State == bgpspeaker.StateEstablished && st.BFD == bgpspeaker.BFDUp && len(peers) == 1 &&
-				peers[0].Peer == node && peers[0].Status == "up" &&
-				peers[0].RemoteTransmit == bfdInterval && peers[0].RemoteDetectMultiplier == bfdMultiplier
-			return ok, fmt.Sprintf("speaker %+v; router %+v %v", st, peers, err)
-		})
-	}
 	// FRR re-keys its BFD session once, one to three seconds after the
 	// neighbour's first establishment (a new discriminator and source
 	// port): GoBGP 4.8's BFD reset the BGP session for it; Mooring's
@@ -101,33 +83,40 @@ func TestBFD(t *testing.T) {
 // it never stayed up): BFD comes Up on both ends and nothing resets.
 func TestBFDListenRange(t *testing.T) {
 	node := netip.MustParseAddr("10.213.0.11")
-	f := newFabric(t, 1, func(c *frr.Config) {
+	f, bfdUp := newBFDFabric(t, node, func(c *frr.Config) {
 		c.Dynamic.BFD = &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}
 	})
-	f.in.BFDProfiles = []bgp.BFDProfile{{Name: "fast", ReceiveInterval: bfdInterval, TransmitInterval: bfdInterval, DetectMultiplier: bfdMultiplier}}
-	p := v4peer()
-	p.BFDProfile = "fast"
-	f.in.Peers = []bgp.Peer{p}
-	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
-	f.apply(nil)
-	sp := f.speakers["node-1"]
-	ctx := context.Background()
-	bfdUp := func(within time.Duration) {
-		t.Helper()
-		eventually(t, within, "BFD up on both ends", func() (bool, string) {
-			st, _ := sp.session("tor-v4")
-			peers, err := f.frr.BFDPeers(ctx)
-			ok := err == nil && st.State == bgpspeaker.StateEstablished && st.BFD == bgpspeaker.BFDUp && len(peers) == 1 &&
-				peers[0].Peer == node && peers[0].Status == "up"
-			return ok, fmt.Sprintf("speaker %+v; router %+v %v", st, peers, err)
-		})
-	}
 	before := f.routerEstablished(node)
 	bfdUp(30 * time.Second)
 	time.Sleep(6 * time.Second)
 	f.noResets(before, "BFD over a listen range")
 	bfdUp(time.Second)
 	f.wantNextHops("10.213.0.100/32", node.String())
+}
+
+// newBFDFabric starts one node with a BFD peer (300 ms × 3) against FRR
+// as routerMut configures it, advertising 10.213.0.100, and returns a
+// wait for BFD Up on both ends at the router with the node's timers.
+func newBFDFabric(t *testing.T, node netip.Addr, routerMut func(*frr.Config)) (*fabric, func(time.Duration)) {
+	f := newFabric(t, 1, routerMut)
+	f.in.BFDProfiles = []bgp.BFDProfile{{Name: "fast", ReceiveInterval: bfdInterval, TransmitInterval: bfdInterval, DetectMultiplier: bfdMultiplier}}
+	p := v4peer()
+	p.BFDProfile = "fast"
+	f.in.Peers = []bgp.Peer{p}
+	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
+	f.apply(nil)
+	ctx := context.Background()
+	return f, func(within time.Duration) {
+		t.Helper()
+		eventually(t, within, "BFD up on both ends", func() (bool, string) {
+			st, _ := f.speakers["node-1"].session("tor-v4")
+			peers, err := f.frr.BFDPeers(ctx)
+			ok := err == nil && st.State == bgpspeaker.StateEstablished && st.BFD == bgpspeaker.BFDUp && len(peers) == 1 &&
+				peers[0].Peer == node && peers[0].Status == "up" &&
+				peers[0].RemoteTransmit == bfdInterval && peers[0].RemoteDetectMultiplier == bfdMultiplier
+			return ok, fmt.Sprintf("speaker %+v; router %+v %v", st, peers, err)
+		})
+	}
 }
 
 // routerEstablished waits until the router shows its session with node
