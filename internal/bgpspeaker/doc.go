@@ -6,7 +6,9 @@
 // Service change costs one route per session and adding or removing a
 // peer touches no other session. GoBGP (gobgp.go) is the Router today: an
 // embedded github.com/osrg/gobgp/v4 server with a route table (VRF) per
-// peer, so each peer gets its own prefixes, attributes and next hops.
+// peer, so each peer gets its own prefixes, attributes and next hops, and
+// BFD from internal/bfd (not GoBGP's, which reset healthy sessions against
+// FRR and BIRD).
 //
 // Sessions fail closed: a peer whose password Secret cannot be read, or
 // whose TCP-MD5 the kernel refuses, is not opened at all, and Status says

@@ -424,21 +424,15 @@ func (bf *birdFabric) bfdRestartFlushes() {
 }
 
 // TestBirdBFDRouterRestart: BIRD restarts (killed and started again)
-// while the node's session has BFD; BFD and the session must come back.
-// It does not always, so it runs only with MOORING_BIRD_BFD_ROUTER_RESTART=1
-// (a reproducer, not part of CI): in 4 of 7 runs (and once after a
-// SIGSTOP/SIGCONT of BIRD) the session flapped every ~4 s for as long as
-// the test waited (40 s), in one more it recovered after ~30 s. GoBGP 4.8's BFD expires while the BGP session
-// is down (BIRD's new process has a new discriminator GoBGP does not
-// take), and its ResetPeer then queues a Cease ("BFD is down") that is
-// sent the moment the next session is Established; BIRD restarts the
-// protocol on it and with it its BFD session, again with a new
-// discriminator, so GoBGP's BFD expires again while BGP is down, and so
-// on (docs/bgp.md, "BIRD 2").
+// while the node's session has BFD; BFD and the session come back and
+// stay up. With GoBGP 4.8's BFD they did not always (4 of 7 runs flapped
+// every ~4 s for as long as the test waited): its BFD expired while the
+// BGP session was down (BIRD's new process has a new discriminator GoBGP
+// did not take), and the Cease its ResetPeer queued ("BFD is down") was
+// sent the moment the next session came up; BIRD restarted the protocol
+// and its BFD session, with a new discriminator again, and so on.
+// Mooring's BFD takes the new discriminator (internal/bfd).
 func TestBirdBFDRouterRestart(t *testing.T) {
-	if os.Getenv("MOORING_BIRD_BFD_ROUTER_RESTART") == "" {
-		t.Skip("a reproducer of a known flap loop (GoBGP 4.8 BFD + BIRD 2.0.12 restart): set MOORING_BIRD_BFD_ROUTER_RESTART=1")
-	}
 	n := v4Neighbor()
 	n.BFD = true
 	cfg := birdConfig{Neighbors: []birdNeighbor{n}, BFDInterval: bfdInterval, BFDMultiplier: bfdMultiplier}
@@ -460,7 +454,11 @@ func TestBirdBFDRouterRestart(t *testing.T) {
 			t.Logf("speaker log:\n%s", b)
 		}
 	})
-	bf.bfdUp(40 * time.Second)
+	up := bf.bfdUp(40 * time.Second)
+	time.Sleep(8 * time.Second) // two of the old loop's flaps
+	if now := bf.bfdUp(time.Second); !now.Established.Equal(up.Established) {
+		t.Fatalf("the session was reset after BIRD's restart: established %s, then %s", up.Established, now.Established)
+	}
 	bf.wantBirdRoutes("10.213.0.100/32", "from node-1", func(rs []birdRoute) bool { return viaOnly(rs, "node1_v4", node1v4) })
 }
 

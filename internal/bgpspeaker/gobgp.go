@@ -14,6 +14,7 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 	"github.com/osrg/gobgp/v4/pkg/server"
 
+	mbfd "github.com/mooringlb/mooring/internal/bfd"
 	mbgp "github.com/mooringlb/mooring/internal/bgp"
 )
 
@@ -37,7 +38,10 @@ type GoBGP struct {
 	now   func() time.Time
 	probe Prober
 
-	srv     *server.BgpServer
+	srv *server.BgpServer
+	// bfd runs the sessions' BFD (Mooring's, not GoBGP's: docs/bgp.md,
+	// "BFD against FRR").
+	bfd     *mbfd.Server
 	served  chan struct{}
 	cancel  context.CancelFunc
 	changed chan struct{}
@@ -82,6 +86,8 @@ type goPeer struct {
 	sent int64
 	// limit is set while the session is shut for maxReceivedPrefixes.
 	limit prefixLimit
+	// bfdErr is why the BFD session last failed to start ("" if it did).
+	bfdErr string
 }
 
 // prefixLimit is a session's state under maxReceivedPrefixes.
@@ -168,6 +174,7 @@ func (g *GoBGP) Start(ctx context.Context, gl Global) error {
 		return fmt.Errorf("watching BGP sessions: %w", err)
 	}
 	g.srv, g.served, g.cancel, g.routerID = srv, served, cancel, gl.RouterID
+	g.bfd = mbfd.NewServer(g.log)
 	g.mu.Lock()
 	g.peers, g.byAddr, g.globalPeer = map[string]*goPeer{}, map[netip.Addr]*goPeer{}, ""
 	g.attrs = attrCache{}
@@ -231,6 +238,10 @@ func (g *GoBGP) Stop(ctx context.Context, graceful bool) error {
 	if g.srv == nil {
 		return nil
 	}
+	// BFD first, silently (no AdminDown): as when the node dies, the
+	// router's detection time runs, and its graceful-restart helper has
+	// already seen the TCP session close.
+	g.bfd.Close()
 	err := g.srv.StopBgp(ctx, &api.StopBgpRequest{AllowGracefulRestart: graceful})
 	g.cancel()
 	g.srv.Stop()
@@ -270,7 +281,61 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 		g.globalPeer = p.Peer
 	}
 	g.mu.Unlock()
+	if p.BFD != nil {
+		g.startBFD(gp, p)
+	}
 	return nil
+}
+
+// startBFD starts the peer's BFD session. It cannot fail the BGP
+// session: when it cannot start (UDP 3784 taken by another daemon on the
+// node), BFD shows Down and Sessions tries again every listing, logging
+// each new error once.
+func (g *GoBGP) startBFD(gp *goPeer, p PeerConfig) {
+	err := g.addBFD(p)
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	g.mu.Lock()
+	changed := msg != gp.bfdErr
+	gp.bfdErr = msg
+	g.mu.Unlock()
+	if err != nil && changed {
+		g.log.Warn("BFD: the session cannot start; BGP runs without it until it can (tried again every second)", "peer", p.Peer, "address", p.Address, "err", err)
+	}
+}
+
+// addBFD starts the peer's BFD session; a path failure resets an
+// established BGP session (Cease, Administrative Reset, "BFD is down", as
+// GoBGP's own BFD did) so the node's status says BFDDown until both are
+// back.
+func (g *GoBGP) addBFD(p PeerConfig) error {
+	srv, addr := g.srv, p.Address
+	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), mbfd.Events{
+		Failure: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			// Only an Established session: GoBGP queues the Cease of a
+			// reset while the session is down and sends it when the next
+			// one is up, resetting that one (with BIRD, a loop).
+			established := false
+			_ = srv.ListPeer(ctx, &api.ListPeerRequest{Address: addr.String()}, func(p *api.Peer) {
+				established = established || p.GetState().GetSessionState() == api.PeerState_SESSION_STATE_ESTABLISHED
+			})
+			if !established {
+				return
+			}
+			if err := srv.ResetPeer(ctx, &api.ResetPeerRequest{Address: addr.String(), Communication: gobgpBFDReset}); err != nil {
+				g.log.Warn("BFD: resetting the BGP session failed", "address", addr, "err", err)
+			}
+		},
+		Changed: g.notify,
+	})
+}
+
+func bfdConfig(b *mbgp.BFD) mbfd.Config {
+	return mbfd.Config{DesiredMinTx: b.TransmitInterval, RequiredMinRx: b.ReceiveInterval, DetectMult: b.DetectMultiplier}
 }
 
 // UpdatePeer changes the session in place; GoBGP resets it only for
@@ -287,6 +352,14 @@ func (g *GoBGP) UpdatePeer(ctx context.Context, p PeerConfig) error {
 	}
 	if _, err := g.srv.UpdatePeer(ctx, &api.UpdatePeerRequest{Peer: apiPeer(p, gp.vrf, false)}); err != nil {
 		return fmt.Errorf("peer %s: %w", p.Peer, err)
+	}
+	switch old := gp.cfg.BFD; {
+	case old != nil && p.BFD == nil:
+		g.bfd.Remove(p.Address)
+	case old == nil && p.BFD != nil:
+		g.startBFD(gp, p)
+	case old != nil && *old != *p.BFD:
+		g.bfd.SetConfig(p.Address, bfdConfig(p.BFD))
 	}
 	g.mu.Lock()
 	// Shut for dynamicASN or maxReceivedPrefixes: the change may have
@@ -315,6 +388,7 @@ func (g *GoBGP) DeletePeer(ctx context.Context, name string) error {
 	if !ok {
 		return nil
 	}
+	g.bfd.Remove(gp.cfg.Address)
 	if err := g.srv.DeletePeer(ctx, &api.DeletePeerRequest{Address: gp.cfg.Address.String()}); err != nil {
 		return fmt.Errorf("peer %s: %w", name, err)
 	}

@@ -72,14 +72,7 @@ func apiPeer(p PeerConfig, vrf string, restarting bool) *api.Peer {
 			MpGracefulRestart: &api.MpGracefulRestart{Config: &api.MpGracefulRestartConfig{Enabled: p.GracefulRestart}},
 		})
 	}
-	if b := p.BFD; b != nil {
-		peer.Bfd = &api.BfdPeerConfig{
-			Enabled:                  true,
-			DesiredMinimumTxInterval: uint32(b.TransmitInterval / time.Microsecond),
-			RequiredMinimumReceive:   uint32(b.ReceiveInterval / time.Microsecond),
-			DetectionMultiplier:      uint32(b.DetectMultiplier),
-		}
-	}
+	// No GoBGP BFD (peer.Bfd): the backend runs its own (addBFD).
 	return peer
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/osrg/gobgp/v4/api"
+	"github.com/osrg/gobgp/v4/pkg/packet/bfd"
 	"github.com/osrg/gobgp/v4/pkg/packet/bgp"
 
 	mbgp "github.com/mooringlb/mooring/internal/bgp"
@@ -84,10 +85,14 @@ func (g *GoBGP) Sessions(ctx context.Context) ([]SessionState, error) {
 func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer, counted bool) SessionState {
 	st := p.GetState()
 	s := SessionState{Peer: gp.cfg.Peer, Address: gp.cfg.Address, State: sessionState(st.GetSessionState()), PeerASN: st.GetPeerAsn(), BFD: BFDOff}
+	var failures uint64
 	if gp.cfg.BFD != nil {
-		s.BFD = bfdState(st.GetBfdState().GetSessionState())
+		bst, f, _, ok := g.bfd.State(gp.cfg.Address)
+		if !ok {
+			g.startBFD(gp, gp.cfg)
+		}
+		s.BFD, failures = bfdState(bst), f
 	}
-	failures := st.GetBfdState().GetFailureTransitions()
 	now := g.now()
 	if s.State != gp.state {
 		gp.state, gp.since = s.State, now
@@ -124,8 +129,8 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer, count
 	}
 	o := observation{
 		peer: gp.cfg.Peer, address: gp.cfg.Address, hasPassword: gp.cfg.Password != "",
-		// GoBGP 4.8 never counts BFD failures (FailureTransitions stays
-		// 0): the last NOTIFICATION since the session was up tells.
+		// A BFD failure since the session was up, or the router's Cease
+		// for one (or GoBGP's own "BFD is down" reset).
 		bfdFailed: failures > gp.bfdFailures || noted && n.bfd(), asMismatch: gp.asMismatch,
 	}
 	// The latest of the two says why the session is not up now.
@@ -330,13 +335,13 @@ func sessionState(s api.PeerState_SessionState) State {
 	return StateIdle
 }
 
-func bfdState(s api.BfdSessionState) State {
+func bfdState(s bfd.StateType) State {
 	switch s {
-	case api.BfdSessionState_BFD_SESSION_STATE_UP:
+	case bfd.StateUp:
 		return BFDUp
-	case api.BfdSessionState_BFD_SESSION_STATE_INIT:
+	case bfd.StateInit:
 		return BFDInit
-	case api.BfdSessionState_BFD_SESSION_STATE_ADMIN_DOWN:
+	case bfd.StateAdminDown:
 		return BFDAdminDown
 	}
 	return BFDDown

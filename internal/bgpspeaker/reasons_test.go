@@ -50,8 +50,8 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-// TestNotificationBFD: GoBGP 4.8 never counts BFD failures, so a BFD reset
-// is known by its NOTIFICATION: GoBGP's own Cease (administrative reset,
+// TestNotificationBFD: besides the node's own BFD failures, a BFD reset
+// is known by its NOTIFICATION: the node's Cease (administrative reset,
 // "BFD is down") or the router's Cease/BFD Down (RFC 9384); an operator's
 // reset or shutdown is not one.
 func TestNotificationBFD(t *testing.T) {

@@ -150,14 +150,14 @@ var routerSysctls = map[string]string{
 // (SendNone), as a ToR should towards Mooring's nodes (docs/bgp.md,
 // "Configuring the router").
 //
-// Configured neighbours, not the listen range, carry BFD: FRR 8.4 creates
-// a dynamic neighbour's BFD session when its BGP session comes up and
-// re-creates it (a new discriminator) about a second later, once it
-// knows the interface; GoBGP 4.8 ignores the new session's packets (it
-// keeps the first discriminator it learned), lets its own session expire
-// and resets BGP, and the next session starts over — BFD never stays up.
-// A configured neighbour's BFD session is re-keyed once, at its first
-// establishment, and is stable after that (docs/bgp.md, "BFD").
+// Configured neighbours, not the listen range, carry BFD. Until session
+// 23 they had to: FRR 8.4 re-creates a dynamic neighbour's BFD session (a
+// new discriminator) about a second after every establishment, and
+// GoBGP 4.8's BFD, which the agents used then, reset BGP for it. The
+// agents' own BFD (internal/bfd) takes it, and TestBFDListenRange
+// (internal/bgpspeaker) runs BFD over a listen range; the lab keeps the
+// neighbours its series were measured with (docs/bgp.md, "BFD against
+// FRR").
 func routerConfig(net netlab.Config, router netip.Addr, nodes []netip.Addr, bfd bool, password string) frr.Config {
 	c := frr.Config{
 		Hostname: RouterHost, ASN: RouterASN, RouterID: router,

@@ -151,12 +151,13 @@ func (c *Cluster) bgpHosts() []*netlab.Host {
 const bgpSettleUptime = 5 * time.Second
 
 // bgpSettled reports whether the router has every node's session
-// Established and, with BFD, past the reset that FRR's re-keyed BFD
-// session causes with GoBGP 4.8 one to three seconds after a session's
-// first establishment (docs/bgp.md, "BFD against FRR"): the session came
-// up again after a drop, or has been up bgpSettleUptime. A lab declared
-// ready before that lost one node's next hop for ~3 s right after; a
-// bench starting then measured the reset (docs/benchmarks.md, session 21).
+// Established and, with BFD, up bgpSettleUptime (or up again after a
+// drop). It waited out the reset that FRR's re-keyed BFD session caused
+// with GoBGP 4.8's BFD one to three seconds after a session's first
+// establishment (a lab declared ready before that lost one node's next
+// hop for ~3 s right after; docs/benchmarks.md, session 21); the agents'
+// own BFD has no such reset since session 23 (docs/bgp.md, "BFD against
+// FRR"), and the wait stays as a guard against any early reset.
 func (c *Cluster) bgpSettled(ctx context.Context, stage *string) bool {
 	if c.bgp == nil || c.bgp.frr == nil {
 		return true

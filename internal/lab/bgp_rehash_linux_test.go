@@ -2,7 +2,6 @@ package lab_test
 
 import (
 	"errors"
-	"net/netip"
 	"testing"
 	"time"
 )
@@ -12,13 +11,7 @@ import (
 // across one, stays a failure.
 func TestSplitRehashed(t *testing.T) {
 	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	p := netip.MustParsePrefix("10.213.0.101/32")
-	a, b := netip.MustParseAddr("10.213.0.11"), netip.MustParseAddr("10.213.0.12")
-	samples := []routeSample{
-		{at: t0, p: p, hops: []netip.Addr{a}},
-		{at: t0.Add(10 * time.Second), p: p, hops: []netip.Addr{a}},
-		{at: t0.Add(20 * time.Second), p: p, hops: []netip.Addr{a, b}}, // the change
-	}
+	changes := []time.Time{t0.Add(20 * time.Second)} // the kernel's next hops changed
 	reset := errors.New("read tcp: connection reset by peer")
 	failed := []request{
 		{start: t0.Add(19500 * time.Millisecond), err: reset},                           // across the change
@@ -26,7 +19,7 @@ func TestSplitRehashed(t *testing.T) {
 		{start: t0.Add(19 * time.Second), err: errors.New("context deadline exceeded")}, // not a reset
 		{start: t0.Add(21 * time.Second), err: reset},                                   // after the change
 	}
-	rest, rehashed := splitRehashed(failed, samples)
+	rest, rehashed := splitRehashed(failed, changes)
 	if len(rehashed) != 1 || !rehashed[0].start.Equal(failed[0].start) || len(rest) != 3 {
 		t.Errorf("rehashed %v, rest %v: want only the first request rehashed", rehashed, rest)
 	}

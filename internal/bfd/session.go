@@ -1,0 +1,259 @@
+package bfd
+
+import (
+	"errors"
+	"time"
+
+	"github.com/osrg/gobgp/v4/pkg/packet/bfd"
+)
+
+// Config is one session's timers (a BFDProfile, resolved).
+type Config struct {
+	// DesiredMinTx is how often this node wants to send once Up;
+	// RequiredMinRx how often it can take packets; DetectMult how many
+	// missed packets make the path down.
+	DesiredMinTx, RequiredMinRx time.Duration
+	DetectMult                  uint8
+}
+
+// slowTx is the slowest this end may announce while not Up (RFC 5880
+// §6.8.3: not less than one second).
+const slowTx = time.Second
+
+// Why a received packet is discarded (RFC 5880 §6.8.6).
+var (
+	ErrVersion        = errors.New("bfd: version is not 1")
+	ErrDetectMult     = errors.New("bfd: Detect Mult is zero")
+	ErrMultipoint     = errors.New("bfd: Multipoint bit set")
+	ErrMyDiscr        = errors.New("bfd: My Discriminator is zero")
+	ErrYourDiscr      = errors.New("bfd: Your Discriminator is not this session's")
+	ErrUnboundNotDown = errors.New("bfd: Your Discriminator is zero in a packet that is not Down or AdminDown")
+)
+
+// Session is one asynchronous-mode BFD session's state machine (RFC 5880
+// §6.2, §6.8): packets in, state and packets out. It reads no clock and
+// sends nothing: the caller passes the time and sends what Packet says.
+//
+// One rule departs from the letter of §6.8.6: a Down packet with Your
+// Discriminator zero and a My Discriminator other than the one this
+// session is bound to comes from a new session of the remote system (a
+// restarted daemon, or FRR's bfdd re-creating a BGP neighbour's session
+// once BGP told it the interface, with a new discriminator and source
+// port). The session goes back through Down to Init with it without
+// reporting a failure: the path evidently carries packets. The RFC would
+// take the Down at face value and so reset BGP; GoBGP 4.8 drops such
+// packets and resets BGP when its detection time then expires. Both
+// reset a healthy session (docs/bgp.md, "BFD against FRR").
+type Session struct {
+	cfg   Config
+	local uint32 // bfd.LocalDiscr
+
+	state bfd.StateType
+	diag  bfd.DiagnosticType
+
+	remote          uint32 // bfd.RemoteDiscr, 0 while unbound
+	remoteState     bfd.StateType
+	remoteMinRx     time.Duration // bfd.RemoteMinRxInterval
+	remoteDesiredTx time.Duration
+	remoteMult      uint8
+
+	// poll is set while a Poll Sequence for a timer change is open.
+	poll bool
+	// lastRx is when the last accepted packet came.
+	lastRx time.Time
+	// failures counts Up → Down transitions a client must act on.
+	failures uint64
+}
+
+// Change says what a packet or a timer did to the session.
+type Change struct {
+	From, To bfd.StateType
+	// Failure: the session left Up because the path failed (detection
+	// time expired, or the remote system said Down) — what resets BGP.
+	// Not for AdminDown (RFC 5882 §3.2) nor a remote's new session.
+	Failure bool
+	// Reply: send Packet(Final) now (the Final of a Poll, or a state
+	// change the remote should learn before the next periodic packet;
+	// never a failure's Down, which waits for the client's reaction).
+	Reply, Final bool
+}
+
+// Changed reports whether the state moved.
+func (c Change) Changed() bool { return c.From != c.To }
+
+// NewSession returns a Down session with local discriminator local
+// (nonzero, unique on the node).
+func NewSession(cfg Config, local uint32) *Session {
+	return &Session{cfg: cfg, local: local, state: bfd.StateDown, remoteState: bfd.StateDown,
+		remoteMinRx: time.Microsecond} // §6.8.1: RemoteMinRxInterval starts at 1
+}
+
+// State is the session's state.
+func (s *Session) State() bfd.StateType { return s.state }
+
+// Failures counts the session's path failures while Up.
+func (s *Session) Failures() uint64 { return s.failures }
+
+// LocalDiscr is the session's own discriminator.
+func (s *Session) LocalDiscr() uint32 { return s.local }
+
+// SetConfig changes the timers. While Up a Poll Sequence tells the
+// remote; packets carry the new values from now on.
+func (s *Session) SetConfig(cfg Config) {
+	if cfg == s.cfg {
+		return
+	}
+	s.cfg = cfg
+	if s.state == bfd.StateUp {
+		s.poll = true
+	}
+}
+
+// Receive applies a packet received at now. A packet that must be
+// discarded returns an error and changes nothing.
+func (s *Session) Receive(now time.Time, h *bfd.BFDHeader) (Change, error) {
+	if err := s.valid(h); err != nil {
+		return Change{From: s.state, To: s.state}, err
+	}
+	c := Change{From: s.state}
+	if h.YourDiscriminator == 0 && s.remote != 0 && h.MyDiscriminator != s.remote && s.state != bfd.StateDown {
+		// The remote system's new session: start over with it.
+		s.down(bfd.DiagnosticNeighborSignaledSessionDown)
+	}
+	s.remote = h.MyDiscriminator
+	s.remoteState = h.State
+	s.remoteMinRx = time.Duration(h.RequiredMinRxInterval) * time.Microsecond
+	s.remoteDesiredTx = time.Duration(h.DesiredMinTxInterval) * time.Microsecond
+	s.remoteMult = h.DetectTimeMultiplier
+	s.lastRx = now
+	if h.Final {
+		s.poll = false
+	}
+
+	switch h.State {
+	case bfd.StateAdminDown:
+		if s.state != bfd.StateDown {
+			s.down(bfd.DiagnosticNeighborSignaledSessionDown)
+		}
+	case bfd.StateDown:
+		switch s.state {
+		case bfd.StateDown:
+			s.state, s.diag = bfd.StateInit, bfd.DiagnosticNoDiagnostic
+		case bfd.StateUp:
+			s.down(bfd.DiagnosticNeighborSignaledSessionDown)
+			c.Failure = true
+		}
+	case bfd.StateInit:
+		if s.state == bfd.StateDown || s.state == bfd.StateInit {
+			s.up()
+		}
+	case bfd.StateUp:
+		if s.state == bfd.StateInit {
+			s.up()
+		}
+	}
+	if c.Failure {
+		s.failures++
+	}
+	c.To = s.state
+	c.Final = h.Poll
+	// Not at once after a failure: the client resets BGP first, so the
+	// router learns of it from BGP's Cease before BFD's Down (BIRD stops
+	// a session whose BFD went down and waits its error wait time, 60 s
+	// by default, before it connects again).
+	c.Reply = h.Poll || c.Changed() && !c.Failure
+	return c, nil
+}
+
+// valid applies §6.8.6's discard rules (no authentication, no demand
+// mode here: the A bit is not decoded by the packet library and this end
+// never asks for demand mode).
+func (s *Session) valid(h *bfd.BFDHeader) error {
+	switch {
+	case h.Version != 1:
+		return ErrVersion
+	case h.DetectTimeMultiplier == 0:
+		return ErrDetectMult
+	case h.MyDiscriminator == 0:
+		return ErrMyDiscr
+	case h.YourDiscriminator != 0 && h.YourDiscriminator != s.local:
+		return ErrYourDiscr
+	case h.YourDiscriminator == 0 && h.State != bfd.StateDown && h.State != bfd.StateAdminDown:
+		return ErrUnboundNotDown
+	}
+	return nil
+}
+
+func (s *Session) up() {
+	s.state, s.diag = bfd.StateUp, bfd.DiagnosticNoDiagnostic
+	// DesiredMinTx drops from slowTx to the configured interval: a Poll
+	// Sequence tells the remote (§6.8.3).
+	s.poll = s.cfg.DesiredMinTx != s.announcedTx(bfd.StateInit)
+}
+
+func (s *Session) down(d bfd.DiagnosticType) {
+	s.state, s.diag, s.poll = bfd.StateDown, d, false
+}
+
+// Check applies the detection time at now: a session in Init or Up that
+// heard nothing for it goes Down (a failure when it was Up).
+func (s *Session) Check(now time.Time) Change {
+	c := Change{From: s.state, To: s.state}
+	if d := s.Deadline(); d.IsZero() || now.Before(d) {
+		return c
+	}
+	s.down(bfd.DiagnosticControlDetectionTimeExpired)
+	s.remote = 0 // §6.8.1: reset when the detection time passes
+	c.To = s.state
+	c.Failure = c.From == bfd.StateUp
+	if c.Failure {
+		s.failures++
+	}
+	return c // the Down goes with the next periodic packet, as in Receive
+}
+
+// Deadline is when the detection time runs out (zero while Down).
+func (s *Session) Deadline() time.Time {
+	if s.state != bfd.StateInit && s.state != bfd.StateUp {
+		return time.Time{}
+	}
+	return s.lastRx.Add(s.DetectTime())
+}
+
+// DetectTime is §6.8.4's asynchronous-mode detection time: the remote's
+// Detect Mult times the slower of this end's RequiredMinRx and the
+// remote's DesiredMinTx.
+func (s *Session) DetectTime() time.Duration {
+	return time.Duration(s.remoteMult) * max(s.cfg.RequiredMinRx, s.remoteDesiredTx)
+}
+
+// TxInterval is the interval between periodic packets before jitter
+// (§6.8.7): the slower of what this end announces and what the remote
+// can take; 0 means send none (the remote asked for none, RequiredMinRx
+// zero).
+func (s *Session) TxInterval() time.Duration {
+	if s.remoteMinRx == 0 {
+		return 0
+	}
+	return max(s.announcedTx(s.state), s.remoteMinRx)
+}
+
+// announcedTx is the DesiredMinTx this end announces in state st.
+func (s *Session) announcedTx(st bfd.StateType) time.Duration {
+	if st != bfd.StateUp {
+		return max(s.cfg.DesiredMinTx, slowTx)
+	}
+	return s.cfg.DesiredMinTx
+}
+
+// Packet is the control packet to send now; final answers a Poll.
+func (s *Session) Packet(final bool) *bfd.BFDHeader {
+	return &bfd.BFDHeader{
+		Version: 1, Diagnostic: s.diag, State: s.state,
+		Poll: s.poll && !final, Final: final,
+		DetectTimeMultiplier: s.cfg.DetectMult,
+		MyDiscriminator:      s.local, YourDiscriminator: s.remote,
+		DesiredMinTxInterval:  uint32(s.announcedTx(s.state) / time.Microsecond),
+		RequiredMinRxInterval: uint32(s.cfg.RequiredMinRx / time.Microsecond),
+	}
+}

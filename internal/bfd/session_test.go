@@ -1,0 +1,232 @@
+package bfd
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/osrg/gobgp/v4/pkg/packet/bfd"
+)
+
+var fast = Config{DesiredMinTx: 300 * time.Millisecond, RequiredMinRx: 300 * time.Millisecond, DetectMult: 3}
+
+var t0 = time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+
+func pkt(st bfd.StateType, my, your uint32) *bfd.BFDHeader {
+	return &bfd.BFDHeader{Version: 1, State: st, DetectTimeMultiplier: 3, MyDiscriminator: my, YourDiscriminator: your,
+		DesiredMinTxInterval: 300_000, RequiredMinRxInterval: 300_000}
+}
+
+// up brings s (local 1) Up with a remote whose discriminator is 7.
+func up(t *testing.T) *Session {
+	t.Helper()
+	s := NewSession(fast, 1)
+	for _, h := range []*bfd.BFDHeader{pkt(bfd.StateDown, 7, 0), pkt(bfd.StateUp, 7, 1)} {
+		if _, err := s.Receive(t0, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.State() != bfd.StateUp {
+		t.Fatalf("state %v, want Up", s.State())
+	}
+	return s
+}
+
+// TestReceive walks RFC 5880 §6.8.6's transitions, the discard rules, and
+// the one rule of ours (a remote's new session is no failure).
+func TestReceive(t *testing.T) {
+	bad := func(f func(*bfd.BFDHeader)) *bfd.BFDHeader { h := pkt(bfd.StateUp, 7, 1); f(h); return h }
+	for _, tc := range []struct {
+		name    string
+		from    func(t *testing.T) *Session
+		in      *bfd.BFDHeader
+		want    bfd.StateType
+		failure bool
+		err     error
+	}{
+		{"Down hears Down: Init", func(*testing.T) *Session { return NewSession(fast, 1) }, pkt(bfd.StateDown, 7, 0), bfd.StateInit, false, nil},
+		{"Down hears Init: Up", func(*testing.T) *Session { return NewSession(fast, 1) }, pkt(bfd.StateInit, 7, 1), bfd.StateUp, false, nil},
+		{"Down hears Up: stays Down", func(*testing.T) *Session { return NewSession(fast, 1) }, pkt(bfd.StateUp, 7, 1), bfd.StateDown, false, nil},
+		{"Up hears Up", up, pkt(bfd.StateUp, 7, 1), bfd.StateUp, false, nil},
+		{"Up hears Down from its remote: a failure", up, pkt(bfd.StateDown, 7, 1), bfd.StateDown, true, nil},
+		{"Up hears Down, Your Discriminator 0, same remote: a failure", up, pkt(bfd.StateDown, 7, 0), bfd.StateDown, true, nil},
+		{"Up hears AdminDown: Down, no failure (RFC 5882)", up, pkt(bfd.StateAdminDown, 7, 1), bfd.StateDown, false, nil},
+		{"Up hears a new remote session's Down: Init, no failure", up, pkt(bfd.StateDown, 9, 0), bfd.StateInit, false, nil},
+		{"version 0 discarded", up, bad(func(h *bfd.BFDHeader) { h.Version = 0 }), bfd.StateUp, false, ErrVersion},
+		{"Detect Mult 0 discarded", up, bad(func(h *bfd.BFDHeader) { h.DetectTimeMultiplier = 0 }), bfd.StateUp, false, ErrDetectMult},
+		{"My Discriminator 0 discarded", up, bad(func(h *bfd.BFDHeader) { h.MyDiscriminator = 0 }), bfd.StateUp, false, ErrMyDiscr},
+		{"another session's Your Discriminator discarded", up, pkt(bfd.StateDown, 7, 2), bfd.StateUp, false, ErrYourDiscr},
+		{"Up with Your Discriminator 0 discarded", up, pkt(bfd.StateUp, 9, 0), bfd.StateUp, false, ErrUnboundNotDown},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.from(t)
+			before := s.Failures()
+			c, err := s.Receive(t0.Add(time.Second), tc.in)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("error %v, want %v", err, tc.err)
+			}
+			if s.State() != tc.want || c.To != tc.want || c.Failure != tc.failure || (s.Failures() > before) != tc.failure || c.Failure && c.Reply {
+				t.Errorf("state %v (change %+v, failures %d→%d), want %v failure=%v", s.State(), c, before, s.Failures(), tc.want, tc.failure)
+			}
+		})
+	}
+}
+
+// TestTimers: slow (1 s) while not Up, the configured interval with a Poll
+// once Up until the Final, the remote's RequiredMinRx as a floor, and the
+// detection time from the remote's Detect Mult.
+func TestTimers(t *testing.T) {
+	s := NewSession(fast, 1)
+	if got := s.Packet(false).DesiredMinTxInterval; got != 1_000_000 {
+		t.Errorf("Down announces DesiredMinTx %d µs, want 1,000,000", got)
+	}
+	if !s.Deadline().IsZero() {
+		t.Error("a Down session has a detection deadline")
+	}
+	s = up(t)
+	p := s.Packet(false)
+	if p.DesiredMinTxInterval != 300_000 || !p.Poll || p.YourDiscriminator != 7 {
+		t.Errorf("Up sends %+v, want DesiredMinTx 300,000 µs, Poll, Your Discriminator 7", p)
+	}
+	if iv := s.TxInterval(); iv != 300*time.Millisecond {
+		t.Errorf("TxInterval %s, want 300ms", iv)
+	}
+	fin := pkt(bfd.StateUp, 7, 1)
+	fin.Final, fin.RequiredMinRxInterval = true, 500_000
+	if _, err := s.Receive(t0.Add(time.Second), fin); err != nil {
+		t.Fatal(err)
+	}
+	if s.Packet(false).Poll {
+		t.Error("still polling after the Final")
+	}
+	if iv := s.TxInterval(); iv != 500*time.Millisecond {
+		t.Errorf("TxInterval %s, want the remote's 500ms", iv)
+	}
+	if d := s.Deadline(); !d.Equal(t0.Add(time.Second + 900*time.Millisecond)) {
+		t.Errorf("deadline %s, want 0.9 s after the last packet", d.Sub(t0))
+	}
+	poll := pkt(bfd.StateUp, 7, 1)
+	poll.Poll = true
+	if c, _ := s.Receive(t0.Add(time.Second), poll); !c.Reply || !c.Final || !s.Packet(c.Final).Final || s.Packet(c.Final).Poll {
+		t.Errorf("a Poll was answered %+v, want a Final now", c)
+	}
+	s.SetConfig(Config{DesiredMinTx: time.Second, RequiredMinRx: time.Second, DetectMult: 5})
+	if p := s.Packet(false); !p.Poll || p.DetectTimeMultiplier != 5 || p.RequiredMinRxInterval != 1_000_000 {
+		t.Errorf("after SetConfig sends %+v, want a Poll with the new timers", p)
+	}
+	none := pkt(bfd.StateUp, 7, 1)
+	none.RequiredMinRxInterval = 0
+	if _, err := s.Receive(t0.Add(time.Second), none); err != nil || s.TxInterval() != 0 {
+		t.Errorf("TxInterval %s (%v), want 0 when the remote wants no packets", s.TxInterval(), err)
+	}
+}
+
+// TestCheck: only a session that heard nothing for the detection time
+// goes Down; only one that was Up counts a failure.
+func TestCheck(t *testing.T) {
+	s := up(t) // last packet at t0; remote 3 × 300 ms
+	if c := s.Check(t0.Add(899 * time.Millisecond)); c.Changed() {
+		t.Errorf("Down before the detection time: %+v", c)
+	}
+	c := s.Check(t0.Add(900 * time.Millisecond))
+	if c.To != bfd.StateDown || !c.Failure || c.Reply || s.Failures() != 1 || s.Packet(false).Diagnostic != bfd.DiagnosticControlDetectionTimeExpired {
+		t.Errorf("at the detection time: %+v, failures %d, want Down, a failure not answered at once, diag 1", c, s.Failures())
+	}
+	if s.Packet(false).YourDiscriminator != 0 {
+		t.Error("the remote discriminator survived the detection time")
+	}
+	s = NewSession(fast, 1)
+	s.Receive(t0, pkt(bfd.StateDown, 7, 0)) // Init
+	if c := s.Check(t0.Add(10 * time.Second)); c.To != bfd.StateDown || c.Failure {
+		t.Errorf("Init expiring: %+v, want Down without a failure", c)
+	}
+}
+
+// pair runs two sessions against each other on a simulated clock, each
+// sending a packet every interval, with a lossy wire: drop(from, i)
+// drops the i-th packet from side from (0 or 1).
+type pair struct {
+	s    [2]*Session
+	now  time.Time
+	fail [2]int
+}
+
+func (p *pair) run(t *testing.T, d time.Duration, drop func(from int) bool) {
+	t.Helper()
+	end := p.now.Add(d)
+	for ; p.now.Before(end); p.now = p.now.Add(10 * time.Millisecond) {
+		for i := range 2 {
+			if c := p.s[i].Check(p.now); c.Failure {
+				p.fail[i]++
+			}
+		}
+		// Both send every 100 ms (jitter is the adapter's).
+		if p.now.Sub(t0)%(100*time.Millisecond) != 0 {
+			continue
+		}
+		for from := range 2 {
+			if drop != nil && drop(from) {
+				continue
+			}
+			c, err := p.s[1-from].Receive(p.now, p.s[from].Packet(false))
+			if err != nil && !errors.Is(err, ErrYourDiscr) { // the old remote's, after a new session
+				t.Fatalf("side %d discarded side %d's packet: %v", 1-from, from, err)
+			}
+			if c.Failure {
+				p.fail[1-from]++
+			}
+		}
+	}
+}
+
+// TestPair: two sessions come Up; a one-way loss fails both (the deaf
+// side by its detection time, the other by the Down it then hears); a
+// remote that re-creates its session (FRR's re-keying) costs no failure.
+func TestPair(t *testing.T) {
+	p := &pair{s: [2]*Session{NewSession(fast, 1), NewSession(fast, 2)}, now: t0}
+	p.run(t, time.Second, nil)
+	if p.s[0].State() != bfd.StateUp || p.s[1].State() != bfd.StateUp {
+		t.Fatalf("states %v %v, want both Up", p.s[0].State(), p.s[1].State())
+	}
+	p.s[1] = NewSession(fast, 3) // the remote's new session
+	p.run(t, 2*time.Second, nil)
+	if p.fail != [2]int{} || p.s[0].State() != bfd.StateUp || p.s[1].State() != bfd.StateUp {
+		t.Errorf("after the remote's new session: failures %v, states %v %v; want none, both Up", p.fail, p.s[0].State(), p.s[1].State())
+	}
+	p.run(t, 2*time.Second, func(from int) bool { return from == 1 }) // side 0 goes deaf
+	if p.fail != [2]int{1, 1} {
+		t.Errorf("one-way loss: failures %v, want one on each side", p.fail)
+	}
+}
+
+// FuzzSession: no packet sequence panics, a failure is always a move out
+// of Up, and Failures counts exactly those.
+func FuzzSession(f *testing.F) {
+	f.Add([]byte{0x20, 0x40, 3, 24, 0, 0, 0, 7, 0, 0, 0, 0, 0, 4, 0x93, 0xe0, 0, 4, 0x93, 0xe0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := NewSession(fast, 1)
+		now := t0
+		var fails uint64
+		for len(b) >= 24 {
+			var h bfd.BFDHeader
+			if err := h.UnmarshalBinary(b[:24]); err == nil {
+				from := s.State()
+				c, _ := s.Receive(now, &h)
+				if c.Failure && (from != bfd.StateUp || c.To != bfd.StateDown) {
+					t.Fatalf("a failure from %v to %v", from, c.To)
+				}
+				if c.Failure {
+					fails++
+				}
+			}
+			now = now.Add(time.Duration(b[0]) * 10 * time.Millisecond)
+			if c := s.Check(now); c.Failure {
+				fails++
+			}
+			b = b[24:]
+		}
+		if s.Failures() != fails {
+			t.Fatalf("Failures %d, counted %d", s.Failures(), fails)
+		}
+	})
+}
