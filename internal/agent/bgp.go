@@ -14,6 +14,7 @@ import (
 
 	"github.com/mooringlb/mooring/internal/bgpagent"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
+	"github.com/mooringlb/mooring/internal/conntrack"
 )
 
 // BGPConfig turns on the BGP backend (internal/bgpagent, docs/bgp.md).
@@ -53,6 +54,7 @@ func bgpBackend(ctx context.Context, cfg Config, informers cache.Cache, c client
 	b := bgpagent.New(bgpagent.Config{Node: cfg.NodeName, Namespace: cfg.BGP.SecretNamespace, StateDir: cfg.StateDir,
 		ListenPort: cfg.BGP.ListenPort}, bgpagent.Deps{
 		Reader: informers, Client: c, Router: bgpspeaker.NewGoBGP(log, bgpspeaker.KernelProber{}), Log: log, Registerer: reg,
+		Conntrack: conntrack.Table{},
 		// Until every informer synced, the backend decides from its state
 		// file (a restart while the API server is away).
 		Synced: func() bool {

@@ -57,8 +57,15 @@ type Session struct {
 	remoteDesiredTx time.Duration
 	remoteMult      uint8
 
-	// poll is set while a Poll Sequence for a timer change is open.
-	poll bool
+	// poll is set while a Poll Sequence for a timer change is open;
+	// polled is the Config it announces.
+	poll   bool
+	polled Config
+	// txUsed and rxUsed are the DesiredMinTx and RequiredMinRx in force:
+	// while Up, a slower transmission or a faster reception announced by
+	// a Poll Sequence takes effect only at its Final (§6.8.3: the remote
+	// may go on using the old values until it has answered).
+	txUsed, rxUsed time.Duration
 	// lastRx is when the last accepted packet came.
 	lastRx time.Time
 	// failures counts Up → Down transitions a client must act on.
@@ -85,6 +92,7 @@ func (c Change) Changed() bool { return c.From != c.To }
 // (nonzero, unique on the node).
 func NewSession(cfg Config, local uint32) *Session {
 	return &Session{cfg: cfg, local: local, state: bfd.StateDown, remoteState: bfd.StateDown,
+		txUsed: cfg.DesiredMinTx, rxUsed: cfg.RequiredMinRx,
 		remoteMinRx: time.Microsecond} // §6.8.1: RemoteMinRxInterval starts at 1
 }
 
@@ -97,15 +105,36 @@ func (s *Session) Failures() uint64 { return s.failures }
 // LocalDiscr is the session's own discriminator.
 func (s *Session) LocalDiscr() uint32 { return s.local }
 
-// SetConfig changes the timers. While Up a Poll Sequence tells the
-// remote; packets carry the new values from now on.
+// SetConfig changes the timers; packets carry the new values from now
+// on. While Up a Poll Sequence tells the remote, and until its Final the
+// session keeps sending at the old interval when the new one is slower,
+// and keeps detecting with the old RequiredMinRx when the new one is
+// faster (RFC 5880 §6.8.3); a change during an open Poll Sequence gets a
+// Poll Sequence of its own once that one ends.
 func (s *Session) SetConfig(cfg Config) {
 	if cfg == s.cfg {
 		return
 	}
 	s.cfg = cfg
-	if s.state == bfd.StateUp {
-		s.poll = true
+	if s.state != bfd.StateUp {
+		s.txUsed, s.rxUsed = cfg.DesiredMinTx, cfg.RequiredMinRx
+		return
+	}
+	s.txUsed, s.rxUsed = min(s.txUsed, cfg.DesiredMinTx), max(s.rxUsed, cfg.RequiredMinRx)
+	if !s.poll {
+		s.startPoll()
+	}
+}
+
+func (s *Session) startPoll() { s.poll, s.polled = true, s.cfg }
+
+// endPoll takes a Final: the remote has the polled timers.
+func (s *Session) endPoll() {
+	s.poll = false
+	s.txUsed, s.rxUsed = s.polled.DesiredMinTx, s.polled.RequiredMinRx
+	if s.polled != s.cfg { // changed while the Poll Sequence was open
+		s.txUsed, s.rxUsed = min(s.txUsed, s.cfg.DesiredMinTx), max(s.rxUsed, s.cfg.RequiredMinRx)
+		s.startPoll()
 	}
 }
 
@@ -126,8 +155,8 @@ func (s *Session) Receive(now time.Time, h *bfd.BFDHeader) (Change, error) {
 	s.remoteDesiredTx = time.Duration(h.DesiredMinTxInterval) * time.Microsecond
 	s.remoteMult = h.DetectTimeMultiplier
 	s.lastRx = now
-	if h.Final {
-		s.poll = false
+	if h.Final && s.poll {
+		s.endPoll()
 	}
 
 	switch h.State {
@@ -186,13 +215,17 @@ func (s *Session) valid(h *bfd.BFDHeader) error {
 
 func (s *Session) up() {
 	s.state, s.diag = bfd.StateUp, bfd.DiagnosticNoDiagnostic
-	// DesiredMinTx drops from slowTx to the configured interval: a Poll
-	// Sequence tells the remote (§6.8.3).
-	s.poll = s.cfg.DesiredMinTx != s.announcedTx(bfd.StateInit)
+	// DesiredMinTx drops from slowTx to the configured interval at once
+	// (faster is safe); a Poll Sequence tells the remote (§6.8.3).
+	s.txUsed, s.rxUsed = s.cfg.DesiredMinTx, s.cfg.RequiredMinRx
+	if s.cfg.DesiredMinTx != s.announcedTx(bfd.StateInit) {
+		s.startPoll()
+	}
 }
 
 func (s *Session) down(d bfd.DiagnosticType) {
 	s.state, s.diag, s.poll = bfd.StateDown, d, false
+	s.txUsed, s.rxUsed = s.cfg.DesiredMinTx, s.cfg.RequiredMinRx
 }
 
 // Check applies the detection time at now: a session in Init or Up that
@@ -221,21 +254,25 @@ func (s *Session) Deadline() time.Time {
 }
 
 // DetectTime is §6.8.4's asynchronous-mode detection time: the remote's
-// Detect Mult times the slower of this end's RequiredMinRx and the
-// remote's DesiredMinTx.
+// Detect Mult times the slower of this end's RequiredMinRx (the one in
+// force) and the remote's DesiredMinTx.
 func (s *Session) DetectTime() time.Duration {
-	return time.Duration(s.remoteMult) * max(s.cfg.RequiredMinRx, s.remoteDesiredTx)
+	return time.Duration(s.remoteMult) * max(s.rxUsed, s.remoteDesiredTx)
 }
 
 // TxInterval is the interval between periodic packets before jitter
-// (§6.8.7): the slower of what this end announces and what the remote
-// can take; 0 means send none (the remote asked for none, RequiredMinRx
+// (§6.8.7): the slower of this end's DesiredMinTx in force and what the
+// remote can take; 0 means send none (the remote asked for none, RequiredMinRx
 // zero).
 func (s *Session) TxInterval() time.Duration {
 	if s.remoteMinRx == 0 {
 		return 0
 	}
-	return max(s.announcedTx(s.state), s.remoteMinRx)
+	tx := s.announcedTx(s.state)
+	if s.state == bfd.StateUp {
+		tx = s.txUsed
+	}
+	return max(tx, s.remoteMinRx)
 }
 
 // announcedTx is the DesiredMinTx this end announces in state st.

@@ -230,3 +230,108 @@ func FuzzSession(f *testing.F) {
 		}
 	})
 }
+
+// settled is an Up session (fast timers) whose first Poll Sequence has
+// ended, with a remote that sends every remoteTx and takes a packet
+// every remoteRx.
+func settled(t *testing.T, remoteTx, remoteRx time.Duration) *Session {
+	t.Helper()
+	s := up(t)
+	fin := pkt(bfd.StateUp, 7, 1)
+	fin.Final = true
+	fin.DesiredMinTxInterval, fin.RequiredMinRxInterval = uint32(remoteTx/time.Microsecond), uint32(remoteRx/time.Microsecond)
+	if _, err := s.Receive(t0, fin); err != nil || s.Packet(false).Poll {
+		t.Fatalf("the first Poll Sequence did not end: %v", err)
+	}
+	return s
+}
+
+// final is the remote's answer to a Poll, received at t0.
+func final(t *testing.T, s *Session, remoteTx, remoteRx time.Duration) {
+	t.Helper()
+	fin := pkt(bfd.StateUp, 7, 1)
+	fin.Final = true
+	fin.DesiredMinTxInterval, fin.RequiredMinRxInterval = uint32(remoteTx/time.Microsecond), uint32(remoteRx/time.Microsecond)
+	if _, err := s.Receive(t0, fin); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSetConfigPollSequence: a timer change while Up is announced at once
+// with a Poll; a slower transmission and a faster reception take effect
+// only at the remote's Final, a faster transmission and a slower
+// reception at once (RFC 5880 §6.8.3); a second change during an open
+// Poll Sequence gets its own Poll after the first Final; a session that is
+// not Up takes a change without a Poll.
+func TestSetConfigPollSequence(t *testing.T) {
+	const remote = 50 * time.Millisecond // the remote sends and takes fast
+	cfg := func(tx, rx time.Duration) Config { return Config{DesiredMinTx: tx, RequiredMinRx: rx, DetectMult: 3} }
+	for _, tc := range []struct {
+		name                     string
+		to                       Config
+		txPolling, detectPolling time.Duration // while the Poll is open
+		txAfter, detectAfter     time.Duration // after the Final
+	}{
+		{"slower transmission waits for the Final", cfg(time.Second, 300*time.Millisecond),
+			300 * time.Millisecond, 900 * time.Millisecond, time.Second, 900 * time.Millisecond},
+		{"faster transmission at once", cfg(100*time.Millisecond, 300*time.Millisecond),
+			100 * time.Millisecond, 900 * time.Millisecond, 100 * time.Millisecond, 900 * time.Millisecond},
+		{"faster reception waits for the Final", cfg(300*time.Millisecond, 100*time.Millisecond),
+			300 * time.Millisecond, 900 * time.Millisecond, 300 * time.Millisecond, 300 * time.Millisecond},
+		{"slower reception at once", cfg(300*time.Millisecond, time.Second),
+			300 * time.Millisecond, 3 * time.Second, 300 * time.Millisecond, 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := settled(t, remote, remote)
+			s.SetConfig(tc.to)
+			p := s.Packet(false)
+			if !p.Poll || p.DesiredMinTxInterval != uint32(tc.to.DesiredMinTx/time.Microsecond) || p.RequiredMinRxInterval != uint32(tc.to.RequiredMinRx/time.Microsecond) {
+				t.Errorf("after SetConfig sends %+v, want a Poll with the new timers", p)
+			}
+			if s.TxInterval() != tc.txPolling || s.DetectTime() != tc.detectPolling {
+				t.Errorf("while polling: TxInterval %s, detection %s; want %s, %s", s.TxInterval(), s.DetectTime(), tc.txPolling, tc.detectPolling)
+			}
+			final(t, s, remote, remote)
+			if s.Packet(false).Poll || s.TxInterval() != tc.txAfter || s.DetectTime() != tc.detectAfter {
+				t.Errorf("after the Final: Poll %v, TxInterval %s, detection %s; want no Poll, %s, %s",
+					s.Packet(false).Poll, s.TxInterval(), s.DetectTime(), tc.txAfter, tc.detectAfter)
+			}
+		})
+	}
+
+	t.Run("a change during an open Poll Sequence polls again", func(t *testing.T) {
+		s := settled(t, remote, remote)
+		s.SetConfig(cfg(time.Second, 300*time.Millisecond))
+		s.SetConfig(cfg(2*time.Second, 300*time.Millisecond))
+		if s.TxInterval() != 300*time.Millisecond {
+			t.Errorf("TxInterval %s before any Final, want the old 300ms", s.TxInterval())
+		}
+		final(t, s, remote, remote) // answers the first Poll only
+		if p := s.Packet(false); !p.Poll || s.TxInterval() != time.Second {
+			t.Errorf("after the first Final: Poll %v, TxInterval %s; want a new Poll and the first change's 1s", p.Poll, s.TxInterval())
+		}
+		final(t, s, remote, remote)
+		if s.Packet(false).Poll || s.TxInterval() != 2*time.Second {
+			t.Errorf("after the second Final: Poll %v, TxInterval %s; want no Poll, 2s", s.Packet(false).Poll, s.TxInterval())
+		}
+	})
+
+	t.Run("not Up: at once, no Poll", func(t *testing.T) {
+		s := NewSession(fast, 1)
+		s.SetConfig(cfg(100*time.Millisecond, 100*time.Millisecond))
+		if _, err := s.Receive(t0, pkt(bfd.StateDown, 7, 0)); err != nil {
+			t.Fatal(err)
+		}
+		if p := s.Packet(false); p.Poll || p.RequiredMinRxInterval != 100_000 || s.DetectTime() != 900*time.Millisecond {
+			t.Errorf("Init after SetConfig: %+v, detection %s; want no Poll, RequiredMinRx 100ms, 3 × the remote's 300ms", p, s.DetectTime())
+		}
+	})
+
+	t.Run("a stray Final changes nothing", func(t *testing.T) {
+		s := settled(t, remote, remote)
+		final(t, s, remote, remote)
+		if s.Packet(false).Poll || s.TxInterval() != 300*time.Millisecond {
+			t.Errorf("Poll %v, TxInterval %s after a Final with no Poll open", s.Packet(false).Poll, s.TxInterval())
+		}
+	})
+}

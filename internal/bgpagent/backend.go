@@ -81,6 +81,9 @@ type Deps struct {
 	Now    func() time.Time
 	// Registerer, when set, gets the BGP session metrics (metrics.go).
 	Registerer prometheus.Registerer
+	// Conntrack, when set, forgets the node's stale conntrack entries of an
+	// address it advertises again (returns.go).
+	Conntrack Forgetter
 }
 
 // Backend drives the node's BGP speaker from the Services the agent's loop
@@ -112,6 +115,9 @@ type Backend struct {
 	applied  bool
 	last     bgp.NodeResult
 	problems []bgp.Problem
+	// returns and forgotten: Run's goroutine only (forgetReturning).
+	returns   returns
+	forgotten prometheus.Counter
 }
 
 // New builds a backend; Run runs it.
@@ -128,9 +134,11 @@ func New(cfg Config, d Deps) *Backend {
 		status: &statusWriter{c: d.Client, node: cfg.Node, minInterval: cfg.StatusInterval, countsEvery: cfg.CountsInterval, now: d.Now},
 		wake:   make(chan struct{}, 1), kick: make(chan struct{}, 1), services: map[announce.ServiceKey]*announce.Service{},
 		metrics: &metrics{},
+		forgotten: prometheus.NewCounter(prometheus.CounterOpts{Name: "mooring_bgp_conntrack_forgotten_total",
+			Help: "Stale conntrack entries the node forgot when it advertised an address again (ECMP-rehashed flows pinned to a pod that may be gone; docs/bgp.md)."}),
 	}
 	if d.Registerer != nil {
-		d.Registerer.MustRegister(b.metrics)
+		d.Registerer.MustRegister(b.metrics, b.forgotten)
 	}
 	// A Secret read that changed a password asks for a decision like any
 	// other input.
@@ -297,6 +305,7 @@ func (b *Backend) decide(ctx context.Context) bool {
 	}
 	res := bgp.Decide(in)
 	nr, _ := res.Node(b.cfg.Node)
+	b.forgetReturning(nr)
 	// Only the first Apply waits for Secrets never read (secrets says why).
 	pw := b.secrets.passwords(ctx, passwordNames(nr), !b.applied)
 	err = b.speaker.Apply(ctx, bgpspeaker.Desired{Node: nr, Passwords: pw})

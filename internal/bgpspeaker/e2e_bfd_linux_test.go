@@ -3,11 +3,13 @@ package bgpspeaker_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/mooringlb/mooring/internal/announce"
+	mbfd "github.com/mooringlb/mooring/internal/bfd"
 	"github.com/mooringlb/mooring/internal/bgp"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
 	"github.com/mooringlb/mooring/internal/frr"
@@ -94,11 +96,63 @@ func TestBFDListenRange(t *testing.T) {
 	f.wantNextHops("10.213.0.100/32", node.String())
 }
 
+// TestBFDPortTaken: another daemon on the node (a bfdd of its own) holds
+// BFD's UDP port 3784 in the node's network namespace when the speaker
+// gets its BFD peer. The BGP session still comes up (BFD cannot fail
+// it), BFD shows Down on the speaker and is not up at the router; once the
+// port is free the node's BFD starts by itself (every status listing
+// tries again), comes Up on both ends, and the session is not reset.
+func TestBFDPortTaken(t *testing.T) {
+	node := netip.MustParseAddr("10.213.0.11")
+	var held net.PacketConn
+	f, bfdUp := newBFDFabric(t, node, func(c *frr.Config) {
+		c.ListenRanges = nil
+		c.Neighbors = []frr.Neighbor{{Addr: node, Peer: frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second,
+			BFD: &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}}}}
+	}, func(f *fabric) {
+		err := f.lab.Nodes()[0].Do(func() error {
+			var err error
+			held, err = net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", mbfd.Port))
+			return err
+		})
+		if err != nil {
+			t.Fatalf("holding UDP %d in node-1's namespace: %v", mbfd.Port, err)
+		}
+		t.Cleanup(func() { _ = held.Close() })
+	})
+	sp := f.speakers["node-1"]
+	before := f.routerEstablished(node)
+	ctx := context.Background()
+	eventually(t, 10*time.Second, "the session established, BFD Down", func() (bool, string) {
+		st, _ := sp.session("tor-v4")
+		return st.State == bgpspeaker.StateEstablished && st.BFD == bgpspeaker.BFDDown, fmt.Sprintf("%+v", st)
+	})
+	time.Sleep(3 * time.Second) // a few of the speaker's retries
+	st, _ := sp.session("tor-v4")
+	peers, err := f.frr.BFDPeers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.BFD != bgpspeaker.BFDDown || len(peers) != 1 || peers[0].Status == "up" {
+		t.Fatalf("BFD with its port taken on the node: speaker %+v, router %+v; want Down on both ends", st, peers)
+	}
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bfdUp(30 * time.Second)
+	f.noResets(before, "BFD starting once its port was free")
+}
+
 // newBFDFabric starts one node with a BFD peer (300 ms × 3) against FRR
 // as routerMut configures it, advertising 10.213.0.100, and returns a
 // wait for BFD Up on both ends at the router with the node's timers.
-func newBFDFabric(t *testing.T, node netip.Addr, routerMut func(*frr.Config)) (*fabric, func(time.Duration)) {
+// Each of beforeApply runs once the node and the router are up, before
+// the speaker gets its peer.
+func newBFDFabric(t *testing.T, node netip.Addr, routerMut func(*frr.Config), beforeApply ...func(*fabric)) (*fabric, func(time.Duration)) {
 	f := newFabric(t, 1, routerMut)
+	for _, fn := range beforeApply {
+		fn(f)
+	}
 	f.in.BFDProfiles = []bgp.BFDProfile{{Name: "fast", ReceiveInterval: bfdInterval, TransmitInterval: bfdInterval, DetectMultiplier: bfdMultiplier}}
 	p := v4peer()
 	p.BFDProfile = "fast"

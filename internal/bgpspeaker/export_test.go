@@ -1,7 +1,6 @@
 package bgpspeaker
 
 import (
-	"net/netip"
 	"time"
 
 	"github.com/osrg/gobgp/v4/api"
@@ -39,10 +38,3 @@ func AdjInPaths(g *GoBGP, addr string) int {
 
 // PrefixLimitBackoff is prefixLimitBackoff, for the tests.
 func PrefixLimitBackoff(hits int) time.Duration { return prefixLimitBackoff(hits) }
-
-// BFDStarted reports whether g runs a BFD session with addr, and the BFD
-// packets it sent.
-func BFDStarted(g *GoBGP, addr netip.Addr) (bool, uint64) {
-	_, _, stats, ok := g.bfd.State(addr)
-	return ok, stats.Sent
-}

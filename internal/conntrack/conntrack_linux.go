@@ -5,6 +5,11 @@ package conntrack
 import (
 	"errors"
 	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
 
 	ct "github.com/ti-mo/conntrack"
 	"golang.org/x/sys/unix"
@@ -19,6 +24,43 @@ func Delete(m Match) (int, error) {
 	if m.Empty() {
 		return 0, nil
 	}
+	sel := m.Matcher()
+	return deleteWhere(func(f ct.Flow) bool {
+		return sel.Selects(f.TupleOrig.IP.DestinationAddress, f.TupleReply.IP.SourceAddress, f.Status.SeenReply())
+	})
+}
+
+// establishedSysctl holds the ESTABLISHED timeout, in seconds, of the
+// reading thread's network namespace.
+const establishedSysctl = "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established"
+
+// ForgetIdle removes the entries of the calling thread's network namespace
+// that Idle{For: idle} selects, with the namespace's ESTABLISHED timeout,
+// and returns how many it removed: one dump for every address.
+func ForgetIdle(idle map[netip.Addr]time.Duration) (int, error) {
+	if len(idle) == 0 {
+		return 0, nil
+	}
+	b, err := os.ReadFile(establishedSysctl)
+	if err != nil {
+		return 0, fmt.Errorf("conntrack: %w", err)
+	}
+	secs, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0, fmt.Errorf("conntrack: %s: %w", establishedSysctl, err)
+	}
+	m := Idle{For: idle, Established: time.Duration(secs) * time.Second}
+	return deleteWhere(func(f ct.Flow) bool {
+		est := f.TupleOrig.Proto.Protocol == unix.IPPROTO_TCP && f.ProtoInfo.TCP != nil && f.ProtoInfo.TCP.State == tcpEstablished
+		return m.Selects(est, f.TupleOrig.IP.DestinationAddress, time.Duration(f.Timeout)*time.Second)
+	})
+}
+
+// tcpEstablished is conntrack's TCP_CONNTRACK_ESTABLISHED.
+const tcpEstablished = 3
+
+// deleteWhere dumps the table and deletes the entries sel picks.
+func deleteWhere(sel func(ct.Flow) bool) (int, error) {
 	c, err := ct.Dial(nil)
 	if err != nil {
 		return 0, fmt.Errorf("conntrack: opening netlink: %w", err)
@@ -28,11 +70,10 @@ func Delete(m Match) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("conntrack: listing entries: %w", err)
 	}
-	sel := m.Matcher()
 	n := 0
 	var errs []error
 	for _, f := range flows {
-		if !sel.Selects(f.TupleOrig.IP.DestinationAddress, f.TupleReply.IP.SourceAddress, f.Status.SeenReply()) {
+		if !sel(f) {
 			continue
 		}
 		switch err := c.Delete(f); {
@@ -48,3 +89,10 @@ func Delete(m Match) (int, error) {
 	}
 	return n, nil
 }
+
+// Table is the conntrack table of the calling thread's network namespace,
+// as internal/bgpagent uses it.
+type Table struct{}
+
+// Forget is ForgetIdle.
+func (Table) Forget(idle map[netip.Addr]time.Duration) (int, error) { return ForgetIdle(idle) }

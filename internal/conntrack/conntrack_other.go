@@ -2,9 +2,24 @@
 
 package conntrack
 
-import "errors"
+import (
+	"errors"
+	"net/netip"
+	"time"
+)
 
 // Delete needs Linux netfilter.
 func Delete(Match) (int, error) {
 	return 0, errors.New("conntrack: only on Linux")
 }
+
+// ForgetIdle needs Linux netfilter.
+func ForgetIdle(map[netip.Addr]time.Duration) (int, error) {
+	return 0, errors.New("conntrack: only on Linux")
+}
+
+// Table is the conntrack table (Linux only).
+type Table struct{}
+
+// Forget is ForgetIdle.
+func (Table) Forget(idle map[netip.Addr]time.Duration) (int, error) { return ForgetIdle(idle) }

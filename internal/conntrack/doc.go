@@ -9,7 +9,15 @@
 // entries for UDP only. The agent deletes them once a node is confirmed
 // dead (internal/agent evict.go), so the next packet is load-balanced again.
 //
-// Selection (Match) is pure; the netlink side lives in conntrack_linux.go
+// The same pinning outlives an ECMP rehash: a node that a router's hash
+// moved flows away from keeps their ESTABLISHED entries, translated to the
+// pod that served them. When the node advertises the address again over
+// BGP, often with a new pod, the agent forgets the entries that have been
+// idle since the withdrawal (Idle, internal/bgpagent returns.go), so a
+// flow that comes back is translated afresh instead of going to a deleted
+// pod.
+//
+// Selection (Match, Idle) is pure; the netlink side lives in conntrack_linux.go
 // (github.com/ti-mo/conntrack) and works on the calling process's network
 // namespace. It imports nothing from Kubernetes.
 package conntrack

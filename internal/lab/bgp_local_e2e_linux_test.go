@@ -47,6 +47,9 @@ const (
 	// serving this long (terminating, not ready), time for its node's
 	// route to leave the router before the pod goes.
 	localDrain = 5 * time.Second
+
+	// tcpEstablished is conntrack's ESTABLISHED TCP state.
+	tcpEstablished = 3
 )
 
 // TestLabBGPLocalTraffic runs a Service with externalTrafficPolicy: Local
@@ -600,6 +603,58 @@ func (l *localLab) rollout() {
 	if len(withdrawn) == 0 {
 		t.Errorf("no route sample lacked a node of before (%v): the rolling update moved no next hop, the test saw nothing", before)
 	}
+	if stale := l.staleConntrack(after); len(stale) > 0 {
+		t.Errorf("nodes that advertise the Service again still translate connections to pods that are gone (conntrack):\n%s", strings.Join(stale, "\n"))
+	}
+}
+
+// staleConntrack lists the ESTABLISHED conntrack entries of the Service's
+// addresses on nodes that translate to an address no pod of the Service
+// has now: what the router's ECMP rehash leaves on a node whose pod was
+// replaced, and what the agent forgets when the node advertises the
+// address again (internal/conntrack). A flow that came back to such an
+// entry would go to the deleted pod.
+func (l *localLab) staleConntrack(nodes []string) []string {
+	t := l.t
+	t.Helper()
+	pods, err := l.cs.CoreV1().Pods(lab.DemoNamespace).List(l.ctx, metav1.ListOptions{LabelSelector: "app=" + localName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[netip.Addr]bool{}
+	for _, p := range pods.Items {
+		for _, ip := range p.Status.PodIPs {
+			if a, err := netip.ParseAddr(ip.IP); err == nil {
+				live[a] = true
+			}
+		}
+	}
+	var out []string
+	for _, node := range nodes {
+		nl, err := l.r.Cluster.Host(node).NetlinkHandle()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fam := range []netlink.InetFamily{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+			flows, err := nl.ConntrackTableList(netlink.ConntrackTable, fam)
+			if err != nil {
+				nl.Close()
+				t.Fatalf("%s: listing conntrack: %v", node, err)
+			}
+			for _, f := range flows {
+				dst, _ := netip.AddrFromSlice(f.Forward.DstIP)
+				to, _ := netip.AddrFromSlice(f.Reverse.SrcIP)
+				tcp, ok := f.ProtoInfo.(*netlink.ProtoInfoTCP)
+				dst, to = dst.Unmap(), to.Unmap()
+				if (dst != l.vip4.Addr() && dst != l.vip6.Addr()) || !ok || tcp.State != tcpEstablished || live[to] {
+					continue
+				}
+				out = append(out, fmt.Sprintf("%s: %s", node, f))
+			}
+		}
+		nl.Close()
+	}
+	return out
 }
 
 // splitRehashed separates from failed the requests reset by the peer

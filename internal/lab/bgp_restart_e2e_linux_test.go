@@ -243,13 +243,12 @@ func (b *bgpLab) watchRoutes() *routeWatch {
 				if p.Addr().Is6() {
 					f = frr.IPv6
 				}
-				at := time.Now()
-				rib, err := b.router.RIB(ctx, f)
+				at, hops, err := b.installed(ctx, f, p)
 				if ctx.Err() != nil {
 					return
 				}
 				w.mu.Lock()
-				w.samples = append(w.samples, routeSample{at: at, p: p, hops: rib.Installed(p, "bgp"), err: err})
+				w.samples = append(w.samples, routeSample{at: at, p: p, hops: hops, err: err})
 				w.mu.Unlock()
 			}
 			select {
@@ -259,6 +258,31 @@ func (b *bgpLab) watchRoutes() *routeWatch {
 		}
 	}()
 	return w
+}
+
+// installed reads zebra's installed next hops of p. zebra shows a route
+// it is handing to the kernel as selected but not installed for a moment
+// (a CI run caught one such sample while the kernel's route, polled every
+// 10 ms, never went away), so a read without an installed route is
+// repeated up to four times 20 ms apart: a withdrawal lasting longer still
+// shows, and the kernel watches of the tests see shorter ones.
+func (b *bgpLab) installed(ctx context.Context, f frr.Family, p netip.Prefix) (time.Time, []netip.Addr, error) {
+	var at time.Time
+	var hops []netip.Addr
+	var err error
+	for try := range 5 {
+		if try > 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		var rib frr.RIB
+		at = time.Now()
+		if rib, err = b.router.RIB(ctx, f); err == nil {
+			if hops = rib.Installed(p, "bgp"); len(hops) > 0 {
+				break
+			}
+		}
+	}
+	return at, hops, err
 }
 
 // stop ends the sampling and returns the samples.

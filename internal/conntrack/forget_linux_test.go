@@ -1,0 +1,91 @@
+//go:build linux
+
+package conntrack_test
+
+import (
+	"net"
+	"net/netip"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/mooringlb/mooring/internal/conntrack"
+	"github.com/mooringlb/mooring/internal/netlab"
+)
+
+const established = 432000 // the kernel's default ESTABLISHED timeout, seconds
+
+// TestForgetIdle writes entries into the kernel's conntrack table of a
+// fresh network namespace — a client's connection to a Service address
+// translated to a pod, as kube-proxy leaves them — and forgets the idle
+// ones: only the idle ESTABLISHED TCP entries of that address go.
+func TestForgetIdle(t *testing.T) {
+	netlab.RequirePrivileges(t)
+	runtime.LockOSThread() // never unlocked: the thread ends with the test
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := netns.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = netns.Set(orig); ns.Close(); orig.Close() })
+
+	vip4, vip6 := netip.MustParseAddr("10.213.0.101"), netip.MustParseAddr("fd00:213::101")
+	other := netip.MustParseAddr("10.213.0.102")
+	create := func(name string, dst, pod netip.Addr, sport uint16, state uint8, idle time.Duration) {
+		t.Helper()
+		client, fam := netip.MustParseAddr("10.214.0.250"), netlink.FAMILY_V4
+		if dst.Is6() {
+			client, fam = netip.MustParseAddr("fd00:214::fa"), netlink.FAMILY_V6
+		}
+		timeout := uint32(established - idle/time.Second)
+		if state != nl.TCP_CONNTRACK_ESTABLISHED {
+			timeout = 60
+		}
+		f := &netlink.ConntrackFlow{FamilyType: uint8(fam), TimeOut: timeout, ProtoInfo: &netlink.ProtoInfoTCP{State: state},
+			Forward: netlink.IPTuple{Protocol: unix.IPPROTO_TCP, SrcIP: ip(client), DstIP: ip(dst), SrcPort: sport, DstPort: 80},
+			Reverse: netlink.IPTuple{Protocol: unix.IPPROTO_TCP, SrcIP: ip(pod), DstIP: ip(client), SrcPort: 8080, DstPort: sport}}
+		if err := netlink.ConntrackCreate(netlink.ConntrackTable, netlink.InetFamily(fam), f); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+	}
+	pod4, pod6 := netip.MustParseAddr("10.244.1.5"), netip.MustParseAddr("fd00:244:0:1::5")
+	create("stale", vip4, pod4, 40001, nl.TCP_CONNTRACK_ESTABLISHED, 100*time.Second)
+	create("fresh", vip4, pod4, 40002, nl.TCP_CONNTRACK_ESTABLISHED, 2*time.Second)
+	create("another address", other, pod4, 40003, nl.TCP_CONNTRACK_ESTABLISHED, 100*time.Second)
+	create("closing", vip4, pod4, 40004, nl.TCP_CONNTRACK_TIME_WAIT, 0)
+	create("stale IPv6", vip6, pod6, 40005, nl.TCP_CONNTRACK_ESTABLISHED, 100*time.Second)
+	create("fresh IPv6", vip6, pod6, 40006, nl.TCP_CONNTRACK_ESTABLISHED, 2*time.Second)
+
+	n, err := conntrack.ForgetIdle(map[netip.Addr]time.Duration{vip4: 50 * time.Second, vip6: 50 * time.Second})
+	if err != nil || n != 2 {
+		t.Fatalf("ForgetIdle(both addresses, 50s) = %d, %v; want 2 (the stale ones)", n, err)
+	}
+	if n, err := conntrack.ForgetIdle(map[netip.Addr]time.Duration{vip4: time.Second}); err != nil || n != 1 {
+		t.Fatalf("ForgetIdle(%s, 1s) = %d, %v; want 1 (the fresh one, idle 2 s)", vip4, n, err)
+	}
+	var left []uint16
+	for _, fam := range []netlink.InetFamily{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		flows, err := netlink.ConntrackTableList(netlink.ConntrackTable, fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range flows {
+			left = append(left, f.Forward.SrcPort)
+		}
+	}
+	slices.Sort(left)
+	if want := []uint16{40003, 40004, 40006}; !slices.Equal(left, want) {
+		t.Errorf("entries left (by source port): %v, want %v (the other address's, the closing one, the fresh IPv6 one)", left, want)
+	}
+}
+
+func ip(a netip.Addr) net.IP { return net.IP(a.AsSlice()) }
