@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,12 +84,15 @@ func deleteWhere(sel func(ct.Flow) bool) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("conntrack: listing entries: %w", err)
 	}
+	return deleteFlows(c, slices.DeleteFunc(flows, func(f ct.Flow) bool { return !sel(f) }))
+}
+
+// deleteFlows deletes flows through c and returns how many it deleted; an
+// entry that expired since it was read is not an error.
+func deleteFlows(c *ct.Conn, flows []ct.Flow) (int, error) {
 	n := 0
 	var errs []error
 	for _, f := range flows {
-		if !sel(f) {
-			continue
-		}
 		switch err := c.Delete(f); {
 		case err == nil:
 			n++
