@@ -15,7 +15,12 @@ import (
 	"github.com/osrg/gobgp/v4/pkg/packet/bfd"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/mooringlb/mooring/internal/bfd/fsm"
 )
+
+// Config is one session's timers (a BFDProfile, resolved).
+type Config = fsm.Config
 
 // Port is where single-hop BFD control packets go (RFC 5881 §4).
 const Port = 3784
@@ -64,7 +69,7 @@ type peer struct {
 	cfg   chan Config
 	stop  chan struct{}
 	mu    sync.Mutex
-	s     *Session
+	s     *fsm.Session
 	stats Stats
 }
 
@@ -103,7 +108,7 @@ func (s *Server) Add(addr, local netip.Addr, cfg Config, ev Events) error {
 	}
 	s.discrs[discr] = true
 	p := &peer{addr: addr, conn: conn, ev: ev, rx: make(chan *bfd.BFDHeader, 8), cfg: make(chan Config, 1),
-		stop: make(chan struct{}), s: NewSession(cfg, discr)}
+		stop: make(chan struct{}), s: fsm.NewSession(cfg, discr)}
 	s.peers[addr] = p
 	s.wg.Go(func() { s.run(p) })
 	return nil
@@ -329,7 +334,7 @@ func (s *Server) run(p *peer) {
 			p.mu.Lock()
 			p.s.SetConfig(cfg)
 			p.mu.Unlock()
-			l.apply(Change{Reply: true})
+			l.apply(fsm.Change{Reply: true})
 		}
 	}
 }
@@ -366,16 +371,16 @@ func (l *loop) schedule(after time.Duration) {
 // interval is the next periodic packet's, jittered.
 func (l *loop) interval() time.Duration {
 	l.p.mu.Lock()
-	iv, mult := l.p.s.TxInterval(), l.p.s.cfg.DetectMult
+	iv, mult := l.p.s.TxInterval(), l.p.s.Config().DetectMult
 	l.p.mu.Unlock()
 	if iv == 0 {
-		return slowTx // the remote wants none; look again later
+		return fsm.SlowTx // the remote wants none; look again later
 	}
 	return jitter(iv, mult)
 }
 
 // apply acts on a change: the reply, the owner's events, the timers.
-func (l *loop) apply(c Change) {
+func (l *loop) apply(c fsm.Change) {
 	p := l.p
 	if c.Reply {
 		l.send(c.Final)

@@ -23,6 +23,9 @@ type end struct {
 	failures atomic.Int32
 }
 
+// fast is 300 ms × 3, the lab's BFD profile.
+var fast = Config{DesiredMinTx: 300 * time.Millisecond, RequiredMinRx: 300 * time.Millisecond, DetectMult: 3}
+
 func startEnd(t *testing.T, h *netlab.Host, peers ...netip.Addr) *end {
 	t.Helper()
 	e := &end{host: h, srv: NewServer(slog.New(slog.NewTextHandler(io.Discard, nil)))}

@@ -96,6 +96,54 @@ func TestBFDListenRange(t *testing.T) {
 	f.wantNextHops("10.213.0.100/32", node.String())
 }
 
+// TestBFDProfileChange changes the BFD profile of a live session against
+// FRR 8.4, 300 ms → 1 s → 300 ms (both intervals), and requires each change
+// in place: the router sees the node's new intervals within seconds (a
+// Poll Sequence, RFC 5880 §6.8.3: slower sending only after the router's
+// Final), BFD stays Up on both ends (FRR's BFD uptime never restarts), and
+// the BGP session is not reset.
+func TestBFDProfileChange(t *testing.T) {
+	node := netip.MustParseAddr("10.213.0.11")
+	f, bfdUp := newBFDFabric(t, node, func(c *frr.Config) {
+		c.ListenRanges = nil
+		c.Neighbors = []frr.Neighbor{{Addr: node, Peer: frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second,
+			BFD: &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}}}}
+	})
+	sp := f.speakers["node-1"]
+	before := f.routerEstablished(node)
+	bfdUp(30 * time.Second)
+	time.Sleep(6 * time.Second) // past FRR's re-keying (TestBFD)
+	ctx := context.Background()
+	uptime := func() time.Duration {
+		t.Helper()
+		peers, err := f.frr.BFDPeers(ctx)
+		if err != nil || len(peers) != 1 || peers[0].Status != "up" {
+			t.Fatalf("the router's BFD: %+v %v, want one peer up", peers, err)
+		}
+		return peers[0].Uptime
+	}
+	start, up0 := time.Now(), uptime()
+	for _, iv := range []time.Duration{time.Second, bfdInterval} {
+		f.in.BFDProfiles[0].ReceiveInterval, f.in.BFDProfiles[0].TransmitInterval = iv, iv
+		f.apply(nil)
+		took := eventually(t, 10*time.Second, fmt.Sprintf("the router sees the node's BFD intervals at %s", iv), func() (bool, string) {
+			peers, err := f.frr.BFDPeers(ctx)
+			ok := err == nil && len(peers) == 1 && peers[0].Status == "up" && peers[0].RemoteTransmit == iv && peers[0].RemoteReceive == iv
+			return ok, fmt.Sprintf("%+v %v", peers, err)
+		})
+		t.Logf("BFD profile → %s: the router had the node's new intervals after %s", iv, took)
+		time.Sleep(3 * time.Second) // several detection times at the new rate
+		if st, _ := sp.session("tor-v4"); st.State != bgpspeaker.StateEstablished || st.BFD != bgpspeaker.BFDUp {
+			t.Fatalf("after the change to %s: the node's session %+v, want Established with BFD Up", iv, st)
+		}
+	}
+	// FRR counts uptime in whole seconds: a BFD flap would restart it.
+	if up, want := uptime(), up0+time.Since(start)-2*time.Second; up < want {
+		t.Errorf("the router's BFD uptime %s after the changes, want ≥ %s: BFD went down and came back", up, want)
+	}
+	f.noResets(before, "changing the BFD profile")
+}
+
 // TestBFDPortTaken: another daemon on the node (a bfdd of its own) holds
 // BFD's UDP port 3784 in the node's network namespace when the speaker
 // gets its BFD peer. The BGP session still comes up (BFD cannot fail

@@ -50,10 +50,23 @@ func ForgetIdle(idle map[netip.Addr]time.Duration) (int, error) {
 		return 0, fmt.Errorf("conntrack: %s: %w", establishedSysctl, err)
 	}
 	m := Idle{For: idle, Established: time.Duration(secs) * time.Second}
-	return deleteWhere(func(f ct.Flow) bool {
-		est := f.TupleOrig.Proto.Protocol == unix.IPPROTO_TCP && f.ProtoInfo.TCP != nil && f.ProtoInfo.TCP.State == tcpEstablished
-		return m.Selects(est, f.TupleOrig.IP.DestinationAddress, time.Duration(f.Timeout)*time.Second)
-	})
+	v4, v6 := false, false
+	for a := range idle {
+		v4, v6 = v4 || a.Unmap().Is4(), v6 || a.Is6() && !a.Is4In6()
+	}
+	sel := func(e tcpEntry) bool {
+		return m.Selects(e.state == tcpEstablished, e.orig.IP.DestinationAddress, time.Duration(e.timeout)*time.Second)
+	}
+	n := 0
+	var errs []error
+	for fam, want := range map[uint8]bool{unix.AF_INET: v4, unix.AF_INET6: v6} {
+		if want {
+			k, err := forgetTCP(fam, sel)
+			n += k
+			errs = append(errs, err)
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // tcpEstablished is conntrack's TCP_CONNTRACK_ESTABLISHED.

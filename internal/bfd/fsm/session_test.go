@@ -1,4 +1,4 @@
-package bfd
+package fsm
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package bfd
+package fsm
 
 import (
 	"errors"
@@ -16,9 +16,9 @@ type Config struct {
 	DetectMult                  uint8
 }
 
-// slowTx is the slowest this end may announce while not Up (RFC 5880
+// SlowTx is the slowest this end may announce while not Up (RFC 5880
 // §6.8.3: not less than one second).
-const slowTx = time.Second
+const SlowTx = time.Second
 
 // Why a received packet is discarded (RFC 5880 §6.8.6).
 var (
@@ -101,6 +101,9 @@ func (s *Session) State() bfd.StateType { return s.state }
 
 // Failures counts the session's path failures while Up.
 func (s *Session) Failures() uint64 { return s.failures }
+
+// Config is the session's timers (the latest SetConfig).
+func (s *Session) Config() Config { return s.cfg }
 
 // LocalDiscr is the session's own discriminator.
 func (s *Session) LocalDiscr() uint32 { return s.local }
@@ -215,7 +218,7 @@ func (s *Session) valid(h *bfd.BFDHeader) error {
 
 func (s *Session) up() {
 	s.state, s.diag = bfd.StateUp, bfd.DiagnosticNoDiagnostic
-	// DesiredMinTx drops from slowTx to the configured interval at once
+	// DesiredMinTx drops from SlowTx to the configured interval at once
 	// (faster is safe); a Poll Sequence tells the remote (§6.8.3).
 	s.txUsed, s.rxUsed = s.cfg.DesiredMinTx, s.cfg.RequiredMinRx
 	if s.cfg.DesiredMinTx != s.announcedTx(bfd.StateInit) {
@@ -278,7 +281,7 @@ func (s *Session) TxInterval() time.Duration {
 // announcedTx is the DesiredMinTx this end announces in state st.
 func (s *Session) announcedTx(st bfd.StateType) time.Duration {
 	if st != bfd.StateUp {
-		return max(s.cfg.DesiredMinTx, slowTx)
+		return max(s.cfg.DesiredMinTx, SlowTx)
 	}
 	return s.cfg.DesiredMinTx
 }
