@@ -33,11 +33,7 @@ const (
 // restarting peer's routes when BFD then goes down.
 func TestBFD(t *testing.T) {
 	node := netip.MustParseAddr("10.213.0.11") // node-1 (internal/netlab)
-	f, bfdUp := newBFDFabric(t, node, func(c *frr.Config) {
-		c.ListenRanges = nil
-		c.Neighbors = []frr.Neighbor{{Addr: node, Peer: frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second,
-			BFD: &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}}}}
-	})
+	f, bfdUp := newBFDFabric(t, node, configuredBFD(node))
 	sp := f.speakers["node-1"]
 	// FRR re-keys its BFD session once, one to three seconds after the
 	// neighbour's first establishment (a new discriminator and source
@@ -104,11 +100,7 @@ func TestBFDListenRange(t *testing.T) {
 // the BGP session is not reset.
 func TestBFDProfileChange(t *testing.T) {
 	node := netip.MustParseAddr("10.213.0.11")
-	f, bfdUp := newBFDFabric(t, node, func(c *frr.Config) {
-		c.ListenRanges = nil
-		c.Neighbors = []frr.Neighbor{{Addr: node, Peer: frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second,
-			BFD: &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}}}}
-	})
+	f, bfdUp := newBFDFabric(t, node, configuredBFD(node))
 	sp := f.speakers["node-1"]
 	before := f.routerEstablished(node)
 	bfdUp(30 * time.Second)
@@ -153,11 +145,7 @@ func TestBFDProfileChange(t *testing.T) {
 func TestBFDPortTaken(t *testing.T) {
 	node := netip.MustParseAddr("10.213.0.11")
 	var held net.PacketConn
-	f, bfdUp := newBFDFabric(t, node, func(c *frr.Config) {
-		c.ListenRanges = nil
-		c.Neighbors = []frr.Neighbor{{Addr: node, Peer: frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second,
-			BFD: &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}}}}
-	}, func(f *fabric) {
+	f, bfdUp := newBFDFabric(t, node, configuredBFD(node), func(f *fabric) {
 		err := f.lab.Nodes()[0].Do(func() error {
 			var err error
 			held, err = net.ListenPacket("udp4", fmt.Sprintf("0.0.0.0:%d", mbfd.Port))
@@ -189,6 +177,16 @@ func TestBFDPortTaken(t *testing.T) {
 	}
 	bfdUp(30 * time.Second)
 	f.noResets(before, "BFD starting once its port was free")
+}
+
+// configuredBFD makes the router's neighbour node a configured one (not a
+// listen range's) with BFD 300 ms × 3.
+func configuredBFD(node netip.Addr) func(*frr.Config) {
+	return func(c *frr.Config) {
+		c.ListenRanges = nil
+		c.Neighbors = []frr.Neighbor{{Addr: node, Peer: frr.Peer{RemoteAS: "external", Keepalive: 3 * time.Second, Hold: 9 * time.Second,
+			BFD: &frr.BFD{Interval: bfdInterval, Multiplier: bfdMultiplier}}}}
+	}
 }
 
 // newBFDFabric starts one node with a BFD peer (300 ms × 3) against FRR

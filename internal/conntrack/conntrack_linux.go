@@ -5,8 +5,10 @@ package conntrack
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,12 +38,16 @@ const establishedSysctl = "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_esta
 
 // ForgetIdle removes the entries of the calling thread's network namespace
 // that Idle{For: idle} selects, with the namespace's ESTABLISHED timeout,
-// and returns how many it removed: one dump for every address.
+// and returns how many it removed: one streamed dump per address family
+// for every address. A namespace without connection tracking has none.
 func ForgetIdle(idle map[netip.Addr]time.Duration) (int, error) {
 	if len(idle) == 0 {
 		return 0, nil
 	}
 	b, err := os.ReadFile(establishedSysctl)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil // no connection tracking here (nf_conntrack not loaded): nothing is pinned
+	}
 	if err != nil {
 		return 0, fmt.Errorf("conntrack: %w", err)
 	}
@@ -83,12 +89,15 @@ func deleteWhere(sel func(ct.Flow) bool) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("conntrack: listing entries: %w", err)
 	}
+	return deleteFlows(c, slices.DeleteFunc(flows, func(f ct.Flow) bool { return !sel(f) }))
+}
+
+// deleteFlows deletes flows through c and returns how many it deleted; an
+// entry that expired since it was read is not an error.
+func deleteFlows(c *ct.Conn, flows []ct.Flow) (int, error) {
 	n := 0
 	var errs []error
 	for _, f := range flows {
-		if !sel(f) {
-			continue
-		}
 		switch err := c.Delete(f); {
 		case err == nil:
 			n++

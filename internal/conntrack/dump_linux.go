@@ -4,7 +4,6 @@ package conntrack
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -195,19 +194,5 @@ func forgetTCP(family uint8, sel func(tcpEntry) bool) (int, error) {
 		return 0, fmt.Errorf("conntrack: opening netlink: %w", err)
 	}
 	defer c.Close()
-	n := 0
-	var errs []error
-	for _, f := range picked {
-		switch err := c.Delete(f); {
-		case err == nil:
-			n++
-		case errors.Is(err, unix.ENOENT):
-		default:
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) > 0 {
-		return n, fmt.Errorf("conntrack: deleting %d entries: %w", len(errs), errors.Join(errs...))
-	}
-	return n, nil
+	return deleteFlows(c, picked)
 }

@@ -26,17 +26,7 @@ const established = 432000 // the kernel's default ESTABLISHED timeout, seconds
 // translated to a pod, as kube-proxy leaves them — and forgets the idle
 // ones: only the idle ESTABLISHED TCP entries of that address go.
 func TestForgetIdle(t *testing.T) {
-	netlab.RequirePrivileges(t)
-	runtime.LockOSThread() // never unlocked: the thread ends with the test
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = netns.Set(orig); ns.Close(); orig.Close() })
+	freshNetns(t)
 
 	vip4, vip6 := netip.MustParseAddr("10.213.0.101"), netip.MustParseAddr("fd00:213::101")
 	other := netip.MustParseAddr("10.213.0.102")
@@ -88,23 +78,31 @@ func TestForgetIdle(t *testing.T) {
 	}
 }
 
+// freshNetns moves the calling goroutine, locked to its thread for good
+// (the thread ends with the test), into a new network namespace with an
+// empty conntrack table.
+func freshNetns(tb testing.TB) {
+	tb.Helper()
+	netlab.RequirePrivileges(tb)
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ns, err := netns.New()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = netns.Set(orig); ns.Close(); orig.Close() })
+}
+
 func ip(a netip.Addr) net.IP { return net.IP(a.AsSlice()) }
 
 // BenchmarkForgetIdle is what a node pays before it advertises an address
 // again: one dump of a table of 10,000 entries, none of them stale (each
 // pass deletes nothing, so every iteration reads the same table).
 func BenchmarkForgetIdle(b *testing.B) {
-	netlab.RequirePrivileges(b)
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ns, err := netns.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = netns.Set(orig); ns.Close(); orig.Close() })
+	freshNetns(b)
 	vip, pod := netip.MustParseAddr("10.213.0.101"), netip.MustParseAddr("10.244.1.5")
 	const entries = 10_000
 	for i := range entries {
