@@ -57,9 +57,9 @@ type candidate struct {
 // depend on the node. Cost: O(S·A·D·R).
 func candidates(in Input, advs []*adv) []candidate {
 	ix := newPoolIndex(in.Pools)
-	out := make([]candidate, 0, len(in.Services)) // most Services have one address
+	out := make([]candidate, 0, 2*len(in.Services))
 	for i := range in.Services {
-		svc := &in.Services[i]
+		svc := in.Services[i]
 		for _, a := range advs {
 			if !a.selectsService(svc, in.Namespaces) {
 				continue

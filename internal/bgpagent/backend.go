@@ -115,9 +115,6 @@ type Backend struct {
 	applied  bool
 	last     bgp.NodeResult
 	problems []bgp.Problem
-	// services' copies for the decision's input (input), reused: a pass
-	// at 10,000 Services copied 1 MB. Run's goroutine only.
-	inputServices []announce.Service
 	// returns and forgotten: Run's goroutine only (forgetReturning).
 	returns   returns
 	forgotten prometheus.Counter
@@ -392,12 +389,11 @@ func (b *Backend) input(ctx context.Context) (bgp.Input, *Objects, error) {
 	}
 	in.Local = b.cfg.Node
 	b.mu.Lock()
-	in.Services = slices.Grow(b.inputServices[:0], len(b.services))
+	in.Services = make([]*announce.Service, 0, len(b.services))
 	for _, s := range b.services {
-		in.Services = append(in.Services, *s)
+		in.Services = append(in.Services, s) // never modified: SetServices replaces them
 	}
 	b.mu.Unlock()
-	b.inputServices = in.Services // the decision keeps none of it (save drops it)
 	return in, objs, nil
 }
 
