@@ -46,6 +46,7 @@ func Run(ctx context.Context, cfg Config) error {
 	log := cfg.Log
 	kube.BridgeLogs(log)
 	memory.TuneGC()
+	memory.TuneProfiling(cfg.PprofAddr != "")
 	restCfg, err := kube.RESTConfig(cfg.Kubeconfig, cfg.QPS, cfg.Burst)
 	if err != nil {
 		return err

@@ -59,7 +59,7 @@ func candidates(in Input, advs []*adv) []candidate {
 	ix := newPoolIndex(in.Pools)
 	out := make([]candidate, 0, 2*len(in.Services))
 	for i := range in.Services {
-		svc := &in.Services[i]
+		svc := in.Services[i]
 		for _, a := range advs {
 			if !a.selectsService(svc, in.Namespaces) {
 				continue

@@ -33,7 +33,7 @@ func BenchmarkDecide10k(b *testing.B) {
 		if i%3 == 0 {
 			s.Labels = map[string]string{"app": "web"}
 		}
-		in.Services = append(in.Services, s)
+		in.Services = append(in.Services, &s)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -24,17 +24,18 @@ func cidrPool(name string, labels map[string]string, cidrs ...string) Pool {
 	return p
 }
 
-func svc(name string, ips ...string) announce.Service {
-	s := announce.Service{Key: key("default", name)}
+func svc(name string, ips ...string) *announce.Service {
+	s := &announce.Service{Key: key("default", name)}
 	for _, ip := range ips {
 		s.IngressIPs = append(s.IngressIPs, addr(ip))
 	}
 	return s
 }
 
-func local(s announce.Service, ready ...string) announce.Service {
-	s.LocalTraffic, s.ReadyNodes = true, ready
-	return s
+func local(s *announce.Service, ready ...string) *announce.Service {
+	c := *s
+	c.LocalTraffic, c.ReadyNodes = true, ready
+	return &c
 }
 
 func node(name string, labels map[string]string, addrs ...string) Node {
@@ -88,57 +89,57 @@ func TestDecideRoutes(t *testing.T) {
 		want map[string][]string
 	}{
 		{"cluster traffic: every node (ECMP)", func(in *Input) {
-			in.Services = []announce.Service{svc("web", "192.0.2.10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10")}
 		}, map[string][]string{"node-1/tor": {"192.0.2.10/32"}, "node-2/tor": {"192.0.2.10/32"}, "node-3/tor": {"192.0.2.10/32"}}},
 		{"local traffic: only nodes with a ready endpoint", func(in *Input) {
-			in.Services = []announce.Service{local(svc("web", "192.0.2.10"), "node-2")}
+			in.Services = []*announce.Service{local(svc("web", "192.0.2.10"), "node-2")}
 		}, map[string][]string{"node-2/tor": {"192.0.2.10/32"}}},
 		{"local traffic without ready endpoints: nobody", func(in *Input) {
-			in.Services = []announce.Service{local(svc("web", "192.0.2.10"))}
+			in.Services = []*announce.Service{local(svc("web", "192.0.2.10"))}
 		}, map[string][]string{}},
 		{"excluded node advertises nothing", func(in *Input) {
 			in.Nodes[0].Labels = map[string]string{LabelExcludeFromLB: ""}
-			in.Services = []announce.Service{svc("web", "192.0.2.10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10")}
 		}, map[string][]string{"node-2/tor": {"192.0.2.10/32"}, "node-3/tor": {"192.0.2.10/32"}}},
 		{"advertisement node selector", func(in *Input) {
 			in.Nodes[1].Labels = map[string]string{"rack": "a"}
 			in.Advertisements[0].NodeSelectors = []*announce.Selector{sel("rack", "a")}
-			in.Services = []announce.Service{svc("web", "192.0.2.10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10")}
 		}, map[string][]string{"node-2/tor": {"192.0.2.10/32"}}},
 		{"peer node selector", func(in *Input) {
 			in.Nodes[2].Labels = map[string]string{"rack": "b"}
 			in.Peers[0].NodeSelectors = []*announce.Selector{sel("rack", "b")}
-			in.Services = []announce.Service{svc("web", "192.0.2.10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10")}
 		}, map[string][]string{"node-3/tor": {"192.0.2.10/32"}}},
 		{"advertisement peers", func(in *Input) {
 			in.Peers = append(in.Peers, Peer{Name: "tor-b", MyASN: 64512, PeerASN: 64501, Address: addr("10.0.0.253")})
 			in.Advertisements[0].Peers = []string{"tor-b"}
 			in.Nodes = in.Nodes[:1]
-			in.Services = []announce.Service{svc("web", "192.0.2.10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10")}
 		}, map[string][]string{"node-1/tor-b": {"192.0.2.10/32"}}},
 		{"v6 over a v4 session needs the node's global v6 (node-3 has none)", func(in *Input) {
 			in.Peers[0].Families = []Family{IPv4, IPv6}
-			in.Services = []announce.Service{svc("web", "192.0.2.10", "2001:db8::10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10", "2001:db8::10")}
 		}, map[string][]string{
 			"node-1/tor": {"192.0.2.10/32", "2001:db8::10/128"}, "node-2/tor": {"192.0.2.10/32", "2001:db8::10/128"},
 			"node-3/tor": {"192.0.2.10/32"}}},
 		{"v4 session without v6 family: no v6 prefix", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
-			in.Services = []announce.Service{svc("web", "192.0.2.10", "2001:db8::10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10", "2001:db8::10")}
 		}, map[string][]string{"node-1/tor": {"192.0.2.10/32"}}},
 		{"aggregation: one /24 for two Services", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
 			in.Advertisements[0].AggregationLength = ptr(24)
-			in.Services = []announce.Service{svc("a", "192.0.2.10"), svc("b", "192.0.2.20")}
+			in.Services = []*announce.Service{svc("a", "192.0.2.10"), svc("b", "192.0.2.20")}
 		}, map[string][]string{"node-1/tor": {"192.0.2.0/24"}}},
 		{"aggregate stays while one member is left", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
 			in.Advertisements[0].AggregationLength = ptr(24)
-			in.Services = []announce.Service{svc("b", "192.0.2.20")}
+			in.Services = []*announce.Service{svc("b", "192.0.2.20")}
 		}, map[string][]string{"node-1/tor": {"192.0.2.0/24"}}},
 		{"aggregate of eTP Local members: nodes with a ready member", func(in *Input) {
 			in.Advertisements[0].AggregationLength = ptr(24)
-			in.Services = []announce.Service{local(svc("a", "192.0.2.10"), "node-1"), local(svc("b", "192.0.2.20"), "node-3")}
+			in.Services = []*announce.Service{local(svc("a", "192.0.2.10"), "node-1"), local(svc("b", "192.0.2.20"), "node-3")}
 		}, map[string][]string{"node-1/tor": {"192.0.2.0/24"}, "node-3/tor": {"192.0.2.0/24"}}},
 		{"pool by name; address outside every pool only without a pool filter", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
@@ -146,18 +147,18 @@ func TestDecideRoutes(t *testing.T) {
 			in.Advertisements = []Advertisement{
 				{Name: "named", LoadBalancerIPs: true, Pools: []string{"other"}, Communities: []string{"1:1"}},
 			}
-			in.Services = []announce.Service{svc("a", "192.0.2.10"), svc("b", "198.51.100.7"), svc("c", "203.0.113.1")}
+			in.Services = []*announce.Service{svc("a", "192.0.2.10"), svc("b", "198.51.100.7"), svc("c", "203.0.113.1")}
 		}, map[string][]string{"node-1/tor": {"198.51.100.7/32"}}},
 		{"address outside every pool is never aggregated", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
 			in.Advertisements[0].AggregationLength = ptr(24)
-			in.Services = []announce.Service{svc("c", "203.0.113.1")}
+			in.Services = []*announce.Service{svc("c", "203.0.113.1")}
 		}, map[string][]string{"node-1/tor": {"203.0.113.1/32"}}},
 		{"pool selector", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
 			in.Pools = append(in.Pools, cidrPool("other", map[string]string{"bgp": "yes"}, "198.51.100.0/24"))
 			in.Advertisements[0].PoolSelectors = []*announce.Selector{sel("bgp", "yes")}
-			in.Services = []announce.Service{svc("a", "192.0.2.10"), svc("b", "198.51.100.7")}
+			in.Services = []*announce.Service{svc("a", "192.0.2.10"), svc("b", "198.51.100.7")}
 		}, map[string][]string{"node-1/tor": {"198.51.100.7/32"}}},
 		{"service selector with a virtual label; namespace selector", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
@@ -168,18 +169,18 @@ func TestDecideRoutes(t *testing.T) {
 			}
 			b := svc("b", "192.0.2.20")
 			b.Key.Namespace = "team-a"
-			in.Services = []announce.Service{svc("a", "192.0.2.10"), b, svc("c", "192.0.2.30")}
+			in.Services = []*announce.Service{svc("a", "192.0.2.10"), b, svc("c", "192.0.2.30")}
 		}, map[string][]string{"node-1/tor": {"192.0.2.10/32", "192.0.2.20/32"}}},
 		{"external IPs only when asked", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
 			s := svc("a", "192.0.2.10")
 			s.ExternalIPs = []netip.Addr{addr("203.0.113.5")}
-			in.Services = []announce.Service{s}
+			in.Services = []*announce.Service{s}
 			in.Advertisements = append(in.Advertisements, Advertisement{Name: "ext", ExternalIPs: true})
 		}, map[string][]string{"node-1/tor": {"192.0.2.10/32", "203.0.113.5/32"}}},
 		{"unusable addresses are dropped", func(in *Input) {
 			in.Nodes = in.Nodes[:1]
-			in.Services = []announce.Service{svc("a", "0.0.0.0", "127.0.0.1", "fe80::1", "224.0.0.1")}
+			in.Services = []*announce.Service{svc("a", "0.0.0.0", "127.0.0.1", "fe80::1", "224.0.0.1")}
 		}, map[string][]string{}},
 	}
 	for _, tc := range cases {
@@ -214,7 +215,7 @@ func TestDecideAttributes(t *testing.T) {
 		{Name: "a", LoadBalancerIPs: true, Communities: []string{"no-export", "65000:1"}, LocalPref: ptr(uint32(100))},
 		{Name: "b", LoadBalancerIPs: true, Communities: []string{"big", "65000:1"}, LocalPref: ptr(uint32(200)), ServiceSelectors: []*announce.Selector{sel(announce.LabelServiceName, "web")}},
 	}
-	in.Services = []announce.Service{svc("web", "192.0.2.10"), svc("db", "192.0.2.11")}
+	in.Services = []*announce.Service{svc("web", "192.0.2.10"), svc("db", "192.0.2.11")}
 	r := Decide(in)
 	if len(r.Problems) != 0 {
 		t.Fatalf("problems: %+v", r.Problems)
@@ -327,7 +328,7 @@ func TestDecideProblems(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := base()
-			in.Services = []announce.Service{svc("web", "192.0.2.10")}
+			in.Services = []*announce.Service{svc("web", "192.0.2.10")}
 			tc.mut(&in)
 			r := Decide(in)
 			if !hasProblem(r, tc.kind, tc.obj, tc.field, tc.invalid) {
@@ -343,7 +344,7 @@ func TestDecideProblems(t *testing.T) {
 func TestDecideLocalEqualsAll(t *testing.T) {
 	in := base()
 	in.Peers[0].Families = []Family{IPv4, IPv6}
-	in.Services = []announce.Service{svc("a", "192.0.2.10", "2001:db8::10"), local(svc("b", "192.0.2.11"), "node-3")}
+	in.Services = []*announce.Service{svc("a", "192.0.2.10", "2001:db8::10"), local(svc("b", "192.0.2.11"), "node-3")}
 	all := Decide(in)
 	for _, n := range in.Nodes {
 		in.Local = n.Name

@@ -127,7 +127,7 @@ func oracle(in Input, r Result) map[string][]string {
 					if sv.LocalTraffic && !slices.Contains(sv.ReadyNodes, n.Name) {
 						continue
 					}
-					for _, p := range oracleAddrs(a, sv) {
+					for _, p := range oracleAddrs(a, *sv) {
 						if s.carries(FamilyOf(p.Addr())) {
 							k := nr.Node + "/" + s.Peer
 							if out[k] == nil {

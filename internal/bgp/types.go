@@ -164,7 +164,9 @@ type Input struct {
 	// Namespaces maps a namespace to its labels (an absent one has none).
 	Namespaces map[string]map[string]string
 	// Services are shared with the L2 decision; never modified here.
-	Services []announce.Service
+	// Pointers: the caller holds each Service once (at 10,000 Services a
+	// copy for every decision was 1 MB).
+	Services []*announce.Service
 }
 
 // LargeCommunity is an RFC 8092 large community.

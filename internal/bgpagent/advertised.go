@@ -89,7 +89,9 @@ func ReadAdvertised(ctx context.Context, r client.Reader) (Advertised, error) {
 	}
 	in := Input(Objects{Peers: peers.Items, Advertisements: advs.Items, Communities: comms.Items, BFDProfiles: bfds.Items,
 		Pools: pools.Items, Namespaces: ns.Items, Nodes: nodes.Items})
-	in.Services = convert.Input(convert.Objects{Services: svcs.Items, Slices: eps.Items, Nodes: nodes.Items}).Services
+	for _, s := range convert.Input(convert.Objects{Services: svcs.Items, Slices: eps.Items, Nodes: nodes.Items}).Services {
+		in.Services = append(in.Services, &s)
+	}
 	res := bgp.Decide(in)
 	return Advertised{Known: true, Routes: carriers(res, in.Services, speakers.Items), Pools: bgp.AdvertisedPools(in),
 		Peers: peers.Items, Speakers: speakers.Items}, nil
@@ -103,7 +105,7 @@ func notInstalled(err error) bool {
 // carriers maps every Service address that an open session's route
 // carries (its own /32 or /128, or an aggregate holding it) to the node and
 // peer carrying it, with the session's state from the node's BGPSpeaker.
-func carriers(res bgp.Result, svcs []announce.Service, speakers []mooringv1.BGPSpeaker) map[netip.Addr][]Carrier {
+func carriers(res bgp.Result, svcs []*announce.Service, speakers []mooringv1.BGPSpeaker) map[netip.Addr][]Carrier {
 	sessions := map[[2]string]mooringv1.BGPPeerSession{}
 	for _, s := range speakers {
 		for _, p := range s.Status.Peers {

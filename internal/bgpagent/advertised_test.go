@@ -22,7 +22,7 @@ func TestCarriers(t *testing.T) {
 			{Peer: "spine", Blocked: "no password", Routes: []bgp.Route{route("203.0.113.9/32")}},
 		}},
 	}}
-	svcs := []announce.Service{{IngressIPs: []netip.Addr{a1, a2}}, {IngressIPs: []netip.Addr{a3}}}
+	svcs := []*announce.Service{{IngressIPs: []netip.Addr{a1, a2}}, {IngressIPs: []netip.Addr{a3}}}
 	speakers := []mooringv1.BGPSpeaker{{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}, Status: mooringv1.BGPSpeakerStatus{Peers: []mooringv1.BGPPeerSession{
 		{Name: "tor", State: mooringv1.BGPStateEstablished}}}}}
 	got := carriers(res, svcs, speakers)

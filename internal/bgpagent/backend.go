@@ -389,9 +389,9 @@ func (b *Backend) input(ctx context.Context) (bgp.Input, *Objects, error) {
 	}
 	in.Local = b.cfg.Node
 	b.mu.Lock()
-	in.Services = make([]announce.Service, 0, len(b.services))
+	in.Services = make([]*announce.Service, 0, len(b.services))
 	for _, s := range b.services {
-		in.Services = append(in.Services, *s)
+		in.Services = append(in.Services, s) // never modified: SetServices replaces them
 	}
 	b.mu.Unlock()
 	return in, objs, nil

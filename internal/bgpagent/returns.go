@@ -31,7 +31,39 @@ const returnSlack = time.Second
 type returns struct {
 	cur, next []netip.Addr // sorted; next is scratch
 	gone      map[netip.Addr]time.Time
-	started   bool
+	// order is every withdrawal in the order it was made: gone's entries
+	// expire from its front (an address withdrawn again or back since has
+	// a later or no entry in gone and is skipped), so an update's pruning
+	// costs what it removes, not a scan of every withdrawn address.
+	order   []withdrawal
+	started bool
+}
+
+// withdrawal is one entry of returns.order.
+type withdrawal struct {
+	addr netip.Addr
+	at   time.Time
+}
+
+// prune forgets the withdrawals older than goneKept at now.
+func (r *returns) prune(now time.Time) {
+	i := 0
+	for ; i < len(r.order) && now.Sub(r.order[i].at) > goneKept; i++ {
+		if w := r.order[i]; r.gone[w.addr] == w.at {
+			delete(r.gone, w.addr)
+		}
+	}
+	r.order = r.order[i:]
+}
+
+// compact drops order's entries that gone no longer holds once they are
+// more than half of it (an address flapping for a day would otherwise
+// leave one entry per withdrawal until they expire): amortised O(1) per
+// withdrawal.
+func (r *returns) compact() {
+	if len(r.order) > 2*len(r.gone)+64 {
+		r.order = slices.DeleteFunc(r.order, func(w withdrawal) bool { return r.gone[w.addr] != w.at })
+	}
 }
 
 // update takes what nr advertises at now and returns every address
@@ -43,11 +75,7 @@ func (r *returns) update(now time.Time, nr bgp.NodeResult) map[netip.Addr]time.T
 	if r.gone == nil {
 		r.gone = map[netip.Addr]time.Time{}
 	}
-	for a, at := range r.gone {
-		if now.Sub(at) > goneKept {
-			delete(r.gone, a)
-		}
-	}
+	r.prune(now)
 	var back map[netip.Addr]time.Time
 	if r.started {
 		i, j := 0, 0
@@ -55,6 +83,7 @@ func (r *returns) update(now time.Time, nr bgp.NodeResult) map[netip.Addr]time.T
 			switch {
 			case j == len(r.next) || i < len(r.cur) && r.cur[i].Less(r.next[j]):
 				r.gone[r.cur[i]] = now // withdrawn
+				r.order = append(r.order, withdrawal{r.cur[i], now})
 				i++
 			case i == len(r.cur) || r.next[j].Less(r.cur[i]):
 				if at, ok := r.gone[r.next[j]]; ok { // advertised again
@@ -70,25 +99,43 @@ func (r *returns) update(now time.Time, nr bgp.NodeResult) map[netip.Addr]time.T
 			}
 		}
 	}
+	r.compact()
 	r.cur, r.next, r.started = r.next, r.cur, true
 	return back
 }
 
 // hostAddrs appends the addresses nr advertises as host routes on its
 // open sessions to dst, sorted and without duplicates. An aggregate is
-// left out: its members are not known here.
+// left out: its members are not known here. Each session's routes are
+// sorted by address (bgp.Session.Routes), so with one session, or sessions
+// that carry the same host routes (a node's two ToRs), the result is
+// sorted without sorting: O(routes); sessions that differ cost a sort.
 func hostAddrs(dst []netip.Addr, nr bgp.NodeResult) []netip.Addr {
+	var prev []netip.Addr // the last session's addresses that differed
+	sorted := true
 	for _, s := range nr.Sessions {
 		if s.Blocked != "" {
 			continue
 		}
+		start := len(dst)
 		for _, rt := range s.Routes {
 			if rt.Prefix.IsSingleIP() {
 				dst = append(dst, rt.Prefix.Addr())
 			}
 		}
+		switch seg := dst[start:]; {
+		case len(seg) == 0:
+		case prev == nil:
+			prev = seg
+		case slices.Equal(prev, seg):
+			dst = dst[:start]
+		default:
+			sorted, prev = false, seg
+		}
 	}
-	slices.SortFunc(dst, netip.Addr.Compare)
+	if !sorted {
+		slices.SortFunc(dst, netip.Addr.Compare)
+	}
 	return slices.Compact(dst)
 }
 

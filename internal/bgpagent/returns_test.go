@@ -3,6 +3,7 @@ package bgpagent
 import (
 	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,6 +51,105 @@ func TestReturns(t *testing.T) {
 		}
 		if !maps.Equal(got, step.want) {
 			t.Errorf("step %d: advertised again %v, want %v", i, got, step.want)
+		}
+	}
+}
+
+// TestHostAddrs: the host routes of a node's open sessions, sorted and
+// once each, whether the sessions carry the same routes (a node's two
+// ToRs: no sort), different ones, or are blocked; aggregates left out.
+func TestHostAddrs(t *testing.T) {
+	session := func(blocked string, prefixes ...string) bgp.Session {
+		s := bgp.Session{Blocked: blocked}
+		for _, p := range prefixes {
+			s.Routes = append(s.Routes, bgp.Route{Prefix: netip.MustParsePrefix(p)})
+		}
+		return s
+	}
+	a, b, c, v6 := "10.213.0.1/32", "10.213.0.2/32", "10.213.0.3/32", "fd00:213::1/128"
+	for _, tc := range []struct {
+		name     string
+		sessions []bgp.Session
+		want     []string
+	}{
+		{"none", nil, nil},
+		{"one session", []bgp.Session{session("", a, "10.213.0.0/24", b, v6)}, []string{"10.213.0.1", "10.213.0.2", "fd00:213::1"}},
+		{"two ToRs, the same routes", []bgp.Session{session("", a, b), session("", a, b)}, []string{"10.213.0.1", "10.213.0.2"}},
+		{"different routes", []bgp.Session{session("", b, c), session("", a, b), session("", b, c)}, []string{"10.213.0.1", "10.213.0.2", "10.213.0.3"}},
+		{"an empty session between", []bgp.Session{session("", c), session(""), session("", c, v6)}, []string{"10.213.0.3", "fd00:213::1"}},
+		{"blocked", []bgp.Session{session("AuthFailure", a), session("", c)}, []string{"10.213.0.3"}},
+	} {
+		var got []string
+		for _, addr := range hostAddrs([]netip.Addr{}, bgp.NodeResult{Sessions: tc.sessions}) {
+			got = append(got, addr.String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: hostAddrs = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReturnsPruneFlapping: an address withdrawn and advertised again
+// every second for two days stays remembered only from its last
+// withdrawal, and the withdrawal log stays bounded by the addresses gone,
+// not by the flaps.
+func TestReturnsPruneFlapping(t *testing.T) {
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	node := func(prefixes ...string) bgp.NodeResult {
+		s := bgp.Session{Peer: "tor"}
+		for _, p := range prefixes {
+			s.Routes = append(s.Routes, bgp.Route{Prefix: netip.MustParsePrefix(p)})
+		}
+		return bgp.NodeResult{Sessions: []bgp.Session{s}}
+	}
+	flap, steady := "10.213.0.1/32", "10.213.0.2/32"
+	var r returns
+	r.update(t0, node(flap, steady))
+	r.update(t0, node(flap)) // steady withdrawn at t0, never back
+	at := t0
+	for i := range 2 * 86400 {
+		at = t0.Add(time.Duration(i) * time.Second)
+		if i%2 == 0 {
+			r.update(at, node())
+		} else if back := r.update(at, node(flap)); len(back) != 1 {
+			t.Fatalf("flap %d: advertised again %v, want the flapping address", i, back)
+		}
+		if len(r.order) > 2*len(r.gone)+64 {
+			t.Fatalf("after %d updates the withdrawal log holds %d entries for %d addresses gone", i, len(r.order), len(r.gone))
+		}
+	}
+	if _, ok := r.gone[netip.MustParseAddr("10.213.0.2")]; ok {
+		t.Error("the address withdrawn two days ago is still remembered")
+	}
+	if got := r.update(at.Add(time.Second), node(flap, steady)); len(got) != 0 {
+		t.Errorf("advertised again after goneKept: %v, want nothing", got)
+	}
+}
+
+// BenchmarkReturnsUpdate is the returns tracking's share of a decision at
+// a node advertising 10,000 addresses to two ToRs, after 10,000 others
+// were withdrawn (all remembered for goneKept).
+func BenchmarkReturnsUpdate(b *testing.B) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	nr := func(first int) bgp.NodeResult {
+		s := bgp.Session{Peer: "tor-1"}
+		for i := range 10_000 {
+			a := netip.AddrFrom4([4]byte{10, byte(first + i>>16), byte(i >> 8), byte(i)})
+			s.Routes = append(s.Routes, bgp.Route{Prefix: netip.PrefixFrom(a, 32)})
+		}
+		s2 := s
+		s2.Peer = "tor-2"
+		return bgp.NodeResult{Sessions: []bgp.Session{s, s2}}
+	}
+	var r returns
+	r.update(now, nr(1))
+	r.update(now, nr(2)) // the first 10,000 withdrawn
+	cur := nr(2)
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(time.Millisecond)
+		if back := r.update(now, cur); len(back) != 0 {
+			b.Fatal(back)
 		}
 	}
 }

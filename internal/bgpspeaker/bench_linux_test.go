@@ -103,7 +103,7 @@ func TestBenchServiceToRoute(t *testing.T) {
 	for i := range 50 {
 		ip := fmt.Sprintf("10.213.0.%d", 96+i%31)
 		p := netip.MustParsePrefix(ip + "/32")
-		f.in.Services = []announce.Service{service(fmt.Sprintf("s%d", i), false, nil, ip)}
+		f.in.Services = []*announce.Service{service(fmt.Sprintf("s%d", i), false, nil, ip)}
 		start := time.Now()
 		f.apply(nil)
 		add = append(add, w.wait(t, p, false, 10*time.Second).Sub(start))

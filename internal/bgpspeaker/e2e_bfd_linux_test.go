@@ -203,7 +203,7 @@ func newBFDFabric(t *testing.T, node netip.Addr, routerMut func(*frr.Config), be
 	p := v4peer()
 	p.BFDProfile = "fast"
 	f.in.Peers = []bgp.Peer{p}
-	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
+	f.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100")}
 	f.apply(nil)
 	ctx := context.Background()
 	return f, func(within time.Duration) {

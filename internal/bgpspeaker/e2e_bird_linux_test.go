@@ -109,7 +109,7 @@ func viaOnly(rs []birdRoute, proto string, gw netip.Addr) bool {
 func TestBirdDualStack(t *testing.T) {
 	bf := newBirdFabric(t, birdConfig{Neighbors: []birdNeighbor{v4Neighbor(), v6Neighbor()}})
 	bf.in.Peers = []bgp.Peer{v4peer(), v6peer()}
-	bf.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
+	bf.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
 	bf.apply(nil)
 	bf.waitEstablished("tor-v4", "tor-v6")
 	bf.birdEstablished("node1_v4")
@@ -301,13 +301,13 @@ func TestBirdGracefulRestart(t *testing.T) {
 	}{{"SIGTERM", (*speakerProc).terminate}, {"SIGKILL", (*speakerProc).kill}} {
 		// old is deleted while node-1 restarts.
 		old4, old6 := fmt.Sprintf("10.213.0.%d", 101+i), fmt.Sprintf("fd00:213::%x", 0x101+i)
-		bf.in.Services = []announce.Service{web, service("old", false, nil, old4, old6)}
+		bf.in.Services = []*announce.Service{web, service("old", false, nil, old4, old6)}
 		bf.apply(nil)
 		bf.wantBirdRoutes(keep[0], "from node-1", func(rs []birdRoute) bool { return viaOnly(rs, "node1_v4", node1v4) })
 		bf.wantBirdRoutes(keep[1], "from node-1", func(rs []birdRoute) bool { return viaOnly(rs, "node1_v4", node1v6) })
 		bf.wantBirdRoutes(old4+"/32", "from node-1", func(rs []birdRoute) bool { return viaOnly(rs, "node1_v4", node1v4) })
 		bf.wantBirdRoutes(old6+"/128", "from node-1", func(rs []birdRoute) bool { return viaOnly(rs, "node1_v4", node1v6) })
-		bf.in.Services = []announce.Service{web}
+		bf.in.Services = []*announce.Service{web}
 		eor := bf.birdRestartCheck("node1_v4", c.stop, keep, []string{old4 + "/32", old6 + "/128"})
 		t.Logf("%s: End-of-RIB at BIRD %v after the new speaker started", c.name, eor)
 		if eor > 5*time.Second {
@@ -331,7 +331,7 @@ func TestBirdBFD(t *testing.T) {
 	p := v4peer()
 	p.BFDProfile = "fast"
 	bf.in.Peers = []bgp.Peer{p}
-	bf.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
+	bf.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100")}
 	bf.apply(nil)
 	up := bf.bfdUp(30 * time.Second)
 	out, _ := bf.bird.birdc("show bfd sessions")
@@ -441,7 +441,7 @@ func TestBirdBFDRouterRestart(t *testing.T) {
 	p := v4peer()
 	p.BFDProfile = "fast"
 	bf.in.Peers = []bgp.Peer{p}
-	bf.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
+	bf.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100")}
 	bf.apply(nil)
 	bf.bfdUp(30 * time.Second)
 	_ = bf.bird.proc.Kill()
@@ -490,7 +490,7 @@ func TestBirdFloodIsCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	bf.in.Peers = []bgp.Peer{v6peer()}
-	bf.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
+	bf.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
 	bf.apply(nil)
 	bf.waitEstablished("tor-v6")
 	bf.birdEstablished("node1_v6")

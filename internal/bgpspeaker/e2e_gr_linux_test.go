@@ -63,7 +63,7 @@ func (f *fabric) restartCheck(node string, stop func(*speakerProc)) time.Duratio
 func TestGracefulRestart(t *testing.T) {
 	f := newFabric(t, 2, nil)
 	f.in.Peers = []bgp.Peer{v4peer()}
-	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
+	f.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100")}
 	f.apply(nil)
 	f.waitEstablished("tor-v4")
 	f.wantNextHops("10.213.0.100/32", nodeAddrs(f, bgp.IPv4)...)

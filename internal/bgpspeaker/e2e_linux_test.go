@@ -90,8 +90,8 @@ func v6peer() bgp.Peer {
 	return bgp.Peer{Name: "tor-v6", MyASN: nodeASN, PeerASN: routerASN, Address: netip.MustParseAddr("fd00:213::1"), GracefulRestart: true}
 }
 
-func service(name string, local bool, ready []string, ips ...string) announce.Service {
-	s := announce.Service{Key: announce.ServiceKey{Namespace: "default", Name: name}, LocalTraffic: local, ReadyNodes: ready}
+func service(name string, local bool, ready []string, ips ...string) *announce.Service {
+	s := &announce.Service{Key: announce.ServiceKey{Namespace: "default", Name: name}, LocalTraffic: local, ReadyNodes: ready}
 	for _, ip := range ips {
 		s.IngressIPs = append(s.IngressIPs, netip.MustParseAddr(ip))
 	}
@@ -245,7 +245,7 @@ func nodeAddrs(f *fabric, fam bgp.Family, names ...string) []string {
 func TestECMPEligibilityAndWithdraw(t *testing.T) {
 	f := newFabric(t, 3, nil)
 	f.in.Peers = []bgp.Peer{v4peer(), v6peer()}
-	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
+	f.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100", "fd00:213::100")}
 	f.apply(nil)
 	f.waitEstablished("tor-v4", "tor-v6")
 	f.wantNextHops("10.213.0.100/32", nodeAddrs(f, bgp.IPv4)...)

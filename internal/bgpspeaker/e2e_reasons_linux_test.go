@@ -126,7 +126,7 @@ func TestBadPeers(t *testing.T) {
 	startGarbage(t, junk)
 
 	f.in.Peers = []bgp.Peer{v4peer()}
-	f.in.Services = []announce.Service{service("web", false, nil, "10.213.0.100")}
+	f.in.Services = []*announce.Service{service("web", false, nil, "10.213.0.100")}
 	f.apply(nil)
 	f.waitEstablished("tor-v4")
 	f.wantNextHops("10.213.0.100/32", nodeAddrs(f, bgp.IPv4)...)

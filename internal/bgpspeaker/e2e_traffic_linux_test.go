@@ -64,7 +64,7 @@ func startRouted(t *testing.T) *fabric {
 	f.in.Pools = []bgp.Pool{{Name: "routed", Ranges: []ipalloc.Range{ipalloc.PrefixRange(netip.MustParsePrefix("198.51.100.0/24"))}}}
 	f.in.Advertisements = []bgp.Advertisement{{Name: "all", LoadBalancerIPs: true}}
 	f.in.Peers = []bgp.Peer{v4peer()}
-	f.in.Services = []announce.Service{service("web", false, nil, vip.String())}
+	f.in.Services = []*announce.Service{service("web", false, nil, vip.String())}
 	return f
 }
 

@@ -58,6 +58,10 @@ type applied struct {
 	// routes are sorted by prefix (a slice: at 20,000 routes a map cost
 	// twice the memory).
 	routes []Path
+	// spare is the array routes held before the last pass, reused for
+	// the next pass's wanted routes: a pass at 10,000 routes allocated
+	// 640 KB (most of the agent's garbage with sendDiff's siblings).
+	spare []Path
 }
 
 // New returns a Speaker driving r. listenPort <= 0 does not listen.
@@ -209,7 +213,8 @@ func sameConfig(a, b PeerConfig) bool { return reflect.DeepEqual(configOnly(a), 
 // sendDiff announces new and changed routes and withdraws those gone.
 // Cost: O(R) for R routes (both lists are sorted by prefix).
 func (s *Speaker) sendDiff(ctx context.Context, a *applied, pc PeerConfig) error {
-	want := make([]Path, 0, len(pc.Routes))
+	want := slices.Grow(a.spare[:0], len(pc.Routes))
+	a.spare = nil // until the pass is through: want may be kept
 	for _, r := range pc.Routes {
 		want = append(want, Path{Route: r, NextHop: nextHopFor(pc.Session, r.Prefix)})
 	}
@@ -226,7 +231,7 @@ func (s *Speaker) sendDiff(ctx context.Context, a *applied, pc PeerConfig) error
 		a.routes = without(a.routes, del)
 		return err
 	}
-	a.routes = want
+	a.routes, a.spare = want, a.routes
 	return nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,16 +18,18 @@ import (
 
 // Delete removes every entry of the calling thread's network namespace
 // that m selects and returns how many it removed. An entry that expired
-// between the dump and its deletion is not an error. Cost: one dump of the
-// whole table (a node holds thousands of entries, not millions), a set
-// lookup per entry (Matcher) and one request per deleted entry.
+// between the dump and its deletion is not an error. Cost: one streamed
+// dump of the table's entries of Via's families (memory: one receive
+// buffer, whatever the table's size), a set lookup per entry (Matcher) and
+// one request per deleted entry.
 func Delete(m Match) (int, error) {
 	if m.Empty() {
 		return 0, nil
 	}
 	sel := m.Matcher()
-	return deleteWhere(func(f ct.Flow) bool {
-		return sel.Selects(f.TupleOrig.IP.DestinationAddress, f.TupleReply.IP.SourceAddress, f.Status.SeenReply())
+	v4, v6 := sel.via.families()
+	return deleteSelected(family(v4, v6), func(e entry) bool {
+		return sel.Selects(e.orig.IP.DestinationAddress, e.reply.IP.SourceAddress, e.seenReply())
 	})
 }
 
@@ -60,37 +61,14 @@ func ForgetIdle(idle map[netip.Addr]time.Duration) (int, error) {
 	for a := range idle {
 		v4, v6 = v4 || a.Unmap().Is4(), v6 || a.Is6() && !a.Is4In6()
 	}
-	sel := func(e tcpEntry) bool {
-		return m.Selects(e.state == tcpEstablished, e.orig.IP.DestinationAddress, time.Duration(e.timeout)*time.Second)
-	}
-	n := 0
-	var errs []error
-	for fam, want := range map[uint8]bool{unix.AF_INET: v4, unix.AF_INET6: v6} {
-		if want {
-			k, err := forgetTCP(fam, sel)
-			n += k
-			errs = append(errs, err)
-		}
-	}
-	return n, errors.Join(errs...)
+	return deleteSelected(family(v4, v6), func(e entry) bool {
+		return e.orig.Proto.Protocol == unix.IPPROTO_TCP &&
+			m.Selects(e.tcpState == tcpEstablished, e.orig.IP.DestinationAddress, time.Duration(e.timeout)*time.Second)
+	})
 }
 
 // tcpEstablished is conntrack's TCP_CONNTRACK_ESTABLISHED.
 const tcpEstablished = 3
-
-// deleteWhere dumps the table and deletes the entries sel picks.
-func deleteWhere(sel func(ct.Flow) bool) (int, error) {
-	c, err := ct.Dial(nil)
-	if err != nil {
-		return 0, fmt.Errorf("conntrack: opening netlink: %w", err)
-	}
-	defer c.Close()
-	flows, err := c.Dump(nil)
-	if err != nil {
-		return 0, fmt.Errorf("conntrack: listing entries: %w", err)
-	}
-	return deleteFlows(c, slices.DeleteFunc(flows, func(f ct.Flow) bool { return !sel(f) }))
-}
 
 // deleteFlows deletes flows through c and returns how many it deleted; an
 // entry that expired since it was read is not an error.
@@ -111,10 +89,3 @@ func deleteFlows(c *ct.Conn, flows []ct.Flow) (int, error) {
 	}
 	return n, nil
 }
-
-// Table is the conntrack table of the calling thread's network namespace,
-// as internal/bgpagent uses it.
-type Table struct{}
-
-// Forget is ForgetIdle.
-func (Table) Forget(idle map[netip.Addr]time.Duration) (int, error) { return ForgetIdle(idle) }

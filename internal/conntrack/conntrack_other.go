@@ -17,9 +17,3 @@ func Delete(Match) (int, error) {
 func ForgetIdle(map[netip.Addr]time.Duration) (int, error) {
 	return 0, errors.New("conntrack: only on Linux")
 }
-
-// Table is the conntrack table (Linux only).
-type Table struct{}
-
-// Forget is ForgetIdle.
-func (Table) Forget(idle map[netip.Addr]time.Duration) (int, error) { return ForgetIdle(idle) }

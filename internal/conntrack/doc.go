@@ -17,7 +17,10 @@
 // flow that comes back is translated afresh instead of going to a deleted
 // pod.
 //
-// Selection (Match, Idle) is pure; the netlink side lives in conntrack_linux.go
-// (github.com/ti-mo/conntrack) and works on the calling process's network
-// namespace. It imports nothing from Kubernetes.
+// Selection (Match, Idle) is pure; the netlink side works on the calling
+// thread's network namespace: the table is read by a streamed ctnetlink
+// dump of our own (dump_linux.go: one receive buffer whatever the table's
+// size, every protocol's tuple decoded) and entries are deleted through
+// github.com/ti-mo/conntrack (conntrack_linux.go). It imports nothing from
+// Kubernetes.
 package conntrack

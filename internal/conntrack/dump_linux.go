@@ -12,35 +12,57 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The ctnetlink message and attribute numbers dumpTCP reads
-// (linux/netfilter/nfnetlink_conntrack.h).
+// The ctnetlink message and attribute numbers dump reads
+// (linux/netfilter/nfnetlink_conntrack.h, nf_conntrack_common.h).
 const (
 	ctnlGet = unix.NFNL_SUBSYS_CTNETLINK<<8 | 1 // IPCTNL_MSG_CT_GET
 
-	ctaTupleOrig, ctaTupleReply, ctaProtoInfo, ctaTimeout, ctaZone = 1, 2, 4, 7, 18
-	ctaTupleIP, ctaTupleProto                                      = 1, 2
-	ctaIPv4Src, ctaIPv4Dst, ctaIPv6Src, ctaIPv6Dst                 = 1, 2, 3, 4
-	ctaProtoNum, ctaProtoSrcPort, ctaProtoDstPort                  = 1, 2, 3
-	ctaProtoInfoTCP, ctaProtoInfoTCPState                          = 1, 1
+	ctaTupleOrig, ctaTupleReply, ctaStatus, ctaProtoInfo, ctaTimeout, ctaZone = 1, 2, 3, 4, 7, 18
+	ctaTupleIP, ctaTupleProto                                                 = 1, 2
+	ctaIPv4Src, ctaIPv4Dst, ctaIPv6Src, ctaIPv6Dst                            = 1, 2, 3, 4
+	ctaProtoNum, ctaProtoSrcPort, ctaProtoDstPort                             = 1, 2, 3
+	ctaProtoICMPID, ctaProtoICMPType, ctaProtoICMPCode                        = 4, 5, 6
+	ctaProtoICMPv6ID, ctaProtoICMPv6Type, ctaProtoICMPv6Code                  = 7, 8, 9
+	ctaProtoInfoTCP, ctaProtoInfoTCPState                                     = 1, 1
+
+	ipsSeenReply = 1 << 1 // IPS_SEEN_REPLY
 
 	nlaTypeMask = 0x3fff // without NLA_F_NESTED and NLA_F_NET_BYTEORDER
 )
 
-// tcpEntry is what dumpTCP decodes of a TCP entry: enough to judge it
-// and to delete it.
-type tcpEntry struct {
+// entry is what dump decodes of an entry: enough to judge it and to
+// delete it.
+type entry struct {
 	orig, reply ct.Tuple
 	zone        uint16
 	timeout     uint32 // seconds left
-	state       uint8
+	status      uint32 // IPS_* bits
+	tcpState    uint8  // TCP entries only
 }
 
-// dumpTCP streams the conntrack table of family (unix.AF_INET or
-// AF_INET6) of the calling thread's network namespace and calls fn for
-// every TCP entry. Memory stays one receive buffer whatever the table's
-// size (ti-mo/conntrack's Dump holds the whole table, ~2.6 KB an entry:
-// 26 MB at 10,000 entries).
-func dumpTCP(family uint8, fn func(tcpEntry)) error {
+// seenReply reports whether the entry has seen a packet in the reply
+// direction.
+func (e entry) seenReply() bool { return e.status&ipsSeenReply != 0 }
+
+// family is the dump's address family for the families wanted:
+// unix.AF_INET, AF_INET6 or, for both, AF_UNSPEC (one pass over the whole
+// table).
+func family(v4, v6 bool) uint8 {
+	switch {
+	case v4 && !v6:
+		return unix.AF_INET
+	case v6 && !v4:
+		return unix.AF_INET6
+	}
+	return unix.AF_UNSPEC
+}
+
+// dump streams the conntrack table of family (unix.AF_INET, AF_INET6 or
+// AF_UNSPEC for both) of the calling thread's network namespace and calls
+// fn for every entry it can read. Memory stays one receive buffer whatever
+// the table's size (ti-mo/conntrack's Dump holds the whole table, ~2.6 KB
+// an entry: 26 MB at 10,000 entries).
+func dump(family uint8, fn func(entry)) error {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
 	if err != nil {
 		return fmt.Errorf("conntrack: netlink socket: %w", err)
@@ -83,7 +105,7 @@ func dumpTCP(family uint8, fn func(tcpEntry)) error {
 			if len(m.Data) < 4 {
 				continue
 			}
-			if e, ok := decodeTCP(m.Data[4:]); ok {
+			if e, ok := decode(m.Data[4:]); ok {
 				fn(e)
 			}
 		}
@@ -105,9 +127,9 @@ func eachAttr(b []byte, fn func(typ uint16, v []byte) bool) {
 	}
 }
 
-// decodeTCP decodes one entry's attributes; ok is false for an entry that
-// is not TCP (or cannot be read).
-func decodeTCP(b []byte) (e tcpEntry, ok bool) {
+// decode decodes one entry's attributes; ok is false for an entry without
+// both tuples.
+func decode(b []byte) (e entry, ok bool) {
 	var origOK, replyOK bool
 	eachAttr(b, func(typ uint16, v []byte) bool {
 		switch typ {
@@ -123,12 +145,16 @@ func decodeTCP(b []byte) (e tcpEntry, ok bool) {
 			if len(v) == 2 {
 				e.zone = binary.BigEndian.Uint16(v)
 			}
+		case ctaStatus:
+			if len(v) == 4 {
+				e.status = binary.BigEndian.Uint32(v)
+			}
 		case ctaProtoInfo:
 			eachAttr(v, func(typ uint16, v []byte) bool {
 				if typ == ctaProtoInfoTCP {
 					eachAttr(v, func(typ uint16, v []byte) bool {
 						if typ == ctaProtoInfoTCPState && len(v) == 1 {
-							e.state = v[0]
+							e.tcpState = v[0]
 						}
 						return true
 					})
@@ -138,10 +164,12 @@ func decodeTCP(b []byte) (e tcpEntry, ok bool) {
 		}
 		return true
 	})
-	return e, origOK && replyOK && e.orig.Proto.Protocol == unix.IPPROTO_TCP
+	return e, origOK && replyOK
 }
 
-// decodeTuple decodes a CTA_TUPLE_ORIG or CTA_TUPLE_REPLY.
+// decodeTuple decodes a CTA_TUPLE_ORIG or CTA_TUPLE_REPLY: addresses, the
+// protocol and its ports or, for ICMP and ICMPv6, its identifier, type and
+// code (what a delete request must name).
 func decodeTuple(b []byte) (t ct.Tuple, ok bool) {
 	eachAttr(b, func(typ uint16, v []byte) bool {
 		switch typ {
@@ -165,6 +193,12 @@ func decodeTuple(b []byte) (t ct.Tuple, ok bool) {
 					t.Proto.SourcePort = binary.BigEndian.Uint16(v)
 				case typ == ctaProtoDstPort && len(v) == 2:
 					t.Proto.DestinationPort = binary.BigEndian.Uint16(v)
+				case (typ == ctaProtoICMPID || typ == ctaProtoICMPv6ID) && len(v) == 2:
+					t.Proto.ICMPID = binary.BigEndian.Uint16(v)
+				case (typ == ctaProtoICMPType || typ == ctaProtoICMPv6Type) && len(v) == 1:
+					t.Proto.ICMPType = v[0]
+				case (typ == ctaProtoICMPCode || typ == ctaProtoICMPv6Code) && len(v) == 1:
+					t.Proto.ICMPCode = v[0]
 				}
 				return true
 			})
@@ -174,12 +208,12 @@ func decodeTuple(b []byte) (t ct.Tuple, ok bool) {
 	return t, t.IP.SourceAddress.IsValid() && t.IP.DestinationAddress.IsValid()
 }
 
-// forgetTCP deletes the TCP entries of family sel picks: one streamed
+// deleteSelected deletes the entries of family sel picks: one streamed
 // dump, then one delete request per entry picked. An entry that expired in
 // between is not an error.
-func forgetTCP(family uint8, sel func(tcpEntry) bool) (int, error) {
+func deleteSelected(family uint8, sel func(entry) bool) (int, error) {
 	var picked []ct.Flow
-	if err := dumpTCP(family, func(e tcpEntry) {
+	if err := dump(family, func(e entry) {
 		if sel(e) {
 			picked = append(picked, ct.Flow{TupleOrig: e.orig, TupleReply: e.reply, Zone: e.zone})
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	ct "github.com/ti-mo/conntrack"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -98,14 +99,10 @@ func freshNetns(tb testing.TB) {
 
 func ip(a netip.Addr) net.IP { return net.IP(a.AsSlice()) }
 
-// BenchmarkForgetIdle is what a node pays before it advertises an address
-// again: one dump of a table of 10,000 entries, none of them stale (each
-// pass deletes nothing, so every iteration reads the same table).
-func BenchmarkForgetIdle(b *testing.B) {
-	freshNetns(b)
-	vip, pod := netip.MustParseAddr("10.213.0.101"), netip.MustParseAddr("10.244.1.5")
-	const entries = 10_000
-	for i := range entries {
+// fillTable writes n ESTABLISHED entries of clients' connections to vip,
+// translated to pod, into the calling thread's (fresh) namespace.
+func fillTable(b *testing.B, n int, vip, pod netip.Addr) {
+	for i := range n {
 		client := netip.AddrFrom4([4]byte{10, 214, byte(i >> 8), byte(i)})
 		f := &netlink.ConntrackFlow{FamilyType: netlink.FAMILY_V4, TimeOut: established, ProtoInfo: &netlink.ProtoInfoTCP{State: nl.TCP_CONNTRACK_ESTABLISHED},
 			Forward: netlink.IPTuple{Protocol: unix.IPPROTO_TCP, SrcIP: ip(client), DstIP: ip(vip), SrcPort: 40000, DstPort: 80},
@@ -114,6 +111,16 @@ func BenchmarkForgetIdle(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkForgetIdle is what a node pays before it advertises an address
+// again: one dump of a table of 10,000 entries, none of them stale (each
+// pass deletes nothing, so every iteration reads the same table).
+func BenchmarkForgetIdle(b *testing.B) {
+	freshNetns(b)
+	vip, pod := netip.MustParseAddr("10.213.0.101"), netip.MustParseAddr("10.244.1.5")
+	const entries = 10_000
+	fillTable(b, entries, vip, pod)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -122,4 +129,108 @@ func BenchmarkForgetIdle(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(entries), "entries")
+}
+
+// BenchmarkDelete is what a node pays when it evicts a dead node: one dump
+// of a table of 10,000 entries, none translated to the dead node (each
+// pass deletes nothing, so every iteration reads the same table).
+func BenchmarkDelete(b *testing.B) {
+	freshNetns(b)
+	vip, pod := netip.MustParseAddr("10.213.0.101"), netip.MustParseAddr("10.244.1.5")
+	const entries = 10_000
+	fillTable(b, entries, vip, pod)
+	m := conntrack.Match{To: []netip.Addr{vip}, Via: []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")}, Unreplied: true}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if n, err := conntrack.Delete(m); err != nil || n != 0 {
+			b.Fatalf("Delete = %d, %v; want 0 (no entry goes to the dead node)", n, err)
+		}
+	}
+	b.ReportMetric(float64(entries), "entries")
+}
+
+// TestDeleteEveryProtocol writes entries of TCP, UDP, ICMP and ICMPv6 into
+// the kernel's table of a fresh namespace — connections to Service
+// addresses translated to an endpoint of a dead node, as the eviction
+// finds them — and Delete removes exactly the unanswered ones translated
+// to the dead node: the kernel finds an entry only by its exact tuple, so
+// every protocol's fields must have been read back right.
+func TestDeleteEveryProtocol(t *testing.T) {
+	freshNetns(t)
+	c, err := ct.Dial(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	a := netip.MustParseAddr
+	client4, vip4, dead4, live4 := a("10.214.0.250"), a("10.213.0.101"), a("10.244.1.5"), a("10.244.2.5")
+	client6, vip6, dead6 := a("fd00:214::fa"), a("fd00:213::101"), a("fd00:244:0:1::5")
+	type want struct {
+		name string
+		gone bool
+	}
+	var wants []want
+	create := func(name string, proto uint8, client, vip, ep netip.Addr, id uint16, replied, gone bool) {
+		t.Helper()
+		l4 := func(sport, dport uint16) ct.ProtoTuple {
+			p := ct.ProtoTuple{Protocol: proto, SourcePort: sport, DestinationPort: dport}
+			switch proto {
+			case unix.IPPROTO_ICMP:
+				p = ct.ProtoTuple{Protocol: proto, ICMPID: id, ICMPType: 8}
+			case unix.IPPROTO_ICMPV6:
+				p = ct.ProtoTuple{Protocol: proto, ICMPID: id, ICMPType: 128}
+			}
+			return p
+		}
+		f := ct.Flow{Timeout: 120,
+			TupleOrig:  ct.Tuple{IP: ct.IPTuple{SourceAddress: client, DestinationAddress: vip}, Proto: l4(id, 80)},
+			TupleReply: ct.Tuple{IP: ct.IPTuple{SourceAddress: ep, DestinationAddress: client}, Proto: l4(8080, id)}}
+		if proto == unix.IPPROTO_ICMP {
+			f.TupleReply.Proto.ICMPType = 0 // echo reply
+		}
+		if proto == unix.IPPROTO_ICMPV6 {
+			f.TupleReply.Proto.ICMPType = 129
+		}
+		if replied {
+			f.Status = ct.StatusSeenReply | ct.StatusConfirmed // the kernel refuses a status without CONFIRMED (EBUSY)
+		}
+		if err := c.Create(f); err != nil {
+			t.Fatalf("creating %s: %v", name, err)
+		}
+		wants = append(wants, want{name, gone})
+	}
+	create("TCP to the dead node", unix.IPPROTO_TCP, client4, vip4, dead4, 40001, false, true)
+	create("TCP to the dead node, answered", unix.IPPROTO_TCP, client4, vip4, dead4, 40002, true, false)
+	create("TCP to a live node", unix.IPPROTO_TCP, client4, vip4, live4, 40003, false, false)
+	create("UDP to the dead node", unix.IPPROTO_UDP, client4, vip4, dead4, 40004, false, true)
+	create("ICMP to the dead node", unix.IPPROTO_ICMP, client4, vip4, dead4, 40005, false, true)
+	create("ICMP to the Service address, not translated", unix.IPPROTO_ICMP, client4, vip4, vip4, 40006, false, false)
+	create("ICMPv6 to the dead node", unix.IPPROTO_ICMPV6, client6, vip6, dead6, 40007, false, true)
+	create("TCP over IPv6 to the dead node", unix.IPPROTO_TCP, client6, vip6, dead6, 40008, false, true)
+
+	n, err := conntrack.Delete(conntrack.Match{
+		Via:       []netip.Prefix{netip.PrefixFrom(dead4, 32), netip.PrefixFrom(dead6, 128)},
+		Unreplied: true,
+	})
+	flows, derr := c.Dump(nil)
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	left := map[uint16]bool{}
+	for _, f := range flows {
+		left[f.TupleOrig.Proto.SourcePort+f.TupleOrig.Proto.ICMPID] = true
+	}
+	gone := 0
+	for i, w := range wants {
+		if left[uint16(40001+i)] == w.gone {
+			t.Errorf("%s: gone = %v, want %v", w.name, !left[uint16(40001+i)], w.gone)
+		}
+		if w.gone {
+			gone++
+		}
+	}
+	if err != nil || n != gone {
+		t.Errorf("Delete = %d, %v; want %d, nil", n, err, gone)
+	}
 }

@@ -124,5 +124,8 @@ func (s PrefixSet) Contains(a netip.Addr) bool {
 	return false
 }
 
+// families reports whether the set holds IPv4 and IPv6 prefixes.
+func (s PrefixSet) families() (v4, v6 bool) { return len(s.lens4) > 0, len(s.lens6) > 0 }
+
 // Len is the number of distinct prefixes.
 func (s PrefixSet) Len() int { return len(s.set) }
