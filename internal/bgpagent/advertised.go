@@ -89,8 +89,9 @@ func ReadAdvertised(ctx context.Context, r client.Reader) (Advertised, error) {
 	}
 	in := Input(Objects{Peers: peers.Items, Advertisements: advs.Items, Communities: comms.Items, BFDProfiles: bfds.Items,
 		Pools: pools.Items, Namespaces: ns.Items, Nodes: nodes.Items})
-	for _, s := range convert.Input(convert.Objects{Services: svcs.Items, Slices: eps.Items, Nodes: nodes.Items}).Services {
-		in.Services = append(in.Services, &s)
+	converted := convert.Input(convert.Objects{Services: svcs.Items, Slices: eps.Items, Nodes: nodes.Items}).Services
+	for i := range converted {
+		in.Services = append(in.Services, &converted[i])
 	}
 	res := bgp.Decide(in)
 	return Advertised{Known: true, Routes: carriers(res, in.Services, speakers.Items), Pools: bgp.AdvertisedPools(in),

@@ -112,7 +112,7 @@ func (r *returns) update(now time.Time, nr bgp.NodeResult) map[netip.Addr]time.T
 // sorted without sorting: O(routes); sessions that differ cost a sort.
 func hostAddrs(dst []netip.Addr, nr bgp.NodeResult) []netip.Addr {
 	var prev []netip.Addr // the last session's addresses that differed
-	sorted := true
+	sorted := len(dst) == 0
 	for _, s := range nr.Sessions {
 		if s.Blocked != "" {
 			continue

@@ -87,6 +87,11 @@ func TestHostAddrs(t *testing.T) {
 			t.Errorf("%s: hostAddrs = %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// Appending to addresses already there: the result is sorted as a whole.
+	got := hostAddrs([]netip.Addr{netip.MustParseAddr("10.213.0.9")}, bgp.NodeResult{Sessions: []bgp.Session{session("", a, b)}})
+	if want := []netip.Addr{netip.MustParseAddr("10.213.0.1"), netip.MustParseAddr("10.213.0.2"), netip.MustParseAddr("10.213.0.9")}; !slices.Equal(got, want) {
+		t.Errorf("hostAddrs onto 10.213.0.9 = %v, want %v", got, want)
+	}
 }
 
 // TestReturnsPruneFlapping: an address withdrawn and advertised again
