@@ -58,8 +58,8 @@ type candidate struct {
 func candidates(in Input, advs []*adv) []candidate {
 	ix := newPoolIndex(in.Pools)
 	// Sized for one advertisement per address: exact for the common case
-	// (v4-only Services were given room for two addresses each before,
-	// ~0.5 MB more per pass at 10,000), grown when more select one.
+	// (the array is the largest of a pass: 48 bytes a candidate), grown
+	// when more advertisements select one.
 	n := 0
 	for _, svc := range in.Services {
 		n += len(svc.IngressIPs) + len(svc.ExternalIPs)

@@ -58,10 +58,9 @@ type applied struct {
 	// routes are sorted by prefix (a slice: at 20,000 routes a map cost
 	// twice the memory): the decision's own (bgp.Session.Routes, never
 	// changed once decided, and the backend keeps the same as its last
-	// result), so the speaker holds no array of its own — a copy with
-	// next hops was 640 KB per session at 10,000 routes, two with the
-	// array reused for the next pass. hops are the next hops they went
-	// out with.
+	// result), so the speaker holds no array of its own (a copy with next
+	// hops is 640 KB per session at 10,000 routes). hops are the next hops
+	// they went out with.
 	routes []bgp.Route
 	hops   hops
 }
