@@ -389,8 +389,9 @@ func (a *Agent) syncService(ctx context.Context, k types.NamespacedName, pass *b
 		pass.Deleted = append(pass.Deleted, key)
 		return a.loop.state.DeleteService(key), nil
 	}
-	pass.Services = append(pass.Services, svc)
-	return a.loop.state.SetService(svc), nil
+	p := &svc // shared by the L2 state and the backends, never modified
+	pass.Services = append(pass.Services, p)
+	return a.loop.state.SetService(p), nil
 }
 
 // readService reads one Service, converted: straight from the compact
@@ -421,7 +422,7 @@ func (a *Agent) syncAllServices(ctx context.Context, pass *backend.Pass) ([]anno
 	if err != nil {
 		return nil, err
 	}
-	pass.Full, pass.Services = true, all
+	pass.Full = true
 	return a.setAllServices(all, pass), nil
 }
 
@@ -448,13 +449,18 @@ func (a *Agent) readAllServices(ctx context.Context) ([]announce.Service, error)
 	return all, nil
 }
 
-// setAllServices makes svcs the state's Services.
+// setAllServices makes svcs the state's Services and the pass's. The
+// state and the backends keep pointers into svcs: its array lives while
+// one of them is not yet replaced, the size of the copies it saves.
 func (a *Agent) setAllServices(svcs []announce.Service, pass *backend.Pass) []announce.Change {
 	seen := make(map[announce.ServiceKey]bool, len(svcs))
 	var changes []announce.Change
-	for _, svc := range svcs {
-		seen[svc.Key] = true
-		changes = append(changes, a.loop.state.SetService(svc)...)
+	pass.Services = make([]*announce.Service, 0, len(svcs))
+	for i := range svcs {
+		p := &svcs[i]
+		seen[p.Key] = true
+		pass.Services = append(pass.Services, p)
+		changes = append(changes, a.loop.state.SetService(p)...)
 	}
 	for _, k := range a.loop.state.ServiceKeys() {
 		if !seen[k] {

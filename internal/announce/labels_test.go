@@ -23,7 +23,7 @@ func TestVirtualServiceLabels(t *testing.T) {
 	st.SetMembers(in.Members)
 	st.SetInterfaces(in.Interfaces)
 	for _, s := range in.Services {
-		st.SetService(s)
+		st.SetService(&s)
 	}
 	for name, r := range map[string]Result{"Decide": Decide(in), "State": st.Result()} {
 		if len(r.Owners) != 1 || r.Owners[0].Addr != ip("10.213.0.1") {

@@ -37,7 +37,7 @@ func TestMetalLBRankingOrder(t *testing.T) {
 			s.SetNodes(in.Nodes)
 			s.SetPolicies(in.Policies)
 			s.SetMembers(five)
-			s.SetService(in.Services[0])
+			s.SetService(new(in.Services[0]))
 			s.SetMembers(live)
 			if got, _ := s.Owner(a); got != tc.want[k] {
 				t.Errorf("%s with %v live: State owner %q, want %q", a, live, got, tc.want[k])
@@ -69,7 +69,7 @@ func TestMetalLBRankingDualStack(t *testing.T) {
 	s.SetNodes(in.Nodes)
 	s.SetPolicies(in.Policies)
 	s.SetMembers(in.Members)
-	s.SetService(in.Services[0])
+	s.SetService(new(in.Services[0]))
 	for _, a := range []netip.Addr{v4, v6} {
 		if got, _ := Decide(in).OwnerOf(a); got != "node-3" {
 			t.Errorf("dual-stack %s: Decide owner %q, want node-3", a, got)
@@ -170,7 +170,7 @@ func FuzzMetalLBOwner(f *testing.F) {
 		s.SetNodes(in.Nodes)
 		s.SetPolicies(in.Policies)
 		s.SetMembers(all)
-		s.SetService(in.Services[0])
+		s.SetService(new(in.Services[0]))
 		s.SetMembers(live)
 		if got, _ := s.Owner(a); got != want {
 			t.Fatalf("%s over %v: State owner %q, MetalLB's %q", a, live, got, want)

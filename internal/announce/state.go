@@ -39,7 +39,9 @@ type State struct {
 }
 
 type svcEntry struct {
-	svc Service
+	// svc is the caller's (SetService): shared with the BGP backend, one
+	// Service struct per Service in the agent instead of one per consumer.
+	svc *Service
 	// addrs is a slice, not a map: a Service has one or two addresses, and
 	// a small map costs a full group of eight slots (~650 bytes) per
 	// Service, half the state at 10,000 Services.
@@ -94,9 +96,11 @@ func NewState(local string) *State {
 }
 
 // SetService adds or replaces one Service (its EndpointSlices folded into
-// ReadyNodes). Cost: O(P + A·N/64) for P policies, A addresses of the
-// Service (and of the Services sharing them) and N known nodes.
-func (s *State) SetService(svc Service) []Change {
+// ReadyNodes). The state keeps svc: the caller must not change it
+// afterwards (a changed Service is a new *Service). Cost: O(P + A·N/64)
+// for P policies, A addresses of the Service (and of the Services sharing
+// them) and N known nodes.
+func (s *State) SetService(svc *Service) []Change {
 	old := s.services[svc.Key]
 	e := s.claim(svc)
 	s.services[svc.Key] = e
@@ -211,7 +215,7 @@ func (s *State) Input() Input {
 	in := Input{Policies: slices.Clone(s.policies), Nodes: slices.Clone(s.nodes), Members: slices.Clone(s.members),
 		Local: s.local, Interfaces: slices.Clone(s.ifaces), Capabilities: maps.Clone(s.caps)}
 	for _, k := range slices.SortedFunc(maps.Keys(s.services), compareKeys) {
-		in.Services = append(in.Services, s.services[k].svc)
+		in.Services = append(in.Services, *s.services[k].svc)
 	}
 	return in
 }
@@ -322,7 +326,7 @@ func (s *State) statusWriter() string {
 }
 
 // claim computes which addresses svc announces and who may announce each.
-func (s *State) claim(svc Service) *svcEntry {
+func (s *State) claim(svc *Service) *svcEntry {
 	e := &svcEntry{svc: svc}
 	var ready nodeSet
 	if svc.LocalTraffic {
@@ -333,7 +337,7 @@ func (s *State) claim(svc Service) *svcEntry {
 			}
 		}
 	}
-	for a, ps := range policiesByAddr(&svc, s.pols) {
+	for a, ps := range policiesByAddr(svc, s.pols) {
 		el := newNodeSet(len(s.u.names))
 		for _, p := range ps {
 			el.or(p.nodes)
@@ -442,7 +446,7 @@ func (s *State) metallbKey(a netip.Addr, e *addrEntry) netip.Addr {
 		return a
 	}
 	if se := s.services[e.services[0]]; se != nil {
-		return metallbKey(&se.svc, a)
+		return metallbKey(se.svc, a)
 	}
 	return a
 }

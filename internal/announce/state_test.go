@@ -36,7 +36,7 @@ func step(c chooser, m *model, st *State, names []string) (string, []Change) {
 		}
 		svc := pick(c, base.Services)
 		m.services[svc.Key] = svc
-		return "service " + svc.Key.String(), st.SetService(svc)
+		return "service " + svc.Key.String(), st.SetService(&svc)
 	case 3:
 		k := key(fmt.Sprintf("s%d", c.intn(9)))
 		delete(m.services, k)
@@ -171,7 +171,7 @@ func TestStateMemberLeaveMovesOnlyItsAddresses(t *testing.T) {
 	a := ip("10.0.0.0")
 	for i := range 300 {
 		a = a.Next()
-		if ch := st.SetService(Service{Key: key(fmt.Sprintf("s%d", i)), IngressIPs: []netip.Addr{a}}); len(ch) != 1 || ch[0].From != "" || ch[0].To == "" {
+		if ch := st.SetService(&Service{Key: key(fmt.Sprintf("s%d", i)), IngressIPs: []netip.Addr{a}}); len(ch) != 1 || ch[0].From != "" || ch[0].To == "" {
 			t.Fatalf("new Service %d: changes %v, want one new owner", i, ch)
 		}
 	}
@@ -190,7 +190,7 @@ func TestStateMemberLeaveMovesOnlyItsAddresses(t *testing.T) {
 			t.Fatalf("unexpected move %+v", c)
 		}
 	}
-	if ch := st.SetService(Service{Key: key("s0"), IngressIPs: []netip.Addr{ip("10.0.0.1")}, Labels: map[string]string{"x": "y"}}); len(ch) != 0 {
+	if ch := st.SetService(&Service{Key: key("s0"), IngressIPs: []netip.Addr{ip("10.0.0.1")}, Labels: map[string]string{"x": "y"}}); len(ch) != 0 {
 		t.Fatalf("a label change no policy reads changed %v", ch)
 	}
 }
@@ -211,7 +211,7 @@ func benchState(b *testing.B, services, nodeCount int) (*State, []string) {
 	a := ip("10.96.0.0")
 	for i := range services {
 		a = a.Next()
-		st.SetService(Service{Key: key(fmt.Sprintf("s%d", i)), IngressIPs: []netip.Addr{a}})
+		st.SetService(&Service{Key: key(fmt.Sprintf("s%d", i)), IngressIPs: []netip.Addr{a}})
 	}
 	return st, names
 }
@@ -225,7 +225,7 @@ func BenchmarkStateServiceEvent(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		i++
-		st.SetService(Service{Key: key("s42"), IngressIPs: addrs[i%2 : i%2+1]})
+		st.SetService(&Service{Key: key("s42"), IngressIPs: addrs[i%2 : i%2+1]})
 	}
 }
 
@@ -273,5 +273,25 @@ func BenchmarkStateResult(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		st.Result()
+	}
+}
+
+// TestStateKeepsTheService: the state holds the caller's *Service (the
+// agent shares it with the BGP backend: one struct per Service, not one
+// per consumer) and a rebuild keeps it.
+func TestStateKeepsTheService(t *testing.T) {
+	st := NewState("node-1")
+	st.SetPolicies([]Policy{{Name: "all"}})
+	svc := &Service{Key: key("web"), IngressIPs: []netip.Addr{ip("10.0.0.1")}}
+	st.SetService(svc)
+	if st.services[svc.Key].svc != svc {
+		t.Fatal("the state copied the Service")
+	}
+	st.SetPolicies([]Policy{{Name: "other"}}) // a rebuild of every claim
+	if st.services[svc.Key].svc != svc {
+		t.Fatal("a rebuild replaced the Service")
+	}
+	if in := st.Input(); len(in.Services) != 1 || in.Services[0].Key != svc.Key {
+		t.Fatalf("Input: %v", in.Services)
 	}
 }

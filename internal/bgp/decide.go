@@ -57,7 +57,14 @@ type candidate struct {
 // depend on the node. Cost: O(S·A·D·R).
 func candidates(in Input, advs []*adv) []candidate {
 	ix := newPoolIndex(in.Pools)
-	out := make([]candidate, 0, 2*len(in.Services))
+	// Sized for one advertisement per address: exact for the common case
+	// (the array is the largest of a pass: 48 bytes a candidate), grown
+	// when more advertisements select one.
+	n := 0
+	for _, svc := range in.Services {
+		n += len(svc.IngressIPs) + len(svc.ExternalIPs)
+	}
+	out := make([]candidate, 0, n)
 	for i := range in.Services {
 		svc := in.Services[i]
 		for _, a := range advs {

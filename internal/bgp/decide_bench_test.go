@@ -44,3 +44,22 @@ func BenchmarkDecide10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecide10kV4 is the lab bench's shape: 10,000 IPv4-only
+// Services, one advertisement, one peer.
+func BenchmarkDecide10kV4(b *testing.B) {
+	in := Input{Local: "node-1", Nodes: []Node{{Name: "node-1", Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}},
+		Pools:          []Pool{{Name: "v4", Ranges: []ipalloc.Range{ipalloc.PrefixRange(netip.MustParsePrefix("10.100.0.0/16"))}}},
+		Peers:          []Peer{{Name: "tor", MyASN: 64512, PeerASN: 64500, Address: netip.MustParseAddr("10.0.0.254"), Families: []Family{IPv4}}},
+		Advertisements: []Advertisement{{Name: "all", LoadBalancerIPs: true}}}
+	for i := range 10000 {
+		in.Services = append(in.Services, &announce.Service{Key: announce.ServiceKey{Namespace: "ns", Name: fmt.Sprintf("svc-%d", i)},
+			IngressIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 100, byte(i >> 8), byte(i)})}})
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r := Decide(in); len(r.Nodes) != 1 || len(r.Nodes[0].Sessions[0].Routes) != 10000 {
+			b.Fatalf("unexpected result: %+v", r.Nodes)
+		}
+	}
+}

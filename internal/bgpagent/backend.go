@@ -170,16 +170,17 @@ func (b *Backend) SetStatusWriter(on bool) {
 }
 
 // SetServices takes the Services of one pass of the agent's loop: all of
-// them (full) or the ones re-read, and those deleted. It returns at once.
-func (b *Backend) SetServices(full bool, svcs []announce.Service, deleted []announce.ServiceKey) {
+// them (full) or the ones re-read, and those deleted. It keeps the
+// pointers (the L2 state holds the same: neither changes them; a changed
+// Service comes as a new pointer). It returns at once.
+func (b *Backend) SetServices(full bool, svcs []*announce.Service, deleted []announce.ServiceKey) {
 	b.mu.Lock()
 	if full {
 		clear(b.services)
 		b.full = true
 	}
-	for i := range svcs {
-		s := svcs[i] // a copy: the pass's slice is not kept
-		b.services[s.Key] = &s
+	for _, s := range svcs {
+		b.services[s.Key] = s
 	}
 	for _, k := range deleted {
 		delete(b.services, k)

@@ -171,10 +171,10 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() (bool,
 	t.Fatalf("%s: not within %s (last: %s)", what, within, last)
 }
 
-func services(n int) []announce.Service {
-	var out []announce.Service
+func services(n int) []*announce.Service {
+	var out []*announce.Service
 	for i := range n {
-		out = append(out, announce.Service{Key: announce.ServiceKey{Namespace: "default", Name: fmt.Sprintf("s%d", i)},
+		out = append(out, &announce.Service{Key: announce.ServiceKey{Namespace: "default", Name: fmt.Sprintf("s%d", i)},
 			IngressIPs: []netip.Addr{netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})}})
 	}
 	return out

@@ -153,7 +153,7 @@ func TestBackendSecretReadInBackground(t *testing.T) {
 	// A new peer whose Secret is never read, and a new Service, while the
 	// Secret's GET hangs.
 	must(t, fc.Create(ctx, peerObj("tor", "198.18.0.4", "tor-pw")))
-	b.SetServices(false, []announce.Service{{Key: announce.ServiceKey{Namespace: "default", Name: "web"},
+	b.SetServices(false, []*announce.Service{{Key: announce.ServiceKey{Namespace: "default", Name: "web"},
 		IngressIPs: []netip.Addr{netip.MustParseAddr("192.0.2.10")}}}, nil)
 	if n := <-g.calls; n != "tor-pw" {
 		t.Fatalf("GET %s, want tor-pw", n)

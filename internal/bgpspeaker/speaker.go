@@ -56,13 +56,13 @@ type Speaker struct {
 type applied struct {
 	cfg PeerConfig
 	// routes are sorted by prefix (a slice: at 20,000 routes a map cost
-	// twice the memory).
-	routes []Path
-	// spare is the array routes held before the last pass, reused for
-	// the next pass's wanted routes: a pass at 10,000 routes allocated
-	// 640 KB, 444 MB over a 10,000-Service burst; the price is a second
-	// array per peer kept live.
-	spare []Path
+	// twice the memory): the decision's own (bgp.Session.Routes, never
+	// changed once decided, and the backend keeps the same as its last
+	// result), so the speaker holds no array of its own (a copy with next
+	// hops is 640 KB per session at 10,000 routes). hops are the next hops
+	// they went out with.
+	routes []bgp.Route
+	hops   hops
 }
 
 // New returns a Speaker driving r. listenPort <= 0 does not listen.
@@ -214,15 +214,12 @@ func sameConfig(a, b PeerConfig) bool { return reflect.DeepEqual(configOnly(a), 
 // sendDiff announces new and changed routes and withdraws those gone.
 // Cost: O(R) for R routes (both lists are sorted by prefix).
 func (s *Speaker) sendDiff(ctx context.Context, a *applied, pc PeerConfig) error {
-	want := slices.Grow(a.spare[:0], len(pc.Routes))
-	a.spare = nil // until the pass is through: want may be kept
-	for _, r := range pc.Routes {
-		want = append(want, Path{Route: r, NextHop: nextHopFor(pc.Session, r.Prefix)})
+	want, hw := pc.Routes, hopsOf(pc.Session)
+	if !slices.IsSortedFunc(want, compareRoutes) {
+		want = slices.Clone(want) // the decision's slice is not ours to sort
+		slices.SortFunc(want, compareRoutes)
 	}
-	if !slices.IsSortedFunc(want, comparePaths) {
-		slices.SortFunc(want, comparePaths)
-	}
-	add, del := diffPaths(a.routes, want)
+	add, del := diffRoutes(a.routes, a.hops, want, hw)
 	if err := s.r.Withdraw(ctx, pc.Peer, del); err != nil {
 		return err
 	}
@@ -232,25 +229,27 @@ func (s *Speaker) sendDiff(ctx context.Context, a *applied, pc PeerConfig) error
 		a.routes = without(a.routes, del)
 		return err
 	}
-	a.routes, a.spare = want, a.routes
+	a.routes, a.hops = want, hw
 	return nil
 }
 
-// diffPaths returns the paths of want not in have (or changed) and the
-// paths of have whose prefix is not in want. Both sorted by prefix.
-func diffPaths(have, want []Path) (add, del []Path) {
+// diffRoutes returns, as paths, the routes of want not in have or changed
+// (attributes, or the next hop: hh and hw give have's and want's), and
+// the routes of have whose prefix is not in want. Both sorted by prefix.
+func diffRoutes(have []bgp.Route, hh hops, want []bgp.Route, hw hops) (add, del []Path) {
 	i, j := 0, 0
 	for i < len(have) || j < len(want) {
 		switch {
-		case j == len(want) || (i < len(have) && comparePaths(have[i], want[j]) < 0):
-			del = append(del, have[i])
+		case j == len(want) || (i < len(have) && compareRoutes(have[i], want[j]) < 0):
+			del = append(del, Path{Route: have[i], NextHop: hh.of(have[i].Prefix)})
 			i++
-		case i == len(have) || comparePaths(have[i], want[j]) > 0:
-			add = append(add, want[j])
+		case i == len(have) || compareRoutes(have[i], want[j]) > 0:
+			add = append(add, Path{Route: want[j], NextHop: hw.of(want[j].Prefix)})
 			j++
 		default:
-			if have[i].NextHop != want[j].NextHop || have[i].Attrs.Key() != want[j].Attrs.Key() {
-				add = append(add, want[j])
+			p := want[j].Prefix
+			if nh := hw.of(p); hh.of(p) != nh || have[i].Attrs.Key() != want[j].Attrs.Key() {
+				add = append(add, Path{Route: want[j], NextHop: nh})
 			}
 			i, j = i+1, j+1
 		}
@@ -258,15 +257,16 @@ func diffPaths(have, want []Path) (add, del []Path) {
 	return add, del
 }
 
-// without returns have without the prefixes of drop (both sorted).
-func without(have, drop []Path) []Path {
-	out := make([]Path, 0, len(have))
+// without returns have without the prefixes of drop (both sorted), in an
+// array of its own.
+func without(have []bgp.Route, drop []Path) []bgp.Route {
+	out := make([]bgp.Route, 0, len(have))
 	j := 0
 	for _, h := range have {
-		for j < len(drop) && comparePaths(drop[j], h) < 0 {
+		for j < len(drop) && compareRoutes(drop[j].Route, h) < 0 {
 			j++
 		}
-		if j < len(drop) && comparePaths(drop[j], h) == 0 {
+		if j < len(drop) && compareRoutes(drop[j].Route, h) == 0 {
 			continue
 		}
 		out = append(out, h)
@@ -274,21 +274,32 @@ func without(have, drop []Path) []Path {
 	return out
 }
 
-func comparePaths(a, b Path) int {
+func compareRoutes(a, b bgp.Route) int {
 	return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()))
 }
 
-// nextHopFor is zero (the session's own address) for the session's family
-// and the node's own address for the other family.
-func nextHopFor(ses bgp.Session, p netip.Prefix) netip.Addr {
+// hops are what a route's next hop depends on: the session's own family
+// and the next hops it names for the others.
+type hops struct {
+	own    bgp.Family
+	v4, v6 netip.Addr
+}
+
+func hopsOf(ses bgp.Session) hops {
+	return hops{own: bgp.FamilyOf(ses.Address), v4: ses.NextHop4, v6: ses.NextHop6}
+}
+
+// of is zero (the session's own address) for the session's family and the
+// node's own address for the other family.
+func (h hops) of(p netip.Prefix) netip.Addr {
 	f := bgp.FamilyOf(p.Addr())
 	switch {
-	case f == bgp.FamilyOf(ses.Address):
+	case f == h.own:
 		return netip.Addr{}
 	case f == bgp.IPv4:
-		return ses.NextHop4
+		return h.v4
 	}
-	return ses.NextHop6
+	return h.v6
 }
 
 func sortedKeys[V any](m map[string]V) []string {

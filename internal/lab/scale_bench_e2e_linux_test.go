@@ -194,6 +194,9 @@ func TestBenchLabServices(t *testing.T) {
 		t.Logf("BENCH lab %s: %v; %.1f CPU-s during the run (%.1f %% of a core); its threads waited %.1f s for a CPU", name, cost1[name],
 			cost1[name].cpu-cost0[name].cpu, 100*(cost1[name].cpu-cost0[name].cpu)/(created.Seconds()+10), cost1[name].wait-cost0[name].wait)
 	}
+	if bgp { // after every figure above: the reset moves the agents' peaks
+		sessionsComeUp(t, r, tr)
+	}
 }
 
 // mooringWrite says whether a "VERB resource" of apiserver_request_total is

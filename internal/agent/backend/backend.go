@@ -13,7 +13,8 @@ import (
 // and gossip only: handing it over costs no API call.
 //
 // The slices are the pass's own: a backend may keep them, but must not
-// change them (the L2 state shares the Services' slices and maps).
+// change them, nor the Services they point to (the L2 state holds the
+// same *announce.Service values, one struct per Service for all).
 type Pass struct {
 	// Full: Services holds every Service (the first pass, a relist, the
 	// switch from the snapshot to the live caches); a Service a backend
@@ -23,8 +24,9 @@ type Pass struct {
 	// Services are the Services read this pass, converted by
 	// internal/agent/convert: addresses (IngressIPs: type LoadBalancer of
 	// Mooring's class; ExternalIPs), labels, externalTrafficPolicy: Local
-	// and the nodes with a ready endpoint.
-	Services []announce.Service
+	// and the nodes with a ready endpoint. A changed Service comes as a new
+	// pointer; the one before is never modified.
+	Services []*announce.Service
 	// Deleted are the Services gone since the last pass.
 	Deleted []announce.ServiceKey
 	// Nodes are every Node (name and labels) when they were re-read this
