@@ -144,7 +144,7 @@ func BenchmarkReturnsUpdate(b *testing.B) {
 			s.Routes = append(s.Routes, bgp.Route{Prefix: netip.PrefixFrom(a, 32)})
 		}
 		s2 := s
-		s2.Peer = "tor-2"
+		s2.Peer, s2.Routes = "tor-2", slices.Clone(s.Routes) // as bgp.Decide: an array per session
 		return bgp.NodeResult{Sessions: []bgp.Session{s, s2}}
 	}
 	var r returns
