@@ -29,8 +29,11 @@ const returnSlack = time.Second
 // that when it is advertised again the node's conntrack entries left over
 // from before can be forgotten (internal/conntrack says why).
 type returns struct {
-	cur, next []netip.Addr // sorted; next is scratch
-	gone      map[netip.Addr]time.Time
+	cur  hosts
+	gone map[netip.Addr]time.Time
+	// spare is an addresses array cur does not use, for the next update's
+	// when it needs one of its own.
+	spare []netip.Addr
 	// order is every withdrawal in the order it was made: gone's entries
 	// expire from its front (an address withdrawn again or back since has
 	// a later or no entry in gone and is skipped), so an update's pruning
@@ -71,27 +74,36 @@ func (r *returns) compact() {
 // The first update after a start returns nothing: what the node
 // advertised before it is not known (graceful restart kept it advertised).
 func (r *returns) update(now time.Time, nr bgp.NodeResult) map[netip.Addr]time.Time {
-	r.next = hostAddrs(r.next[:0], nr)
+	next := hostsOf(nr, r.spare[:0])
 	if r.gone == nil {
 		r.gone = map[netip.Addr]time.Time{}
 	}
 	r.prune(now)
 	var back map[netip.Addr]time.Time
 	if r.started {
+		cur := r.cur
+		nc, nn := cur.len(), next.len()
 		i, j := 0, 0
-		for i < len(r.cur) || j < len(r.next) {
+		for i < nc || j < nn {
+			var a, b netip.Addr // cur's i-th, next's j-th
+			if i < nc {
+				a = cur.at(i)
+			}
+			if j < nn {
+				b = next.at(j)
+			}
 			switch {
-			case j == len(r.next) || i < len(r.cur) && r.cur[i].Less(r.next[j]):
-				r.gone[r.cur[i]] = now // withdrawn
-				r.order = append(r.order, withdrawal{r.cur[i], now})
+			case j == nn || i < nc && a.Less(b):
+				r.gone[a] = now // withdrawn
+				r.order = append(r.order, withdrawal{a, now})
 				i++
-			case i == len(r.cur) || r.next[j].Less(r.cur[i]):
-				if at, ok := r.gone[r.next[j]]; ok { // advertised again
+			case i == nc || b.Less(a):
+				if at, ok := r.gone[b]; ok { // advertised again
 					if back == nil {
 						back = map[netip.Addr]time.Time{}
 					}
-					back[r.next[j]] = at
-					delete(r.gone, r.next[j])
+					back[b] = at
+					delete(r.gone, b)
 				}
 				j++
 			default:
@@ -100,8 +112,65 @@ func (r *returns) update(now time.Time, nr bgp.NodeResult) map[netip.Addr]time.T
 		}
 	}
 	r.compact()
-	r.cur, r.next, r.started = r.next, r.cur, true
+	if next.addrs == nil || r.cur.addrs != nil {
+		r.spare = r.cur.addrs // cur's array, free again (nil: keep none)
+	} else {
+		r.spare = nil // next took it
+	}
+	r.cur, r.started = next, true
 	return back
+}
+
+// hosts are the addresses a node advertises as host routes on its open
+// sessions, sorted and once each: the decision's own routes when they say
+// it all — one open session, or open sessions that carry the same routes
+// (a node's two ToRs), all host routes, sorted — which the backend keeps
+// anyway as its last result, so at 10,000 addresses the tracking holds no
+// array of its own (two of 10,000 addresses are 480 KB); else addresses
+// of their own.
+type hosts struct {
+	routes []bgp.Route
+	addrs  []netip.Addr
+}
+
+func (h hosts) len() int {
+	if h.addrs != nil {
+		return len(h.addrs)
+	}
+	return len(h.routes)
+}
+
+func (h hosts) at(i int) netip.Addr {
+	if h.addrs != nil {
+		return h.addrs[i]
+	}
+	return h.routes[i].Prefix.Addr()
+}
+
+// hostsOf is nr's hosts; when it needs addresses of its own it appends them
+// to spare[:0].
+func hostsOf(nr bgp.NodeResult, spare []netip.Addr) hosts {
+	var first []bgp.Route
+	open := false
+	for _, s := range nr.Sessions {
+		switch {
+		case s.Blocked != "" || len(s.Routes) == 0:
+		case !open:
+			first, open = s.Routes, true
+		case !samePrefixes(first, s.Routes):
+			return hosts{addrs: hostAddrs(spare[:0], nr)}
+		}
+	}
+	for i, rt := range first {
+		if !rt.Prefix.IsSingleIP() || i > 0 && !first[i-1].Prefix.Addr().Less(rt.Prefix.Addr()) {
+			return hosts{addrs: hostAddrs(spare[:0], nr)}
+		}
+	}
+	return hosts{routes: first}
+}
+
+func samePrefixes(a, b []bgp.Route) bool {
+	return slices.EqualFunc(a, b, func(x, y bgp.Route) bool { return x.Prefix == y.Prefix })
 }
 
 // hostAddrs appends the addresses nr advertises as host routes on its
@@ -133,7 +202,7 @@ func hostAddrs(dst []netip.Addr, nr bgp.NodeResult) []netip.Addr {
 			sorted, prev = false, seg
 		}
 	}
-	if !sorted {
+	if !sorted || !slices.IsSortedFunc(dst, netip.Addr.Compare) { // a Result not from bgp.Decide (its routes are sorted)
 		slices.SortFunc(dst, netip.Addr.Compare)
 	}
 	return slices.Compact(dst)

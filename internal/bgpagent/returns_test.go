@@ -2,6 +2,7 @@ package bgpagent
 
 import (
 	"maps"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"testing"
@@ -143,7 +144,7 @@ func BenchmarkReturnsUpdate(b *testing.B) {
 			s.Routes = append(s.Routes, bgp.Route{Prefix: netip.PrefixFrom(a, 32)})
 		}
 		s2 := s
-		s2.Peer = "tor-2"
+		s2.Peer, s2.Routes = "tor-2", slices.Clone(s.Routes) // as bgp.Decide: an array per session
 		return bgp.NodeResult{Sessions: []bgp.Session{s, s2}}
 	}
 	var r returns
@@ -156,5 +157,95 @@ func BenchmarkReturnsUpdate(b *testing.B) {
 		if back := r.update(now, cur); len(back) != 0 {
 			b.Fatal(back)
 		}
+	}
+}
+
+// TestReturnsAgainstAModel drives the tracking through random decisions —
+// one to three sessions, the same or different routes, blocked ones,
+// aggregates, unsorted routes — so that it switches between holding the
+// decision's routes and addresses of its own (and reuses its arrays), and
+// checks every update against sets.
+func TestReturnsAgainstAModel(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 26))
+	t0 := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	addr := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{10, 213, 0, byte(i)}) }
+	routes := func() []bgp.Route {
+		var out []bgp.Route
+		for i := range 24 {
+			if rng.IntN(2) == 0 {
+				out = append(out, bgp.Route{Prefix: netip.PrefixFrom(addr(i), 32)})
+			}
+		}
+		if rng.IntN(8) == 0 {
+			out = append(out, bgp.Route{Prefix: netip.MustParsePrefix("10.213.0.0/24")})
+		}
+		if rng.IntN(8) == 0 && len(out) > 1 {
+			out[0], out[1] = out[1], out[0]
+		}
+		return out
+	}
+	var (
+		r    returns
+		prev map[netip.Addr]bool
+		gone = map[netip.Addr]time.Time{}
+	)
+	for step := range 3000 {
+		now := t0.Add(time.Duration(step) * time.Second)
+		var nr bgp.NodeResult
+		shared := routes()
+		for range 1 + rng.IntN(3) {
+			s := bgp.Session{Routes: shared}
+			switch rng.IntN(6) {
+			case 0:
+				s.Routes = routes()
+			case 1:
+				s.Blocked = "AuthFailure"
+			}
+			nr.Sessions = append(nr.Sessions, s)
+		}
+		adv := map[netip.Addr]bool{}
+		for _, s := range nr.Sessions {
+			for _, rt := range s.Routes {
+				if s.Blocked == "" && rt.Prefix.IsSingleIP() {
+					adv[rt.Prefix.Addr()] = true
+				}
+			}
+		}
+		want := map[netip.Addr]time.Time{}
+		if prev != nil {
+			for a := range prev {
+				if !adv[a] {
+					gone[a] = now
+				}
+			}
+			for a := range adv {
+				if at, ok := gone[a]; ok && !prev[a] {
+					want[a] = at
+					delete(gone, a)
+				}
+			}
+		}
+		prev = adv
+		got := r.update(now, nr)
+		if len(got) != len(want) || !maps.Equal(got, want) && len(want) > 0 {
+			t.Fatalf("step %d (%d sessions): advertised again %v, want %v", step, len(nr.Sessions), got, want)
+		}
+	}
+}
+
+// TestReturnsHoldsTheDecisionsRoutes: with sessions that carry the same
+// host routes (a node's two ToRs) the tracking holds the decision's own
+// routes, no addresses of its own; sessions that differ get them.
+func TestReturnsHoldsTheDecisionsRoutes(t *testing.T) {
+	now := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	rs := []bgp.Route{{Prefix: netip.MustParsePrefix("10.213.0.1/32")}, {Prefix: netip.MustParsePrefix("10.213.0.2/32")}}
+	var r returns
+	r.update(now, bgp.NodeResult{Sessions: []bgp.Session{{Peer: "tor-1", Routes: rs}, {Peer: "tor-2", Routes: slices.Clone(rs)}}})
+	if r.cur.addrs != nil || len(r.cur.routes) != 2 || &r.cur.routes[0] != &rs[0] {
+		t.Fatalf("two ToRs with the same routes: held %v / %v, want the decision's routes", r.cur.routes, r.cur.addrs)
+	}
+	r.update(now, bgp.NodeResult{Sessions: []bgp.Session{{Peer: "tor-1", Routes: rs}, {Peer: "tor-2", Routes: rs[:1]}}})
+	if r.cur.addrs == nil || r.cur.len() != 2 {
+		t.Fatalf("sessions that differ: held %v / %v, want addresses of its own", r.cur.routes, r.cur.addrs)
 	}
 }
