@@ -181,7 +181,6 @@ func samePrefixes(a, b []bgp.Route) bool {
 // sorted without sorting: O(routes); sessions that differ cost a sort.
 func hostAddrs(dst []netip.Addr, nr bgp.NodeResult) []netip.Addr {
 	var prev []netip.Addr // the last session's addresses that differed
-	sorted := len(dst) == 0
 	for _, s := range nr.Sessions {
 		if s.Blocked != "" {
 			continue
@@ -199,10 +198,12 @@ func hostAddrs(dst []netip.Addr, nr bgp.NodeResult) []netip.Addr {
 		case slices.Equal(prev, seg):
 			dst = dst[:start]
 		default:
-			sorted, prev = false, seg
+			prev = seg
 		}
 	}
-	if !sorted || !slices.IsSortedFunc(dst, netip.Addr.Compare) { // a Result not from bgp.Decide (its routes are sorted)
+	// Sorted already with one session's addresses, or sessions that agree
+	// (bgp.Decide sorts each session's routes); the check costs O(n).
+	if !slices.IsSortedFunc(dst, netip.Addr.Compare) {
 		slices.SortFunc(dst, netip.Addr.Compare)
 	}
 	return slices.Compact(dst)
