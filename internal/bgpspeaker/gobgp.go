@@ -88,7 +88,25 @@ type goPeer struct {
 	limit prefixLimit
 	// bfdErr is why the BFD session last failed to start ("" if it did).
 	bfdErr string
+	// establishedAt is when the BGP session last became Established (zero
+	// while it is not): its BFD session runs from bfdAfterEstablished
+	// after it.
+	establishedAt time.Time
 }
+
+// bfdAfterEstablished is how long after the BGP session is Established
+// its BFD session starts; until then, and whenever the BGP session is not
+// Established, the node's BFD session is disabled (Down, silent). FRR 8.4
+// moves a configured neighbour's BFD session to the BGP connection's
+// addresses when the session is first Established (a new session; the old
+// one closed with a Down), and its bgpd resets the BGP session if the old
+// one was Up (FRR issue 17337, fixed after 8.4): a node whose BFD came
+// Up before BGP did — BGP's first connections collided, or the router
+// restarted — was reset once right after establishment. bgpd does the move
+// synchronously at establishment; a second leaves ample room under load,
+// and costs BFD protection only in a session's first second or two, which
+// the hold time covers. docs/bgp.md, "BFD against FRR".
+const bfdAfterEstablished = time.Second
 
 // prefixLimit is a session's state under maxReceivedPrefixes.
 type prefixLimit struct {
@@ -174,8 +192,8 @@ func (g *GoBGP) Start(ctx context.Context, gl Global) error {
 		return fmt.Errorf("watching BGP sessions: %w", err)
 	}
 	g.srv, g.served, g.cancel, g.routerID = srv, served, cancel, gl.RouterID
-	g.bfd = mbfd.NewServer(g.log)
 	g.mu.Lock()
+	g.bfd = mbfd.NewServer(g.log)
 	g.peers, g.byAddr, g.globalPeer = map[string]*goPeer{}, map[netip.Addr]*goPeer{}, ""
 	g.attrs = attrCache{}
 	g.mu.Unlock()
@@ -211,20 +229,37 @@ func importOnlyOwn(ctx context.Context, srv *server.BgpServer) error {
 	return nil
 }
 
-// peerEvent keeps why a session failed and wakes the status writer.
+// peerEvent keeps why a session failed, runs the session's BFD only while
+// it is Established (bfdAfterEstablished) and wakes the status writer.
 func (g *GoBGP) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) {
 	if ev.Type == apiutil.PEER_EVENT_STATE {
 		st := ev.Peer.State
 		g.mu.Lock()
-		if gp := g.byAddr[st.NeighborAddress]; gp != nil {
+		gp, bfdSrv := g.byAddr[st.NeighborAddress], g.bfd
+		var bfdOn, bfdOff bool
+		if gp != nil {
 			switch k := downKindOf(st.DisconnectReason); {
 			case st.SessionState == bgp.BGP_FSM_ESTABLISHED:
 				gp.down = downEvent{}
 			case k != downNone && k != downOther:
 				gp.down = downEvent{kind: k, msg: st.DisconnectMessage, at: at}
 			}
+			up := st.SessionState == bgp.BGP_FSM_ESTABLISHED
+			bfdOn, bfdOff = up && gp.establishedAt.IsZero(), !up && !gp.establishedAt.IsZero()
+			switch {
+			case bfdOn:
+				gp.establishedAt = g.now()
+			case bfdOff:
+				gp.establishedAt = time.Time{}
+			}
 		}
 		g.mu.Unlock()
+		switch {
+		case bfdOn:
+			g.enableBFDLater(gp, bfdAfterEstablished)
+		case bfdOff:
+			bfdSrv.SetEnabled(st.NeighborAddress, false)
+		}
 		if st.SessionState == bgp.BGP_FSM_ESTABLISHED {
 			g.hook.errs.forget(st.NeighborAddress)
 		}
@@ -292,7 +327,7 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 // node), BFD shows Down and Sessions tries again every listing, logging
 // each new error once.
 func (g *GoBGP) startBFD(gp *goPeer, p PeerConfig) {
-	err := g.addBFD(p)
+	err := g.addBFD(gp, p)
 	msg := ""
 	if err != nil {
 		msg = err.Error()
@@ -306,13 +341,41 @@ func (g *GoBGP) startBFD(gp *goPeer, p PeerConfig) {
 	}
 }
 
+// enableBFDLater enables gp's BFD session after d, if its BGP session is
+// then still in the establishment it is in now.
+func (g *GoBGP) enableBFDLater(gp *goPeer, d time.Duration) {
+	g.mu.Lock()
+	at, srv := gp.establishedAt, g.bfd
+	g.mu.Unlock()
+	time.AfterFunc(d, func() {
+		g.mu.Lock()
+		same := !at.IsZero() && gp.establishedAt.Equal(at) && g.byAddr[gp.cfg.Address] == gp
+		addr := gp.cfg.Address
+		g.mu.Unlock()
+		if same {
+			srv.SetEnabled(addr, true)
+		}
+	})
+}
+
 // addBFD starts the peer's BFD session; a path failure resets an
 // established BGP session (Cease, Administrative Reset, "BFD is down", as
 // GoBGP's own BFD did) so the node's status says BFDDown until both are
 // back.
-func (g *GoBGP) addBFD(p PeerConfig) error {
+func (g *GoBGP) addBFD(gp *goPeer, p PeerConfig) error {
 	srv, addr := g.srv, p.Address
-	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), mbfd.Events{
+	g.mu.Lock()
+	at := gp.establishedAt
+	g.mu.Unlock()
+	// Disabled until the BGP session has been Established for
+	// bfdAfterEstablished; if it is in that second now, enabled at its end.
+	left := bfdAfterEstablished - g.now().Sub(at)
+	defer func() {
+		if !at.IsZero() && left > 0 {
+			g.enableBFDLater(gp, left)
+		}
+	}()
+	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), !at.IsZero() && left <= 0, mbfd.Events{
 		Failure: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
