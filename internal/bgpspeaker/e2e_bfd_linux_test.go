@@ -1,13 +1,10 @@
 package bgpspeaker_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -133,15 +130,8 @@ func (f *fabric) establishedOnce(node netip.Addr, what string) {
 func refuseBGP(t *testing.T, h *netlab.Host) func() {
 	t.Helper()
 	nft := func(script string) {
-		var out bytes.Buffer
-		cmd := exec.Command("nft", "-f", "-")
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(script), &out, &out
-		p, err := h.Start(cmd)
-		if err != nil {
+		if err := h.Nft(script); err != nil {
 			t.Fatal(err)
-		}
-		if err := p.Wait(); err != nil {
-			t.Fatalf("nft: %v\n%s", err, out.String())
 		}
 	}
 	nft("table inet mooring_refuse_bgp {\n chain in {\n  type filter hook input priority 0; policy accept;\n" +
