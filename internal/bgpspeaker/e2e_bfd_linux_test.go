@@ -112,6 +112,31 @@ func TestBFDUpBeforeBGP(t *testing.T) {
 	f.wantNextHops("10.213.0.100/32", node.String())
 }
 
+// TestBFDRouterWaitsForBFD: a router that lets BGP up only once BFD is Up
+// ("BFD strict mode", FRR 9's `neighbor ... bfd strict`; not in 8.4, so
+// played here by refusing BGP until the router's BFD session is up). The
+// node's BFD, which otherwise waits for BGP, starts bfdWithoutBGP (10 s)
+// after BGP failed to come up; then BGP comes up and BFD is Up on both
+// ends. (FRR 8.4 then resets the session once, moving its Up BFD session:
+// TestBFDUpBeforeBGP.)
+func TestBFDRouterWaitsForBFD(t *testing.T) {
+	node := netip.MustParseAddr("10.213.0.11")
+	var unblock func()
+	f, bfdUp := newBFDFabric(t, node, configuredBFD(node), func(f *fabric) { unblock = refuseBGP(t, f.router) })
+	ctx := context.Background()
+	took := eventually(t, 30*time.Second, "the router's BFD up while BGP is refused", func() (bool, string) {
+		peers, err := f.frr.BFDPeers(ctx)
+		return err == nil && len(peers) == 1 && peers[0].Status == "up", fmt.Sprintf("%+v %v", peers, err)
+	})
+	t.Logf("BGP refused: the router's BFD up %s after the peer was applied", took.Round(time.Millisecond))
+	if took < 8*time.Second {
+		t.Errorf("BFD up %s after the peer was applied, want it to wait ~10 s for BGP first", took)
+	}
+	unblock()
+	bfdUp(30 * time.Second)
+	f.wantNextHops("10.213.0.100/32", node.String())
+}
+
 // establishedOnce fails unless the router's configured neighbour node is
 // Established and has been since its first establishment: a reset within
 // the first moments would escape a snapshot taken at establishment, the

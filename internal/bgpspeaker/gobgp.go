@@ -88,25 +88,51 @@ type goPeer struct {
 	limit prefixLimit
 	// bfdErr is why the BFD session last failed to start ("" if it did).
 	bfdErr string
-	// establishedAt is when the BGP session last became Established (zero
-	// while it is not): its BFD session runs from bfdAfterEstablished
-	// after it.
-	establishedAt time.Time
+	// establishedAt is when the BGP session last became Established, zero
+	// while it is not; downSince when it last stopped being (or the peer
+	// was added), zero while it is. bfdOn: the peer's BFD session is
+	// enabled (bfdGate).
+	establishedAt, downSince time.Time
+	bfdOn                    bool
 }
 
-// bfdAfterEstablished is how long after the BGP session is Established
-// its BFD session starts; until then, and whenever the BGP session is not
-// Established, the node's BFD session is disabled (Down, silent). FRR 8.4
-// moves a configured neighbour's BFD session to the BGP connection's
-// addresses when the session is first Established (a new session; the old
-// one closed with a Down), and its bgpd resets the BGP session if the old
-// one was Up (FRR issue 17337, fixed after 8.4): a node whose BFD came
-// Up before BGP did — BGP's first connections collided, or the router
-// restarted — was reset once right after establishment. bgpd does the move
-// synchronously at establishment; a second leaves ample room under load,
-// and costs BFD protection only in a session's first second or two, which
-// the hold time covers. docs/bgp.md, "BFD against FRR".
-const bfdAfterEstablished = time.Second
+// When a peer's BFD session runs (bfdGate): from bfdAfterEstablished after
+// its BGP session is Established, and from bfdWithoutBGP after the BGP
+// session last went down (or the peer was added) if it has not come up
+// since; otherwise it is disabled (Down, silent). FRR 8.4 moves a
+// configured neighbour's BFD session to the BGP connection's addresses at
+// the first establishment (a new session; the old one closed with a Down),
+// and its bgpd resets the BGP session if the old one was Up (FRR issue
+// 17337, fixed after 8.4): a node whose BFD came Up before BGP did — BGP's
+// first connections collided, or the router restarted — was reset once
+// right after establishment. bgpd moves the session at the establishment;
+// a second leaves ample room under load and costs BFD protection only in
+// a session's first second or two, which the hold time covers. A router
+// that waits for BFD before it lets BGP up ("BFD strict mode") gets BFD
+// bfdWithoutBGP after BGP stopped, and then its session. docs/bgp.md,
+// "BFD against FRR".
+const (
+	bfdAfterEstablished = time.Second
+	bfdWithoutBGP       = 10 * time.Second
+)
+
+// bfdGate says whether a peer's BFD session runs at now, given when its
+// BGP session became Established (zero: it is not), when it last went down
+// (zero: it is up) and whether BFD runs already (it stays on when BGP comes
+// up after bfdWithoutBGP turned it on); again is when to ask again (zero:
+// nothing changes with time alone).
+func bfdGate(established, down time.Time, on bool, now time.Time) (run bool, again time.Duration) {
+	if !established.IsZero() {
+		if left := established.Add(bfdAfterEstablished).Sub(now); !on && left > 0 {
+			return false, left
+		}
+		return true, 0
+	}
+	if left := down.Add(bfdWithoutBGP).Sub(now); left > 0 {
+		return false, left
+	}
+	return true, 0
+}
 
 // prefixLimit is a session's state under maxReceivedPrefixes.
 type prefixLimit struct {
@@ -229,14 +255,13 @@ func importOnlyOwn(ctx context.Context, srv *server.BgpServer) error {
 	return nil
 }
 
-// peerEvent keeps why a session failed, runs the session's BFD only while
-// it is Established (bfdAfterEstablished) and wakes the status writer.
+// peerEvent keeps why a session failed, turns the session's BFD on and off
+// as its state changes (bfdGate) and wakes the status writer.
 func (g *GoBGP) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) {
 	if ev.Type == apiutil.PEER_EVENT_STATE {
 		st := ev.Peer.State
 		g.mu.Lock()
-		gp, bfdSrv := g.byAddr[st.NeighborAddress], g.bfd
-		var bfdOn, bfdOff bool
+		gp := g.byAddr[st.NeighborAddress]
 		if gp != nil {
 			switch k := downKindOf(st.DisconnectReason); {
 			case st.SessionState == bgp.BGP_FSM_ESTABLISHED:
@@ -244,22 +269,9 @@ func (g *GoBGP) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time)
 			case k != downNone && k != downOther:
 				gp.down = downEvent{kind: k, msg: st.DisconnectMessage, at: at}
 			}
-			up := st.SessionState == bgp.BGP_FSM_ESTABLISHED
-			bfdOn, bfdOff = up && gp.establishedAt.IsZero(), !up && !gp.establishedAt.IsZero()
-			switch {
-			case bfdOn:
-				gp.establishedAt = g.now()
-			case bfdOff:
-				gp.establishedAt = time.Time{}
-			}
+			g.sawState(gp, st.SessionState == bgp.BGP_FSM_ESTABLISHED)
 		}
 		g.mu.Unlock()
-		switch {
-		case bfdOn:
-			g.enableBFDLater(gp, bfdAfterEstablished)
-		case bfdOff:
-			bfdSrv.SetEnabled(st.NeighborAddress, false)
-		}
 		if st.SessionState == bgp.BGP_FSM_ESTABLISHED {
 			g.hook.errs.forget(st.NeighborAddress)
 		}
@@ -294,7 +306,7 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 		return fmt.Errorf("peer %s exists", p.Peer)
 	}
 	g.nextID++
-	gp := &goPeer{cfg: p, id: g.nextID, since: g.now(), state: StateIdle}
+	gp := &goPeer{cfg: p, id: g.nextID, since: g.now(), state: StateIdle, downSince: g.now()}
 	if g.globalPeer != "" {
 		gp.vrf = fmt.Sprintf("peer-%d", g.nextID)
 	}
@@ -341,21 +353,40 @@ func (g *GoBGP) startBFD(gp *goPeer, p PeerConfig) {
 	}
 }
 
-// enableBFDLater enables gp's BFD session after d, if its BGP session is
-// then still in the establishment it is in now.
-func (g *GoBGP) enableBFDLater(gp *goPeer, d time.Duration) {
-	g.mu.Lock()
-	at, srv := gp.establishedAt, g.bfd
-	g.mu.Unlock()
-	time.AfterFunc(d, func() {
-		g.mu.Lock()
-		same := !at.IsZero() && gp.establishedAt.Equal(at) && g.byAddr[gp.cfg.Address] == gp
-		addr := gp.cfg.Address
-		g.mu.Unlock()
-		if same {
-			srv.SetEnabled(addr, true)
-		}
-	})
+// sawState records whether gp's BGP session is Established (a state event
+// or the listing) and gates its BFD on the change. g.mu is held.
+func (g *GoBGP) sawState(gp *goPeer, up bool) {
+	switch {
+	case up && gp.establishedAt.IsZero():
+		gp.establishedAt, gp.downSince = g.now(), time.Time{}
+	case !up && gp.downSince.IsZero():
+		gp.establishedAt, gp.downSince = time.Time{}, g.now()
+	default:
+		return
+	}
+	g.gateBFD(gp)
+}
+
+// gateBFD turns gp's BFD session on or off as bfdGate says, and looks
+// again when it says to. g.mu is held (the calls to the BFD server are
+// ordered with the state they act on; the server never calls back into g
+// while it is called). A peer without a BFD session: SetEnabled does
+// nothing.
+func (g *GoBGP) gateBFD(gp *goPeer) {
+	on, again := bfdGate(gp.establishedAt, gp.downSince, gp.bfdOn, g.now())
+	if on != gp.bfdOn {
+		gp.bfdOn = on
+		g.bfd.SetEnabled(gp.cfg.Address, on)
+	}
+	if again > 0 {
+		time.AfterFunc(again, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if g.byAddr[gp.cfg.Address] == gp {
+				g.gateBFD(gp)
+			}
+		})
+	}
 }
 
 // addBFD starts the peer's BFD session; a path failure resets an
@@ -364,18 +395,12 @@ func (g *GoBGP) enableBFDLater(gp *goPeer, d time.Duration) {
 // back.
 func (g *GoBGP) addBFD(gp *goPeer, p PeerConfig) error {
 	srv, addr := g.srv, p.Address
+	// Added disabled; bfdGate turns it on when the BGP session allows.
 	g.mu.Lock()
-	at := gp.establishedAt
-	g.mu.Unlock()
-	// Disabled until the BGP session has been Established for
-	// bfdAfterEstablished; if it is in that second now, enabled at its end.
-	left := bfdAfterEstablished - g.now().Sub(at)
-	defer func() {
-		if !at.IsZero() && left > 0 {
-			g.enableBFDLater(gp, left)
-		}
-	}()
-	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), !at.IsZero() && left <= 0, mbfd.Events{
+	defer g.mu.Unlock()
+	gp.bfdOn = false
+	defer g.gateBFD(gp)
+	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), false, mbfd.Events{
 		Failure: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
