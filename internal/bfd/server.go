@@ -62,15 +62,17 @@ type Events struct {
 }
 
 type peer struct {
-	addr  netip.Addr
-	conn  *net.UDPConn
-	ev    Events
-	rx    chan *bfd.BFDHeader
-	cfg   chan Config
-	stop  chan struct{}
-	mu    sync.Mutex
-	s     *fsm.Session
-	stats Stats
+	addr netip.Addr
+	conn *net.UDPConn
+	ev   Events
+	rx   chan *bfd.BFDHeader
+	cfg  chan Config
+	// enable carries the latest SetEnabled not yet taken.
+	enable chan bool
+	stop   chan struct{}
+	mu     sync.Mutex
+	s      *fsm.Session
+	stats  Stats
 }
 
 // Stats counts one session's packets.
@@ -84,8 +86,8 @@ func NewServer(log *slog.Logger) *Server {
 }
 
 // Add starts a session with the peer at addr, sending from local (any
-// address of the node when invalid).
-func (s *Server) Add(addr, local netip.Addr, cfg Config, ev Events) error {
+// address of the node when invalid), enabled or not (SetEnabled).
+func (s *Server) Add(addr, local netip.Addr, cfg Config, enabled bool, ev Events) error {
 	addr = addr.Unmap()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,7 +110,8 @@ func (s *Server) Add(addr, local netip.Addr, cfg Config, ev Events) error {
 	}
 	s.discrs[discr] = true
 	p := &peer{addr: addr, conn: conn, ev: ev, rx: make(chan *bfd.BFDHeader, 8), cfg: make(chan Config, 1),
-		stop: make(chan struct{}), s: fsm.NewSession(cfg, discr)}
+		enable: make(chan bool, 1), stop: make(chan struct{}), s: fsm.NewSession(cfg, discr)}
+	p.s.SetEnabled(enabled)
 	s.peers[addr] = p
 	s.wg.Go(func() { s.run(p) })
 	return nil
@@ -127,6 +130,29 @@ func (s *Server) SetConfig(addr netip.Addr, cfg Config) {
 	default:
 	}
 	p.cfg <- cfg
+}
+
+// SetEnabled turns a session on or off in place: a disabled one is Down,
+// sends nothing and ignores what it receives, and keeps its failure count
+// (fsm.Session.SetEnabled).
+func (s *Server) SetEnabled(addr netip.Addr, on bool) {
+	s.mu.Lock()
+	p := s.peers[addr.Unmap()]
+	s.mu.Unlock()
+	if p == nil {
+		return
+	}
+	for {
+		select {
+		case p.enable <- on:
+			return
+		default:
+			select {
+			case <-p.enable: // replace a change not yet taken
+			default:
+			}
+		}
+	}
 }
 
 // Remove ends the session with addr, silently: the remote's detection
@@ -323,18 +349,23 @@ func (s *Server) run(p *peer) {
 			}
 			p.mu.Unlock()
 			if err == nil {
-				l.apply(c)
+				l.apply(c, h)
 			}
 		case <-l.detect.C:
 			p.mu.Lock()
 			c := p.s.Check(s.now())
 			p.mu.Unlock()
-			l.apply(c)
+			l.apply(c, nil)
 		case cfg := <-p.cfg:
 			p.mu.Lock()
 			p.s.SetConfig(cfg)
 			p.mu.Unlock()
-			l.apply(fsm.Change{Reply: true})
+			l.apply(fsm.Change{Reply: true}, nil)
+		case on := <-p.enable:
+			p.mu.Lock()
+			c := p.s.SetEnabled(on)
+			p.mu.Unlock()
+			l.apply(c, nil)
 		}
 	}
 }
@@ -351,6 +382,10 @@ type loop struct {
 func (l *loop) send(final bool) {
 	p := l.p
 	p.mu.Lock()
+	if !p.s.Sending() {
+		p.mu.Unlock()
+		return
+	}
 	b, _ := p.s.Packet(final).MarshalBinary()
 	p.mu.Unlock()
 	_, err := p.conn.WriteToUDP(b, l.dst)
@@ -379,14 +414,26 @@ func (l *loop) interval() time.Duration {
 	return jitter(iv, mult)
 }
 
-// apply acts on a change: the reply, the owner's events, the timers.
-func (l *loop) apply(c fsm.Change) {
+// apply acts on a change, made by the received packet h or (nil) by a
+// timer: the reply, the owner's events, the timers.
+func (l *loop) apply(c fsm.Change, h *bfd.BFDHeader) {
 	p := l.p
 	if c.Reply {
 		l.send(c.Final)
 	}
-	if c.Changed() {
-		l.srv.log.Info("BFD session changed state", "peer", p.addr, "from", c.From.String(), "to", c.To.String(), "failure", c.Failure)
+	if c.Changed() || c.Failure {
+		attrs := []any{"peer", p.addr, "from", c.From.String(), "to", c.To.String(), "failure", c.Failure}
+		if h != nil { // what the remote said: which of its sessions, and why
+			attrs = append(attrs, "remoteState", h.State.String(), "remoteDiag", h.Diagnostic.String(),
+				"remoteDiscr", h.MyDiscriminator, "yourDiscr", h.YourDiscriminator)
+		}
+		p.mu.Lock()
+		held := p.s.Held()
+		p.mu.Unlock()
+		if !held.IsZero() && c.From == bfd.StateUp {
+			attrs = append(attrs, "failureIfNotUpWithin", held.Sub(l.srv.now()).Round(time.Millisecond))
+		}
+		l.srv.log.Info("BFD session changed state", attrs...)
 		if c.Failure && p.ev.Failure != nil {
 			p.ev.Failure()
 			l.schedule(l.interval()) // the Down after what Failure sent

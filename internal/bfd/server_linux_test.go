@@ -32,7 +32,7 @@ func startEnd(t *testing.T, h *netlab.Host, peers ...netip.Addr) *end {
 	t.Cleanup(e.srv.Close)
 	if err := h.Do(func() error {
 		for _, p := range peers {
-			if err := e.srv.Add(p, netip.Addr{}, fast, Events{Failure: func() { e.failures.Add(1) }}); err != nil {
+			if err := e.srv.Add(p, netip.Addr{}, fast, true, Events{Failure: func() { e.failures.Add(1) }}); err != nil {
 				return err
 			}
 		}
@@ -63,7 +63,9 @@ func waitState(t *testing.T, e *end, peer netip.Addr, want bfd.StateType, within
 // packet that crossed a router (TTL below 255) is discarded; a node that
 // goes silent is a failure on the other within the detection time; a node
 // that comes back with new sessions (new discriminators, as a restarted
-// agent or FRR's re-keying) brings them Up without a failure.
+// agent or FRR's re-keying) brings them Up without a failure; a session
+// disabled in place is Down and silent at once (a failure only at the
+// other end) and comes back Up when enabled.
 func TestServers(t *testing.T) {
 	lab := netlab.NewForTest(t, netlab.Config{Nodes: 2})
 	h1, h2 := lab.Nodes()[0], lab.Nodes()[1]
@@ -110,6 +112,28 @@ func TestServers(t *testing.T) {
 	}
 	if n := a.failures.Load(); n != 0 {
 		t.Errorf("node-1 counted %d failures when node-2's sessions were re-created", n)
+	}
+
+	// node-1 disables its IPv4 session (the BGP session it watches is not
+	// Established): Down at once without a failure, silent, so node-2's
+	// detection time runs out; enabled again, both ends come back Up.
+	b.failures.Store(0)
+	a.srv.SetEnabled(h2.Addr4, false)
+	waitState(t, a, h2.Addr4, bfd.StateDown, time.Second)
+	waitState(t, b, h1.Addr4, bfd.StateDown, 3*time.Second)
+	_, _, off, _ := a.srv.State(h2.Addr4)
+	time.Sleep(time.Second)
+	if st, _, s, _ := a.srv.State(h2.Addr4); st != bfd.StateDown || s.Sent != off.Sent || s.Received != off.Received {
+		t.Errorf("node-1's disabled session: %v, %+v then %+v; want Down, nothing sent or taken", st, off, s)
+	}
+	if a.failures.Load() != 0 || b.failures.Load() != 1 {
+		t.Errorf("disabling: node-1 %d failures, node-2 %d; want 0 and 1", a.failures.Load(), b.failures.Load())
+	}
+	a.srv.SetEnabled(h2.Addr4, true)
+	waitState(t, a, h2.Addr4, bfd.StateUp, 5*time.Second)
+	waitState(t, b, h1.Addr4, bfd.StateUp, 5*time.Second)
+	if st, _, _, _ := a.srv.State(h2.Addr6); st != bfd.StateUp {
+		t.Errorf("node-1's IPv6 session %v while its IPv4 one was off, want Up", st)
 	}
 
 	// node-2 goes silent: node-1 fails both sessions within 3 × 300 ms

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/mooringlb/mooring/internal/bgp"
 	"github.com/mooringlb/mooring/internal/bgpspeaker"
 	"github.com/mooringlb/mooring/internal/frr"
+	"github.com/mooringlb/mooring/internal/netlab"
 )
 
 // bfdFast is the BFD timers of TestBFD on both ends: 300 ms × 3.
@@ -39,10 +41,10 @@ func TestBFD(t *testing.T) {
 	// neighbour's first establishment (a new discriminator and source
 	// port): GoBGP 4.8's BFD reset the BGP session for it; Mooring's
 	// takes the new session without a failure.
-	before := f.routerEstablished(node)
+	f.routerEstablished(node)
 	bfdUp(30 * time.Second)
 	time.Sleep(6 * time.Second)
-	f.noResets(before, "BFD from the first establishment through FRR's re-keying")
+	f.establishedOnce(node, "BFD from the first establishment through FRR's re-keying")
 	bfdUp(time.Second)
 
 	if err := f.frr.Pause("bfdd"); err != nil {
@@ -73,6 +75,93 @@ func TestBFD(t *testing.T) {
 	t.Logf("SIGTERM with BFD: End-of-RIB %v after the new speaker started", eor)
 	sp = f.speakers["node-1"]
 	bfdUp(30 * time.Second)
+}
+
+// TestBFDUpBeforeBGP: the router refuses BGP connections for a few
+// seconds, as when the first connection attempts collide — long enough
+// for BFD to come Up first, the order in which a CI run saw the node's
+// session reset. FRR 8.4 moves a configured neighbour's BFD session to the
+// BGP connection's addresses at the first establishment (closing the old
+// one with a Down) and its bgpd resets the BGP session if the old one was
+// Up (FRR issue 17337). So the node's BFD stays silent until its BGP
+// session is Established (docs/bgp.md, "BFD against FRR"): BFD is not Up
+// at either end while BGP is refused; once BGP is let through the
+// session comes up once, is never reset, and BFD comes Up on both ends.
+func TestBFDUpBeforeBGP(t *testing.T) {
+	node := netip.MustParseAddr("10.213.0.11")
+	var unblock func()
+	f, bfdUp := newBFDFabric(t, node, configuredBFD(node), func(f *fabric) { unblock = refuseBGP(t, f.router) })
+	sp := f.speakers["node-1"]
+	ctx := context.Background()
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		st, _ := sp.session("tor-v4")
+		peers, err := f.frr.BFDPeers(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.State == bgpspeaker.StateEstablished || st.BFD == bgpspeaker.BFDUp || len(peers) > 0 && peers[0].Status == "up" {
+			t.Fatalf("BGP refused: the node's session %+v, the router's BFD %+v; want BGP not Established and BFD Up at neither end", st, peers)
+		}
+	}
+	unblock()
+	f.routerEstablished(node)
+	bfdUp(30 * time.Second)
+	time.Sleep(6 * time.Second)
+	f.establishedOnce(node, "BGP established after 4 s refused, through FRR's move of its BFD session")
+	bfdUp(time.Second)
+	f.wantNextHops("10.213.0.100/32", node.String())
+}
+
+// TestBFDRouterWaitsForBFD: a router that lets BGP up only once BFD is Up
+// ("BFD strict mode", FRR 9's `neighbor ... bfd strict`; not in 8.4, so
+// played here by refusing BGP until the router's BFD session is up). The
+// node's BFD, which otherwise waits for BGP, starts bfdWithoutBGP (10 s)
+// after BGP failed to come up; then BGP comes up and BFD is Up on both
+// ends. (FRR 8.4 then resets the session once, moving its Up BFD session:
+// TestBFDUpBeforeBGP.)
+func TestBFDRouterWaitsForBFD(t *testing.T) {
+	node := netip.MustParseAddr("10.213.0.11")
+	var unblock func()
+	f, bfdUp := newBFDFabric(t, node, configuredBFD(node), func(f *fabric) { unblock = refuseBGP(t, f.router) })
+	ctx := context.Background()
+	took := eventually(t, 30*time.Second, "the router's BFD up while BGP is refused", func() (bool, string) {
+		peers, err := f.frr.BFDPeers(ctx)
+		return err == nil && len(peers) == 1 && peers[0].Status == "up", fmt.Sprintf("%+v %v", peers, err)
+	})
+	t.Logf("BGP refused: the router's BFD up %s after the peer was applied", took.Round(time.Millisecond))
+	if took < 8*time.Second {
+		t.Errorf("BFD up %s after the peer was applied, want it to wait ~10 s for BGP first", took)
+	}
+	unblock()
+	bfdUp(30 * time.Second)
+	f.wantNextHops("10.213.0.100/32", node.String())
+}
+
+// establishedOnce fails unless the router's configured neighbour node is
+// Established and has been since its first establishment: a reset within
+// the first moments would escape a snapshot taken at establishment, the
+// counters since bgpd started do not.
+func (f *fabric) establishedOnce(node netip.Addr, what string) {
+	f.t.Helper()
+	s := f.snapshotNeighbors()[node]
+	if s.State != "Established" || s.ConnectionsEstablished != 1 || s.ConnectionsDropped != 0 {
+		f.t.Fatalf("%s: the router's session with %s was reset: %+v", what, node, s)
+	}
+}
+
+// refuseBGP makes h's kernel refuse BGP connections both ways (a TCP
+// reset, so the speakers retry at their connect time) until the returned
+// func is called.
+func refuseBGP(t *testing.T, h *netlab.Host) func() {
+	t.Helper()
+	nft := func(script string) {
+		if err := h.Nft(script); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nft("table inet mooring_refuse_bgp {\n chain in {\n  type filter hook input priority 0; policy accept;\n" +
+		"  tcp dport 179 reject with tcp reset\n  tcp sport 179 reject with tcp reset\n }\n}\n")
+	return sync.OnceFunc(func() { nft("delete table inet mooring_refuse_bgp\n") })
 }
 
 // TestBFDListenRange runs BFD with the node as a dynamic neighbour of an

@@ -88,6 +88,50 @@ type goPeer struct {
 	limit prefixLimit
 	// bfdErr is why the BFD session last failed to start ("" if it did).
 	bfdErr string
+	// establishedAt is when the BGP session last became Established, zero
+	// while it is not; downSince when it last stopped being (or the peer
+	// was added), zero while it is. bfdOn: the peer's BFD session is
+	// enabled (bfdGate).
+	establishedAt, downSince time.Time
+	bfdOn                    bool
+}
+
+// When a peer's BFD session runs (bfdGate): from bfdAfterEstablished after
+// its BGP session is Established, and from bfdWithoutBGP after the BGP
+// session last went down (or the peer was added) if it has not come up
+// since; otherwise it is disabled (Down, silent). FRR 8.4 moves a
+// configured neighbour's BFD session to the BGP connection's addresses at
+// the first establishment (a new session; the old one closed with a Down),
+// and its bgpd resets the BGP session if the old one was Up (FRR issue
+// 17337, fixed after 8.4): a node whose BFD came Up before BGP did — BGP's
+// first connections collided, or the router restarted — was reset once
+// right after establishment. bgpd moves the session at the establishment;
+// a second leaves ample room under load and costs BFD protection only in
+// a session's first second or two, which the hold time covers. A router
+// that waits for BFD before it lets BGP up ("BFD strict mode") gets BFD
+// bfdWithoutBGP after BGP stopped, and then its session. docs/bgp.md,
+// "BFD against FRR".
+const (
+	bfdAfterEstablished = time.Second
+	bfdWithoutBGP       = 10 * time.Second
+)
+
+// bfdGate says whether a peer's BFD session runs at now, given when its
+// BGP session became Established (zero: it is not), when it last went down
+// (zero: it is up) and whether BFD runs already (it stays on when BGP comes
+// up after bfdWithoutBGP turned it on); again is when to ask again (zero:
+// nothing changes with time alone).
+func bfdGate(established, down time.Time, on bool, now time.Time) (run bool, again time.Duration) {
+	if !established.IsZero() {
+		if left := established.Add(bfdAfterEstablished).Sub(now); !on && left > 0 {
+			return false, left
+		}
+		return true, 0
+	}
+	if left := down.Add(bfdWithoutBGP).Sub(now); left > 0 {
+		return false, left
+	}
+	return true, 0
 }
 
 // prefixLimit is a session's state under maxReceivedPrefixes.
@@ -174,8 +218,8 @@ func (g *GoBGP) Start(ctx context.Context, gl Global) error {
 		return fmt.Errorf("watching BGP sessions: %w", err)
 	}
 	g.srv, g.served, g.cancel, g.routerID = srv, served, cancel, gl.RouterID
-	g.bfd = mbfd.NewServer(g.log)
 	g.mu.Lock()
+	g.bfd = mbfd.NewServer(g.log)
 	g.peers, g.byAddr, g.globalPeer = map[string]*goPeer{}, map[netip.Addr]*goPeer{}, ""
 	g.attrs = attrCache{}
 	g.mu.Unlock()
@@ -211,18 +255,21 @@ func importOnlyOwn(ctx context.Context, srv *server.BgpServer) error {
 	return nil
 }
 
-// peerEvent keeps why a session failed and wakes the status writer.
+// peerEvent keeps why a session failed, turns the session's BFD on and off
+// as its state changes (bfdGate) and wakes the status writer.
 func (g *GoBGP) peerEvent(ev *apiutil.WatchEventMessage_PeerEvent, at time.Time) {
 	if ev.Type == apiutil.PEER_EVENT_STATE {
 		st := ev.Peer.State
 		g.mu.Lock()
-		if gp := g.byAddr[st.NeighborAddress]; gp != nil {
+		gp := g.byAddr[st.NeighborAddress]
+		if gp != nil {
 			switch k := downKindOf(st.DisconnectReason); {
 			case st.SessionState == bgp.BGP_FSM_ESTABLISHED:
 				gp.down = downEvent{}
 			case k != downNone && k != downOther:
 				gp.down = downEvent{kind: k, msg: st.DisconnectMessage, at: at}
 			}
+			g.sawState(gp, st.SessionState == bgp.BGP_FSM_ESTABLISHED)
 		}
 		g.mu.Unlock()
 		if st.SessionState == bgp.BGP_FSM_ESTABLISHED {
@@ -259,7 +306,7 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 		return fmt.Errorf("peer %s exists", p.Peer)
 	}
 	g.nextID++
-	gp := &goPeer{cfg: p, id: g.nextID, since: g.now(), state: StateIdle}
+	gp := &goPeer{cfg: p, id: g.nextID, since: g.now(), state: StateIdle, downSince: g.now()}
 	if g.globalPeer != "" {
 		gp.vrf = fmt.Sprintf("peer-%d", g.nextID)
 	}
@@ -292,7 +339,7 @@ func (g *GoBGP) AddPeer(ctx context.Context, p PeerConfig, restarting bool) erro
 // node), BFD shows Down and Sessions tries again every listing, logging
 // each new error once.
 func (g *GoBGP) startBFD(gp *goPeer, p PeerConfig) {
-	err := g.addBFD(p)
+	err := g.addBFD(gp, p)
 	msg := ""
 	if err != nil {
 		msg = err.Error()
@@ -306,13 +353,54 @@ func (g *GoBGP) startBFD(gp *goPeer, p PeerConfig) {
 	}
 }
 
+// sawState records whether gp's BGP session is Established (a state event
+// or the listing) and gates its BFD on the change. g.mu is held.
+func (g *GoBGP) sawState(gp *goPeer, up bool) {
+	switch {
+	case up && gp.establishedAt.IsZero():
+		gp.establishedAt, gp.downSince = g.now(), time.Time{}
+	case !up && gp.downSince.IsZero():
+		gp.establishedAt, gp.downSince = time.Time{}, g.now()
+	default:
+		return
+	}
+	g.gateBFD(gp)
+}
+
+// gateBFD turns gp's BFD session on or off as bfdGate says, and looks
+// again when it says to. g.mu is held (the calls to the BFD server are
+// ordered with the state they act on; the server never calls back into g
+// while it is called). A peer without a BFD session: SetEnabled does
+// nothing.
+func (g *GoBGP) gateBFD(gp *goPeer) {
+	on, again := bfdGate(gp.establishedAt, gp.downSince, gp.bfdOn, g.now())
+	if on != gp.bfdOn {
+		gp.bfdOn = on
+		g.bfd.SetEnabled(gp.cfg.Address, on)
+	}
+	if again > 0 {
+		time.AfterFunc(again, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if g.byAddr[gp.cfg.Address] == gp {
+				g.gateBFD(gp)
+			}
+		})
+	}
+}
+
 // addBFD starts the peer's BFD session; a path failure resets an
 // established BGP session (Cease, Administrative Reset, "BFD is down", as
 // GoBGP's own BFD did) so the node's status says BFDDown until both are
 // back.
-func (g *GoBGP) addBFD(p PeerConfig) error {
+func (g *GoBGP) addBFD(gp *goPeer, p PeerConfig) error {
 	srv, addr := g.srv, p.Address
-	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), mbfd.Events{
+	// Added disabled; bfdGate turns it on when the BGP session allows.
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	gp.bfdOn = false
+	defer g.gateBFD(gp)
+	return g.bfd.Add(addr, p.SourceAddress, bfdConfig(p.BFD), false, mbfd.Events{
 		Failure: func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()

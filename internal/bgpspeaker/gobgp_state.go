@@ -94,6 +94,9 @@ func (g *GoBGP) sessionState(ctx context.Context, gp *goPeer, p *api.Peer, count
 		s.BFD, failures = bfdState(bst), f
 	}
 	now := g.now()
+	g.mu.Lock()
+	g.sawState(gp, s.State == StateEstablished) // in case a state event was missed
+	g.mu.Unlock()
 	if s.State != gp.state {
 		gp.state, gp.since = s.State, now
 		if !counted {

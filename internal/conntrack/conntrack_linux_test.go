@@ -6,8 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -237,15 +235,7 @@ func connect(t *testing.T, h *netlab.Host, dst string) {
 
 func nft(t *testing.T, h *netlab.Host, script string) {
 	t.Helper()
-	cmd := exec.Command("nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	p, err := h.Start(cmd)
-	if err != nil {
+	if err := h.Nft(script); err != nil {
 		t.Fatal(err)
-	}
-	if err := p.Wait(); err != nil {
-		t.Fatalf("nft in %s: %v: %s", h.Name, err, out.String())
 	}
 }

@@ -89,8 +89,10 @@ func startBGPLab(t *testing.T, grace time.Duration) *bgpLab {
 
 // waitSettled waits until every node's session has been up for 5 s (with
 // BFD up): FRR re-keys a configured neighbour's BFD session once after its
-// first establishment, and GoBGP resets the session for it (docs/bgp.md,
-// "BFD against FRR"); a restart in the middle of that would be reset too.
+// first establishment, which reset the session with GoBGP's BFD (and with
+// the agents' own when their BFD came Up before BGP: docs/bgp.md, "BFD
+// against FRR"); the wait stays as a guard, so a restart never lands in
+// a session's first seconds.
 func (b *bgpLab) waitSettled(d time.Duration) {
 	b.t.Helper()
 	eventuallyLab(b.t, d, "sessions settled (up 5 s, BFD up)", func() (bool, string) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -274,6 +275,23 @@ func (h *Host) Start(cmd *exec.Cmd) (*Process, error) {
 	}()
 	h.procs = append(h.procs, p)
 	return p, nil
+}
+
+// Nft runs `nft -f -` with script in the host's network namespace (a
+// firewall rule a test puts in the way); the error carries what nft said.
+func (h *Host) Nft(script string) error {
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	p, err := h.Start(cmd)
+	if err != nil {
+		return err
+	}
+	if err := p.Wait(); err != nil {
+		return fmt.Errorf("netlab: nft in %s: %w: %s", h.Name, err, out.String())
+	}
+	return nil
 }
 
 // Kill sends SIGKILL to the process's whole group: how a test kills a node.

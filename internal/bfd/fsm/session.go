@@ -28,6 +28,7 @@ var (
 	ErrMyDiscr        = errors.New("bfd: My Discriminator is zero")
 	ErrYourDiscr      = errors.New("bfd: Your Discriminator is not this session's")
 	ErrUnboundNotDown = errors.New("bfd: Your Discriminator is zero in a packet that is not Down or AdminDown")
+	ErrDisabled       = errors.New("bfd: the session is disabled")
 )
 
 // Session is one asynchronous-mode BFD session's state machine (RFC 5880
@@ -44,6 +45,18 @@ var (
 // take the Down at face value and so reset BGP; GoBGP 4.8 drops such
 // packets and resets BGP when its detection time then expires. Both
 // reset a healthy session (docs/bgp.md, "BFD against FRR").
+//
+// And one addition: a Down the remote system signals while the session is
+// Up takes the session Down at once, as the RFC says, but is reported as a
+// failure only when the session is not Up again within HoldTime (one slow
+// packet interval plus the detection time in force). FRR's bfdd, when BGP
+// gives it the session's local address after the session came up, may
+// close its session with a Down before it opens the new one; the new one's
+// first packet comes at the slow rate. A remote that signals Down has
+// already acted on it (withdrawn the node's routes, reset its BGP session),
+// so waiting costs the path nothing; only this end's own BGP reset comes
+// HoldTime later. A failure this end detects itself (Check, the detection
+// time) is reported at once.
 type Session struct {
 	cfg   Config
 	local uint32 // bfd.LocalDiscr
@@ -68,6 +81,12 @@ type Session struct {
 	txUsed, rxUsed time.Duration
 	// lastRx is when the last accepted packet came.
 	lastRx time.Time
+	// held is when a Down the remote signalled while Up becomes a failure
+	// unless the session is Up again (zero: none held).
+	held time.Time
+	// disabled: the session is Down, sends nothing and takes nothing
+	// (SetEnabled).
+	disabled bool
 	// failures counts Up → Down transitions a client must act on.
 	failures uint64
 }
@@ -75,9 +94,11 @@ type Session struct {
 // Change says what a packet or a timer did to the session.
 type Change struct {
 	From, To bfd.StateType
-	// Failure: the session left Up because the path failed (detection
-	// time expired, or the remote system said Down) — what resets BGP.
-	// Not for AdminDown (RFC 5882 §3.2) nor a remote's new session.
+	// Failure: the path failed — the detection time expired while Up, or
+	// the remote system said Down while Up and the session did not come
+	// back within HoldTime (then From and To may both be Down) — what
+	// resets BGP. Not for AdminDown (RFC 5882 §3.2) nor a remote's new
+	// session.
 	Failure bool
 	// Reply: send Packet(Final) now (the Final of a Poll, or a state
 	// change the remote should learn before the next periodic packet;
@@ -141,13 +162,41 @@ func (s *Session) endPoll() {
 	}
 }
 
+// SetEnabled turns the session on or off. A disabled session is Down,
+// discards every packet (ErrDisabled) and sends none (Sending); disabling
+// forgets the remote and a held Down (no failure: whoever disables the
+// session no longer needs it watched), and keeps the failure count. An
+// enabled session starts over from Down and wants a packet sent now.
+func (s *Session) SetEnabled(on bool) Change {
+	c := Change{From: s.state, To: s.state}
+	if on != s.disabled {
+		return c
+	}
+	s.disabled = !on
+	if on {
+		c.Reply = true
+		return c
+	}
+	s.down(bfd.DiagnosticAdministrativelyDown)
+	s.remote, s.held = 0, time.Time{}
+	c.To = s.state
+	return c
+}
+
+// Sending reports whether the session sends packets (it is enabled).
+func (s *Session) Sending() bool { return !s.disabled }
+
 // Receive applies a packet received at now. A packet that must be
 // discarded returns an error and changes nothing.
 func (s *Session) Receive(now time.Time, h *bfd.BFDHeader) (Change, error) {
+	if s.disabled {
+		return Change{From: s.state, To: s.state}, ErrDisabled
+	}
 	if err := s.valid(h); err != nil {
 		return Change{From: s.state, To: s.state}, err
 	}
 	c := Change{From: s.state}
+	hold := s.HoldTime() // with the timers in force, not the packet's
 	if h.YourDiscriminator == 0 && s.remote != 0 && h.MyDiscriminator != s.remote && s.state != bfd.StateDown {
 		// The remote system's new session: start over with it.
 		s.down(bfd.DiagnosticNeighborSignaledSessionDown)
@@ -164,6 +213,7 @@ func (s *Session) Receive(now time.Time, h *bfd.BFDHeader) (Change, error) {
 
 	switch h.State {
 	case bfd.StateAdminDown:
+		s.held = time.Time{} // deliberate: no failure (RFC 5882 §3.2)
 		if s.state != bfd.StateDown {
 			s.down(bfd.DiagnosticNeighborSignaledSessionDown)
 		}
@@ -172,8 +222,8 @@ func (s *Session) Receive(now time.Time, h *bfd.BFDHeader) (Change, error) {
 		case bfd.StateDown:
 			s.state, s.diag = bfd.StateInit, bfd.DiagnosticNoDiagnostic
 		case bfd.StateUp:
+			s.held = now.Add(hold)
 			s.down(bfd.DiagnosticNeighborSignaledSessionDown)
-			c.Failure = true
 		}
 	case bfd.StateInit:
 		if s.state == bfd.StateDown || s.state == bfd.StateInit {
@@ -184,18 +234,19 @@ func (s *Session) Receive(now time.Time, h *bfd.BFDHeader) (Change, error) {
 			s.up()
 		}
 	}
-	if c.Failure {
-		s.failures++
-	}
 	c.To = s.state
 	c.Final = h.Poll
-	// Not at once after a failure: the client resets BGP first, so the
-	// router learns of it from BGP's Cease before BFD's Down (BIRD stops
-	// a session whose BFD went down and waits its error wait time, 60 s
-	// by default, before it connects again).
-	c.Reply = h.Poll || c.Changed() && !c.Failure
+	// A Down the remote signalled is answered at once too: the remote
+	// knows.
+	c.Reply = h.Poll || c.Changed()
 	return c, nil
 }
+
+// HoldTime is how long a Down the remote signals while Up waits for the
+// session to come Up again before it is a failure: one packet interval at
+// the slow rate (a remote's new session sends its first packets at it)
+// plus the detection time in force.
+func (s *Session) HoldTime() time.Duration { return SlowTx + s.DetectTime() }
 
 // valid applies §6.8.6's discard rules (no authentication, no demand
 // mode here: the A bit is not decoded by the packet library and this end
@@ -217,7 +268,7 @@ func (s *Session) valid(h *bfd.BFDHeader) error {
 }
 
 func (s *Session) up() {
-	s.state, s.diag = bfd.StateUp, bfd.DiagnosticNoDiagnostic
+	s.state, s.diag, s.held = bfd.StateUp, bfd.DiagnosticNoDiagnostic, time.Time{}
 	// DesiredMinTx drops from SlowTx to the configured interval at once
 	// (faster is safe); a Poll Sequence tells the remote (§6.8.3).
 	s.txUsed, s.rxUsed = s.cfg.DesiredMinTx, s.cfg.RequiredMinRx
@@ -231,25 +282,47 @@ func (s *Session) down(d bfd.DiagnosticType) {
 	s.txUsed, s.rxUsed = s.cfg.DesiredMinTx, s.cfg.RequiredMinRx
 }
 
-// Check applies the detection time at now: a session in Init or Up that
-// heard nothing for it goes Down (a failure when it was Up).
+// Check applies the timers at now: a session in Init or Up that heard
+// nothing for the detection time goes Down (a failure when it was Up),
+// and a held Down of the remote's whose HoldTime passed is a failure.
 func (s *Session) Check(now time.Time) Change {
 	c := Change{From: s.state, To: s.state}
-	if d := s.Deadline(); d.IsZero() || now.Before(d) {
-		return c
+	if !s.held.IsZero() && !now.Before(s.held) {
+		s.held = time.Time{}
+		c.Failure = true
 	}
-	s.down(bfd.DiagnosticControlDetectionTimeExpired)
-	s.remote = 0 // §6.8.1: reset when the detection time passes
-	c.To = s.state
-	c.Failure = c.From == bfd.StateUp
+	if d := s.detectDeadline(); !d.IsZero() && !now.Before(d) {
+		s.down(bfd.DiagnosticControlDetectionTimeExpired)
+		s.remote = 0 // §6.8.1: reset when the detection time passes
+		c.To = s.state
+		c.Failure = c.Failure || c.From == bfd.StateUp
+	}
 	if c.Failure {
 		s.failures++
 	}
-	return c // the Down goes with the next periodic packet, as in Receive
+	// Not at once after a failure: the client resets BGP first, so the
+	// router learns of it from BGP's Cease before BFD's Down (BIRD stops
+	// a session whose BFD went down and waits its error wait time, 60 s
+	// by default, before it connects again). The Down goes with the next
+	// periodic packet.
+	return c
 }
 
-// Deadline is when the detection time runs out (zero while Down).
+// Held is when a Down the remote signalled while Up becomes a failure
+// unless the session is Up again; zero when none is held.
+func (s *Session) Held() time.Time { return s.held }
+
+// Deadline is when Check has something to do: the detection time runs
+// out (in Init or Up) or a held Down becomes a failure; zero for never.
 func (s *Session) Deadline() time.Time {
+	d := s.detectDeadline()
+	if !s.held.IsZero() && (d.IsZero() || s.held.Before(d)) {
+		d = s.held
+	}
+	return d
+}
+
+func (s *Session) detectDeadline() time.Time {
 	if s.state != bfd.StateInit && s.state != bfd.StateUp {
 		return time.Time{}
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -250,16 +249,7 @@ func (d *labDoctor) staleNowAndThen(lb netip.Addr, owner, other string) {
 // agents' metrics port (a firewall in the way); the returned func lifts it.
 func blockAgentMetrics(t *testing.T, h *netlab.Host) func() {
 	t.Helper()
-	nft := func(script string) {
-		var out bytes.Buffer
-		cmd := exec.Command("nft", "-f", "-")
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(script), &out, &out
-		p, err := h.Start(cmd)
-		must(t, err)
-		if err := p.Wait(); err != nil {
-			t.Fatalf("nft: %v\n%s", err, out.String())
-		}
-	}
+	nft := func(script string) { must(t, h.Nft(script)) }
 	nft("table inet mooring_test_block {\n chain out {\n  type filter hook output priority 0; policy accept;\n  tcp dport " +
 		strconv.Itoa(labtest.AgentMetricsPort) + " drop\n }\n}\n")
 	return sync.OnceFunc(func() { nft("delete table inet mooring_test_block\n") })
