@@ -50,9 +50,11 @@ var (
 // Up takes the session Down at once, as the RFC says, but is reported as a
 // failure only when the session is not Up again within HoldTime (one slow
 // packet interval plus the detection time in force). FRR's bfdd, when BGP
-// gives it the session's local address after the session came up, may
-// close its session with a Down before it opens the new one; the new one's
-// first packet comes at the slow rate. A remote that signals Down has
+// gives it the session's local address after the session came up, closes
+// its session with a Down and opens a new one whose first packet comes at
+// the slow rate; FRR 8.4's bgpd then resets BGP itself (the agent keeps
+// its BFD from coming Up before BGP for that), a router that does not
+// reset must not see this end do it instead. A remote that signals Down has
 // already acted on it (withdrawn the node's routes, reset its BGP session),
 // so waiting costs the path nothing; only this end's own BGP reset comes
 // HoldTime later. A failure this end detects itself (Check, the detection
@@ -87,7 +89,7 @@ type Session struct {
 	// disabled: the session is Down, sends nothing and takes nothing
 	// (SetEnabled).
 	disabled bool
-	// failures counts Up → Down transitions a client must act on.
+	// failures counts the failures reported (Change.Failure).
 	failures uint64
 }
 
