@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -350,16 +349,8 @@ func (c *cluster) quietWrites(within, quiet time.Duration) apiWrites {
 // nft runs nft with script inside h's namespace.
 func (c *cluster) nft(h *netlab.Host, script string) {
 	c.t.Helper()
-	cmd := exec.Command("nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	p, err := h.Start(cmd)
-	if err != nil {
-		c.t.Fatalf("nft in %s: %v", h.Name, err)
-	}
-	if err := p.Wait(); err != nil {
-		c.t.Fatalf("nft in %s: %v: %s", h.Name, err, out.String())
+	if err := h.Nft(script); err != nil {
+		c.t.Fatal(err)
 	}
 }
 

@@ -357,16 +357,8 @@ func pinNeighbours(t *testing.T, h, target *netlab.Host, pin bool) {
 
 func nftIn(t *testing.T, h *netlab.Host, script string) {
 	t.Helper()
-	cmd := exec.Command("nft", "-f", "-")
-	cmd.Stdin = strings.NewReader(script)
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
-	p, err := h.Start(cmd)
-	if err != nil {
-		t.Fatalf("nft in %s: %v", h.Name, err)
-	}
-	if err := p.Wait(); err != nil {
-		t.Errorf("nft in %s: %v: %s", h.Name, err, out.String())
+	if err := h.Nft(script); err != nil {
+		t.Error(err)
 	}
 }
 
